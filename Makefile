@@ -1,0 +1,49 @@
+# Everything a fresh clone needs is installed by these targets.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PG_URL ?= postgres://root@127.0.0.1:5432/test
+
+# The first interpreter >= 3.12 that actually runs (pyenv shims exist but fail when the
+# version is not selected, so each candidate is executed, not just looked up).
+PYTHON_BOOT := $(shell for c in python3.13 python3.12 "$$(pyenv root 2>/dev/null)/versions/3.13.0/bin/python3" "$$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python3"; do \
+	if "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then echo "$$c"; break; fi; done)
+
+.PHONY: venv test test-pg test-sqlite lint demo postgres clean
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON_BOOT)" || { echo "no Python >= 3.12 found (tried python3.13, python3.12, pyenv 3.13.0)"; exit 1; }
+	"$(PYTHON_BOOT)" -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+postgres:
+	@pg_isready -h 127.0.0.1 -p 5432 -q || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
+	@for i in $$(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && exit 0; sleep 1; done; \
+	  echo "PostgreSQL is not reachable on 127.0.0.1:5432"; exit 1
+
+test: venv postgres
+	$(MAKE) --no-print-directory test-pg
+	$(MAKE) --no-print-directory test-sqlite
+
+test-pg: venv
+	DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+test-sqlite: venv
+	DATABASE_URL= $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+demo: venv
+	rm -f testproject/demo.sqlite3
+	DATABASE_URL= ALKQUEUE_SQLITE_NAME=testproject/demo.sqlite3 $(PY) manage.py migrate -v 0
+	DATABASE_URL= ALKQUEUE_SQLITE_NAME=testproject/demo.sqlite3 $(PY) manage.py alk_demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

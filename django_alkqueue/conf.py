@@ -1,0 +1,53 @@
+"""The ALKQUEUE setting: one dict, read through `get_settings()`, cached until it changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+
+@dataclasses.dataclass(frozen=True)
+class AlkQueueSettings:
+    #: Database alias that queues use when `using` is not given.
+    DATABASE: str = "default"
+    #: Largest payload accepted, in bytes of its compact UTF-8 JSON encoding.
+    MAX_PAYLOAD_BYTES: int = 1024 * 1024
+    #: Extra modules imported at start-up to register @consumer handlers.
+    CONSUMER_MODULES: tuple[str, ...] = ()
+    #: Seconds between two reclaims of lapsed leases (leader only).
+    RECLAIM_INTERVAL: float = 5.0
+    #: Seconds between two sweeps of expired jobs and old dead letters (leader only).
+    SWEEP_INTERVAL: float = 60.0
+    #: Seconds between two refreshes of a worker's registry row.
+    WORKER_HEARTBEAT_INTERVAL: float = 5.0
+    #: Database alias used for LISTEN (a direct connection when claims go through PgBouncer).
+    LISTEN_DATABASE: str | None = None
+
+
+_FIELDS = {f.name for f in dataclasses.fields(AlkQueueSettings)}
+
+
+@functools.cache
+def get_settings() -> AlkQueueSettings:
+    user: dict[str, Any] = dict(getattr(django_settings, "ALKQUEUE", {}) or {})
+    unknown = sorted(set(user) - _FIELDS)
+    if unknown:
+        raise ImproperlyConfigured(
+            f"Unknown ALKQUEUE setting(s) {', '.join(unknown)}; "
+            f"valid keys are {', '.join(sorted(_FIELDS))}."
+        )
+    if "CONSUMER_MODULES" in user:
+        user["CONSUMER_MODULES"] = tuple(user["CONSUMER_MODULES"])
+    return AlkQueueSettings(**user)
+
+
+@receiver(setting_changed)
+def _reset_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == "ALKQUEUE":
+        get_settings.cache_clear()

@@ -1,0 +1,30 @@
+"""PayloadField: a JSONField stored as JSON text, so values round-trip exactly.
+
+jsonb rewrites numbers (1e308 comes back as an int) and refuses "\\u0000"; text keeps what
+`json.dumps` wrote, costs no parsing on insert, and the queue never queries inside payloads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from . import payload as payload_codec
+
+
+class PayloadField(models.JSONField):  # type: ignore[type-arg]
+    def db_type(self, connection: BaseDatabaseWrapper) -> str:
+        return "text"
+
+    def db_check(self, connection: BaseDatabaseWrapper) -> None:
+        return None
+
+    def get_db_prep_value(
+        self, value: Any, connection: BaseDatabaseWrapper, prepared: bool = False
+    ) -> Any:
+        return payload_codec.encode(value, max_bytes=2**31)
+
+    def get_db_prep_save(self, value: Any, connection: BaseDatabaseWrapper) -> Any:
+        return self.get_db_prep_value(value, connection)

@@ -1,0 +1,163 @@
+"""The tables: live jobs, dead letters, consumers. Reads live on the QuerySets; writes in operations."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import models
+from django.db.models import Q
+
+from .fields import PayloadField
+
+MESSAGE_TABLE = "alkqueue_message"
+DEAD_LETTER_TABLE = "alkqueue_deadletter"
+CONSUMER_TABLE = "alkqueue_consumer"
+
+# Index names are referenced from the SQL that relies on them (see sql/postgresql.py).
+PENDING_INDEX = "alkqueue_pending_idx"
+LEASE_INDEX = "alkqueue_lease_idx"
+EXPIRY_INDEX = "alkqueue_expiry_idx"
+UNIQUE_KEY_CONSTRAINT = "alkqueue_live_unique_key"
+
+
+class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
+    def unclaimed(self) -> QueueMessageQuerySet:
+        return self.filter(claim_token__isnull=True)
+
+    def pending(self, now: datetime) -> QueueMessageQuerySet:
+        """Due and unclaimed."""
+        return self.unclaimed().filter(run_at__lte=now)
+
+    def scheduled(self, now: datetime) -> QueueMessageQuerySet:
+        return self.unclaimed().filter(run_at__gt=now)
+
+    def claimed(self) -> QueueMessageQuerySet:
+        return self.filter(claim_token__isnull=False)
+
+    def lapsed(self, now: datetime) -> QueueMessageQuerySet:
+        return self.claimed().filter(lease_expires_at__lte=now)
+
+    def expired(self, now: datetime) -> QueueMessageQuerySet:
+        return self.filter(expires_at__lte=now)
+
+    def in_state(self, state: str, now: datetime) -> QueueMessageQuerySet:
+        if state == "pending":
+            return self.pending(now)
+        if state == "scheduled":
+            return self.scheduled(now)
+        if state == "claimed":
+            return self.claimed()
+        raise ValueError(f"unknown live state {state!r}")
+
+
+class QueueMessage(models.Model):
+    """One live job: pending (due, unclaimed), scheduled (run_at ahead) or claimed."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=100)
+    payload = PayloadField()
+    priority = models.SmallIntegerField(default=0)
+    attempts = models.IntegerField(default=0)
+    max_attempts = models.IntegerField()
+    backoff_base = models.FloatField(help_text="seconds")
+    lease = models.FloatField(help_text="seconds")
+    retention = models.FloatField(null=True, blank=True, help_text="seconds a dead letter is kept")
+    run_at = models.DateTimeField()
+    enqueued_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+    unique_key = models.CharField(max_length=255, null=True, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=255, null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(null=True, blank=True)
+
+    objects = QueueMessageQuerySet.as_manager()
+
+    class Meta:
+        db_table = MESSAGE_TABLE
+        verbose_name = "job"
+        indexes = [
+            # The claim: unclaimed rows of one queue in handout order.
+            models.Index(
+                "queue",
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name=PENDING_INDEX,
+                condition=Q(claim_token__isnull=True),
+            ),
+            # Lapsed leases, and counts of claimed jobs per queue. Holds only claimed rows.
+            models.Index(
+                fields=["queue", "lease_expires_at"],
+                name=LEASE_INDEX,
+                condition=Q(claim_token__isnull=False),
+            ),
+            models.Index(
+                fields=["expires_at"], name=EXPIRY_INDEX, condition=Q(expires_at__isnull=False)
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue", "unique_key"],
+                name=UNIQUE_KEY_CONSTRAINT,
+                condition=Q(unique_key__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}#{self.id}"
+
+
+class DeadLetter(models.Model):
+    """A job that died: out of attempts, failed on purpose, or expired. Requeue brings it back."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_id = models.BigIntegerField(unique=True, help_text="the id the job had while live")
+    queue = models.CharField(max_length=100)
+    payload = PayloadField()
+    priority = models.SmallIntegerField(default=0)
+    attempts = models.IntegerField()
+    max_attempts = models.IntegerField()
+    backoff_base = models.FloatField()
+    lease = models.FloatField()
+    retention = models.FloatField(null=True, blank=True)
+    run_at = models.DateTimeField()
+    enqueued_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+    unique_key = models.CharField(max_length=255, null=True, blank=True)
+    claimed_by = models.CharField(max_length=255, null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    died_at = models.DateTimeField()
+    reason = models.CharField(max_length=100)
+    last_error = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = DEAD_LETTER_TABLE
+        verbose_name = "dead letter"
+        indexes = [
+            models.Index(fields=["queue", "died_at"], name="alkqueue_dead_queue_idx"),
+            models.Index(fields=["died_at"], name="alkqueue_dead_died_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}#{self.job_id} ({self.reason})"
+
+
+class Consumer(models.Model):
+    """The handler bound to a queue. Unique on queue: the database refuses a second one."""
+
+    queue = models.CharField(max_length=100, unique=True)
+    handler = models.CharField(max_length=255, help_text="dotted path of the handler")
+    lease = models.FloatField()
+    max_attempts = models.IntegerField()
+    retry_policy = models.JSONField(default=dict)
+    paused = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = CONSUMER_TABLE
+
+    def __str__(self) -> str:
+        return f"{self.queue} -> {self.handler}"

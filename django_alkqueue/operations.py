@@ -1,0 +1,218 @@
+"""Every state transition of a job, each one named function. Callers never write an UPDATE.
+
+Inputs are explicit: the database alias, the time `now`, the claim that fences the change.
+The SQL itself lives in `sql/`, once per vendor; this module adds the rules around it
+(what counts as done, which signal fires) and turns rows into `Job` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+from django.db.models import Count, Min, Q
+
+from . import signals
+from .jobs import EXPIRED, Job, QueueStats
+from .models import DeadLetter, QueueMessage
+from .sql import Claim, Row, dialect_for
+from .sql.base import BY_CLAIM, EXPIRED_IN_QUEUE
+
+_KEY_RACE_RETRIES = 5
+
+
+def _dialect_and_connection(using: str) -> tuple[Any, Any]:
+    connection = connections[using]
+    return dialect_for(connection), connection
+
+
+def _jobs(using: str, rows: Iterable[Row], now: datetime) -> list[Job]:
+    dialect = dialect_for(connections[using])
+    return [dialect.to_job(row, now) for row in rows]
+
+
+def _announce_deaths(jobs: Iterable[Job]) -> None:
+    for job in jobs:
+        signals.job_dead_lettered.send(sender=Job, job=job)
+
+
+def enqueue(using: str, rows: Sequence[Sequence[Any]], now: datetime) -> list[Job]:
+    """Insert live rows (INSERT_FIELDS order) and return their Jobs in input order.
+
+    A row whose unique key is held by a live job is not written; that job is returned.
+    """
+    dialect, connection = _dialect_and_connection(using)
+    queue_name = rows[0][0]
+    unique_keys = [row[-1] for row in rows]
+    inserted = _jobs(using, dialect.insert(connection, rows), now)
+    keyless = iter(sorted((j for j in inserted if j.unique_key is None), key=lambda j: j.id))
+    by_key = {j.unique_key: j for j in inserted if j.unique_key is not None}
+    missing = [key for key in dict.fromkeys(unique_keys) if key is not None and key not in by_key]
+    for _ in range(_KEY_RACE_RETRIES):
+        if not missing:
+            break
+        existing = dialect.select_live_by_keys(connection, queue_name, missing)
+        by_key.update((j.unique_key, j) for j in _jobs(using, existing, now))
+        # A holder that finished between our INSERT and SELECT frees its key: insert again.
+        retry_rows = [row for row in rows if row[-1] in missing and row[-1] not in by_key]
+        retry_rows = list({row[-1]: row for row in retry_rows}.values())
+        if retry_rows:
+            again = _jobs(using, dialect.insert(connection, retry_rows), now)
+            inserted.extend(again)
+            by_key.update((j.unique_key, j) for j in again)
+        missing = [key for key in missing if key not in by_key]
+    result = [next(keyless) if key is None else by_key[key] for key in unique_keys]
+    for job in inserted:
+        signals.job_enqueued.send(sender=Job, job=job)
+    return result
+
+
+def claim(
+    using: str, queue: str, worker_id: str, n: int, now: datetime
+) -> list[tuple[Job, Claim]]:
+    """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered."""
+    dialect, connection = _dialect_and_connection(using)
+    claimed, dead = dialect.claim(connection, queue, worker_id, n, now)
+    _announce_deaths(_jobs(using, dead, now))
+    handed = [(dialect.to_job(row, now), Claim(row[0], dialect.token_of(row))) for row in claimed]
+    handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
+    return handed
+
+
+def ack(using: str, claims: Sequence[Claim], now: datetime) -> set[int]:
+    """The jobs are done: delete each whose claim is still valid. Returns the ids acked."""
+    if not claims:
+        return set()
+    dialect, connection = _dialect_and_connection(using)
+    return set(dialect.ack(connection, claims, now))
+
+
+def ack_ids(using: str, ids: Sequence[int], now: datetime) -> int:
+    """Ack claimed jobs with a live lease, whichever worker holds them."""
+    if not ids:
+        return 0
+    dialect, connection = _dialect_and_connection(using)
+    return len(dialect.ack_ids(connection, list(dict.fromkeys(ids)), now))
+
+
+def retry(
+    using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None
+) -> bool:
+    """Back to pending from run_at; the attempt stays counted."""
+    dialect, connection = _dialect_and_connection(using)
+    return bool(dialect.release(connection, claim, now, run_at, error, refund=False))
+
+
+def release(using: str, claim: Claim, now: datetime) -> bool:
+    """Give a claim back unfinished (graceful shutdown): pending now, the attempt refunded."""
+    dialect, connection = _dialect_and_connection(using)
+    return bool(dialect.release(connection, claim, now, now, None, refund=True))
+
+
+def dead_letter(using: str, claim: Claim, now: datetime, reason: str, error: str) -> Job | None:
+    """Move a validly claimed job to the dead letters now."""
+    dialect, connection = _dialect_and_connection(using)
+    rows = dialect.bury(connection, BY_CLAIM, [claim.id, claim.token, now], now, reason, error)
+    jobs = _jobs(using, rows, now)
+    _announce_deaths(jobs)
+    return jobs[0] if jobs else None
+
+
+def heartbeat(
+    using: str, renewals: Sequence[tuple[Claim, datetime]], now: datetime
+) -> set[int]:
+    """Reset each valid claim's lease to its new expiry; returns the ids renewed."""
+    if not renewals:
+        return set()
+    dialect, connection = _dialect_and_connection(using)
+    return set(dialect.heartbeat(connection, renewals, now))
+
+
+def cancel(using: str, job_id: int) -> bool:
+    deleted, _ = QueueMessage.objects.using(using).filter(pk=job_id).delete()
+    return deleted > 0
+
+
+def get_job(using: str, job_id: int, now: datetime) -> Job | None:
+    dialect, connection = _dialect_and_connection(using)
+    row = dialect.select_job(connection, job_id)
+    return None if row is None else dialect.to_job(row, now)
+
+
+def requeue(using: str, job_id: int, now: datetime) -> Job | None:
+    """Dead letter -> live job with the same id, payload and options; attempts reset.
+
+    Deleting the dead letter comes first, so of two concurrent requeues only one finds it.
+    If a live job now holds the same unique key, that job is returned instead.
+    """
+    dialect, connection = _dialect_and_connection(using)
+    with transaction.atomic(using=using):
+        row = dialect.take_dead_letter(connection, job_id)
+        if row is None:
+            return None
+        dead = dialect.to_job(row, now)
+        try:
+            with transaction.atomic(using=using):
+                QueueMessage.objects.using(using).create(
+                    id=dead.id, queue=dead.queue, payload=dead.payload, priority=dead.priority,
+                    attempts=0, max_attempts=dead.max_attempts, backoff_base=dead.backoff_base,
+                    lease=dead.lease, retention=dead.retention, run_at=now, enqueued_at=now,
+                    unique_key=dead.unique_key, last_error=dead.last_error,
+                )  # fmt: skip
+        except IntegrityError:
+            holder = QueueMessage.objects.using(using).filter(
+                queue=dead.queue, unique_key=dead.unique_key
+            )
+            holder_id = holder.values_list("id", flat=True).first()
+            return None if holder_id is None else get_job(using, holder_id, now)
+    job = get_job(using, job_id, now)
+    if job is not None:
+        signals.job_enqueued.send(sender=Job, job=job)
+    return job
+
+
+def sweep_expired(using: str, queue: str, now: datetime, retention: float | None) -> int:
+    """Expired live jobs (any state) -> dead letters; dead letters past retention deleted."""
+    dialect, connection = _dialect_and_connection(using)
+    rows = dialect.bury(connection, EXPIRED_IN_QUEUE, [queue, now], now, EXPIRED, EXPIRED)
+    _announce_deaths(_jobs(using, rows, now))
+    if retention is not None:
+        cutoff = now - timedelta(seconds=retention)
+        DeadLetter.objects.using(using).filter(queue=queue, died_at__lt=cutoff).delete()
+    return len(rows)
+
+
+def purge(using: str, queue: str, states: Iterable[str], now: datetime) -> int:
+    removed = 0
+    live = QueueMessage.objects.using(using).filter(queue=queue)
+    for state in dict.fromkeys(states):
+        if state == "dead":
+            removed += DeadLetter.objects.using(using).filter(queue=queue).delete()[0]
+        else:
+            removed += live.in_state(state, now).delete()[0]
+    return removed
+
+
+def stats(using: str, queue: str, now: datetime) -> QueueStats:
+    unclaimed = Q(claim_token__isnull=True)
+    due = unclaimed & Q(run_at__lte=now)
+    live = QueueMessage.objects.using(using).filter(queue=queue).aggregate(
+        pending=Count("id", filter=due),
+        scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now)),
+        claimed=Count("id", filter=Q(claim_token__isnull=False)),
+        oldest=Min("run_at", filter=due),
+    )
+    dead = DeadLetter.objects.using(using).filter(queue=queue).count()
+    oldest = live["oldest"]
+    age = max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0
+    return QueueStats(live["pending"], live["scheduled"], live["claimed"], dead, age)
+
+
+def depth(using: str, queue: str) -> int:
+    return QueueMessage.objects.using(using).filter(queue=queue).count()
+
+
+def depth_pending(using: str, queue: str, now: datetime) -> int:
+    return QueueMessage.objects.using(using).filter(queue=queue).pending(now).count()

@@ -1,0 +1,336 @@
+"""The queue API: `queue()` builds a `Queue` (a name plus the options its jobs are stamped
+with); `Queue.claim()` hands out `JobHandle`s, through which a worker finishes each job.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import operations, validation
+from .backoff import exponential_delay
+from .clock import Clock, system_clock
+from .conf import get_settings
+from .jobs import FAILED, LIVE_STATES, MAX_ATTEMPTS_EXCEEDED, STATES, Job, QueueStats
+from .payload import encode
+from .sql import Claim
+from .validation import Duration
+
+DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_BACKOFF_BASE = 5.0
+DEFAULT_LEASE = 30.0
+DEFAULT_RETENTION = timedelta(days=7)
+#: One claim call hands out at most this many jobs, whatever n asks for.
+MAX_CLAIM = 100_000
+
+_UNSET: Any = object()
+
+
+class Queue:
+    """A queue name and the options stamped on the jobs enqueued through it. Free to build."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        max_attempts: int,
+        backoff_base: float,
+        lease: float,
+        retention: float | None,
+        priority: int,
+        expires: float | None,
+        using: str,
+        clock: Clock = system_clock,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.name = name
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.lease = lease
+        self.retention = retention
+        self.priority = priority
+        self.expires = expires
+        self.using = using
+        self.clock = clock
+        self.rng = rng
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} using={self.using!r}>"
+
+    # -- enqueue ---------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        expires: Duration | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+    ) -> Job:
+        """Write one job in the caller's transaction; see docs/queues.md for every rule."""
+        return self.enqueue_many(
+            [payload], delay=delay, run_at=run_at, expires=expires,
+            max_attempts=max_attempts, priority=priority, unique_key=unique_key,
+        )[0]  # fmt: skip
+
+    def enqueue_many(
+        self,
+        payloads: Iterable[Any],
+        *,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        expires: Duration | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+    ) -> list[Job]:
+        """Many jobs, one clock read, one INSERT per thousand rows; all or nothing."""
+        now = self.clock()
+        limit = get_settings().MAX_PAYLOAD_BYTES
+        texts = [encode(p, max_bytes=limit) for p in list(payloads)]
+        if not texts:
+            return []
+        stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
+        rows = [(self.name, text, *stamps) for text in texts]
+        return operations.enqueue(self.using, rows, now)
+
+    def _stamps(
+        self,
+        now: datetime,
+        delay: object,
+        run_at: object,
+        expires: object,
+        max_attempts: object,
+        priority: object,
+        unique_key: object,
+    ) -> tuple[Any, ...]:
+        """Options resolved over the queue's stamps, in INSERT_FIELDS order after the payload."""
+        if delay is not None:
+            due = now + timedelta(seconds=validation.seconds(delay, "delay"))
+        elif run_at is not None:
+            due = validation.run_at(run_at, now)
+        else:
+            due = now
+        lifetime = validation.optional_seconds(expires, "expires")
+        if lifetime is None:
+            lifetime = self.expires
+        expires_at = None if lifetime is None else now + timedelta(seconds=lifetime)
+        return (
+            self.priority if priority is None else validation.priority(priority),
+            0,
+            self.max_attempts if max_attempts is None else validation.max_attempts(max_attempts),
+            self.backoff_base,
+            self.lease,
+            self.retention,
+            due,
+            now,
+            expires_at,
+            validation.unique_key(unique_key),
+        )
+
+    # -- claim -----------------------------------------------------------------------------
+
+    def claim(self, worker_id: str, n: int = 1) -> list[JobHandle]:
+        """Hand out at most n due jobs: highest priority first, then oldest run_at, then id."""
+        validation.worker_id(worker_id)
+        validation.batch_size(n)
+        if n <= 0:
+            return []
+        now = self.clock()
+        handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now)
+        return [JobHandle(self, job, claim.token) for job, claim in handed]
+
+    def claim_one(self, worker_id: str) -> JobHandle | None:
+        handles = self.claim(worker_id, 1)
+        return handles[0] if handles else None
+
+    # -- queue-level operations ------------------------------------------------------------
+
+    def ack_batch(self, ids: Sequence[int]) -> int:
+        """Ack each id that is claimed with a live lease, by any worker; returns the count."""
+        return operations.ack_ids(self.using, [int(i) for i in ids], self.clock())
+
+    def cancel(self, job_id: int) -> bool:
+        """Remove a live job in any state. Its claimer's ack will then return False."""
+        return operations.cancel(self.using, job_id)
+
+    def get_job(self, job_id: int) -> Job | None:
+        """A live job or a dead letter (state "dead"), or None."""
+        return operations.get_job(self.using, job_id, self.clock())
+
+    def requeue(self, job_id: int) -> Job | None:
+        """A dead letter back to live: same id, payload and options, attempts 0, run_at now."""
+        return operations.requeue(self.using, job_id, self.clock())
+
+    def sweep_expired(self) -> int:
+        """Expired jobs -> dead letters ("expired"); old dead letters deleted. Returns moved."""
+        return operations.sweep_expired(self.using, self.name, self.clock(), self.retention)
+
+    def depth(self) -> int:
+        return operations.depth(self.using, self.name)
+
+    def depth_pending(self) -> int:
+        return operations.depth_pending(self.using, self.name, self.clock())
+
+    def stats(self) -> QueueStats:
+        return operations.stats(self.using, self.name, self.clock())
+
+    def purge(self, states: Iterable[str] = ("pending", "scheduled")) -> int:
+        """Delete this queue's live jobs in the given states ("dead" clears its dead letters)."""
+        chosen = list(states)
+        unknown = [s for s in chosen if s not in STATES]
+        if unknown:
+            raise validation.InvalidOption(
+                f"unknown state(s) {unknown}; use {', '.join(STATES)}"
+            )
+        return operations.purge(self.using, self.name, chosen, self.clock())
+
+
+class JobHandle:
+    """A claimed job and the claim token that proves it is still ours.
+
+    Each operation returns True when done and False when refused: the row is gone, carries
+    another token, or the lease lapsed. A refusal is never an exception.
+    """
+
+    def __init__(self, queue: Queue, job: Job, token: uuid.UUID) -> None:
+        self.queue = queue
+        self.job = job
+        self.token = token
+        self.lease_expires_at = job.lease_expires_at
+        self._finished = False
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.job.queue}#{self.job.id} attempt {self.job.attempts}>"
+
+    @property
+    def claim(self) -> Claim:
+        return Claim(self.job.id, self.token)
+
+    def ack(self) -> bool:
+        """The job is done: it leaves the live table."""
+        if self._finished:
+            return False
+        done = self.job.id in operations.ack(self.queue.using, [self.claim], self.queue.clock())
+        return self._finish(done)
+
+    def retry(self, error: str | None = None, delay: Duration | None = None) -> bool:
+        """Run again after `delay`, or after the backoff curve; dead-letter when out of attempts."""
+        if self._finished:
+            return False
+        wait = None if delay is None else validation.seconds(delay, "delay")
+        text = validation.clean_error_text(error)
+        now = self.queue.clock()
+        if self.job.attempts >= self.job.max_attempts:
+            reason = MAX_ATTEMPTS_EXCEEDED
+            dead = operations.dead_letter(
+                self.queue.using, self.claim, now, reason, text if text is not None else reason
+            )
+            return self._finish(dead is not None)
+        if wait is None:
+            wait = exponential_delay(self.job.attempts, self.job.backoff_base, rng=self.queue.rng)
+        run_at = now + timedelta(seconds=wait)
+        return self._finish(operations.retry(self.queue.using, self.claim, now, run_at, text))
+
+    def fail(self, error: str | None = None) -> bool:
+        """Dead-letter now."""
+        if self._finished:
+            return False
+        text = validation.clean_error_text(error)
+        dead = operations.dead_letter(
+            self.queue.using, self.claim, self.queue.clock(), FAILED,
+            text if text is not None else FAILED,
+        )  # fmt: skip
+        return self._finish(dead is not None)
+
+    def heartbeat(self, extend: Duration | None = None) -> bool:
+        """Reset the lease to now + extend (default: the job's lease). Repeatable."""
+        if self._finished:
+            return False
+        seconds = self.job.lease if extend is None else validation.seconds(extend, "extend")
+        now = self.queue.clock()
+        expires = now + timedelta(seconds=seconds)
+        renewed = operations.heartbeat(self.queue.using, [(self.claim, expires)], now)
+        if self.job.id in renewed:
+            self.lease_expires_at = expires
+            return True
+        return False
+
+    def release(self) -> bool:
+        """Give the job back unfinished: pending now, this attempt not counted."""
+        if self._finished:
+            return False
+        return self._finish(operations.release(self.queue.using, self.claim, self.queue.clock()))
+
+    def _finish(self, done: bool) -> bool:
+        self._finished = self._finished or done
+        return done
+
+
+def queue(
+    name: str,
+    *,
+    max_attempts: int | None = None,
+    backoff_base: Duration | None = None,
+    lease: Duration | None = None,
+    retention: Duration | None = _UNSET,
+    priority: int | None = None,
+    expires: Duration | None = None,
+    using: str | None = None,
+    clock: Clock = system_clock,
+    rng: random.Random | None = None,
+) -> Queue:
+    """A Queue for `name`. Options left out come from the queue's consumer, else the defaults
+    (max_attempts 5, backoff_base 5 s, lease 30 s, retention 7 days, priority 0, no expiry).
+    """
+    validation.queue_name(name)
+    defaults = _consumer_defaults(name)
+    return Queue(
+        name,
+        max_attempts=validation.max_attempts(
+            max_attempts if max_attempts is not None
+            else defaults.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+        ),
+        backoff_base=validation.seconds(
+            backoff_base if backoff_base is not None
+            else defaults.get("backoff_base", DEFAULT_BACKOFF_BASE),
+            "backoff_base",
+        ),
+        lease=validation.seconds(
+            lease if lease is not None else defaults.get("lease", DEFAULT_LEASE),
+            "lease", positive=True,
+        ),
+        retention=validation.optional_seconds(
+            DEFAULT_RETENTION if retention is _UNSET else retention, "retention"
+        ),
+        priority=validation.priority(0 if priority is None else priority),
+        expires=validation.optional_seconds(expires, "expires"),
+        using=using if using is not None else get_settings().DATABASE,
+        clock=clock,
+        rng=rng,
+    )  # fmt: skip
+
+
+def _consumer_defaults(name: str) -> dict[str, Any]:
+    """The stamps a registered @consumer gives its queue (filled in by the worker's registry)."""
+    return {}
+
+
+_QUEUE_ONLY_OPTIONS = ("backoff_base", "lease", "retention", "using", "clock", "rng")
+
+
+def enqueue(queue_name: str, payload: Any, **options: Any) -> Job:
+    """Shortcut for `queue(queue_name, ...).enqueue(payload, ...)`: options that only a queue
+    takes (backoff_base, lease, retention, using) go to `queue()`, the rest to `enqueue()`.
+    """
+    queue_options = {k: options.pop(k) for k in _QUEUE_ONLY_OPTIONS if k in options}
+    return queue(queue_name, **queue_options).enqueue(payload, **options)
+
+
+__all__ = ["LIVE_STATES", "Job", "JobHandle", "Queue", "QueueStats", "enqueue", "queue"]

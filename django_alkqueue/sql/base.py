@@ -1,0 +1,193 @@
+"""What every vendor's SQL shares: the row shape, the predicates, the reads, the conversions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .. import payload as payload_codec
+from ..jobs import Job, live_state
+from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+
+# One row shape for live jobs and dead letters alike; `Job` is built from it.
+ROW_FIELDS = (
+    "id", "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
+    "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claim_token",
+    "claimed_by", "claimed_at", "lease_expires_at", "last_error", "died_at", "reason",
+)  # fmt: skip
+INSERT_FIELDS = (
+    "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
+    "retention", "run_at", "enqueued_at", "expires_at", "unique_key",
+)  # fmt: skip
+# The columns a dead letter copies from the live row it replaces.
+BURIED_FIELDS = (
+    "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
+    "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claimed_by", "claimed_at",
+)  # fmt: skip
+
+LIVE_COLUMNS = ", ".join(ROW_FIELDS[:18])
+DEAD_COLUMNS = (
+    "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
+    "run_at, enqueued_at, expires_at, unique_key, NULL, claimed_by, claimed_at, NULL, "
+    "last_error, died_at, reason"
+)
+
+# Which live rows a state change applies to. Shared by both vendors; %s placeholders.
+# A claim is valid while the row carries its token and the lease has not lapsed.
+BY_CLAIM = "id = %s AND claim_token = %s AND lease_expires_at > %s"
+EXPIRED_IN_QUEUE = "queue = %s AND expires_at <= %s"
+EXPIRED_ANYWHERE = "expires_at <= %s"
+LAPSED_EXHAUSTED_IN_QUEUE = (
+    "queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s "
+    "AND attempts >= max_attempts"
+)
+LAPSED_EXHAUSTED_ANYWHERE = (
+    "claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
+)
+
+
+class Claim(NamedTuple):
+    """What fences a state change: the job id and the claim token handed out with it."""
+
+    id: int
+    token: uuid.UUID
+
+
+Row = tuple[Any, ...]
+
+
+class Dialect:
+    """Base of the vendor dialects: conversions and the reads that are plain SQL everywhere."""
+
+    def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
+        return value
+
+    def param_token(self, token: uuid.UUID) -> Any:
+        return token
+
+    def read_datetime(self, value: Any) -> datetime | None:
+        return value  # type: ignore[no-any-return]
+
+    def read_token(self, value: Any) -> uuid.UUID | None:
+        return value  # type: ignore[no-any-return]
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def to_job(self, row: Row, now: datetime) -> Job:
+        values = dict(zip(ROW_FIELDS, row, strict=True))
+        for name in ("run_at", "enqueued_at", "expires_at", "claimed_at", "lease_expires_at",
+                     "died_at"):  # fmt: skip
+            values[name] = self.read_datetime(values[name])
+        token = self.read_token(values.pop("claim_token"))
+        values["payload"] = payload_codec.decode(values["payload"])
+        # SQLite hands back REAL columns as ints when they hold whole numbers.
+        values["backoff_base"] = float(values["backoff_base"])
+        values["lease"] = float(values["lease"])
+        if values["retention"] is not None:
+            values["retention"] = float(values["retention"])
+        if values["died_at"] is not None:
+            state = "dead"
+        else:
+            state = live_state(token is not None, values["run_at"], now)
+        return Job(state=state, **values)
+
+    def token_of(self, row: Row) -> uuid.UUID:
+        token = self.read_token(row[ROW_FIELDS.index("claim_token")])
+        assert token is not None
+        return token
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def select_job(self, connection: BaseDatabaseWrapper, job_id: int) -> Row | None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {LIVE_COLUMNS}, NULL, NULL FROM {MESSAGE_TABLE} WHERE id = %s",
+                           [job_id])  # fmt: skip
+            row = cursor.fetchone()
+            if row is None:
+                cursor.execute(
+                    f"SELECT {DEAD_COLUMNS} FROM {DEAD_LETTER_TABLE} WHERE job_id = %s", [job_id]
+                )
+                row = cursor.fetchone()
+        return row
+
+    def select_live_by_keys(
+        self, connection: BaseDatabaseWrapper, queue: str, keys: Sequence[str]
+    ) -> list[Row]:
+        marks = ", ".join(["%s"] * len(keys))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {LIVE_COLUMNS}, NULL, NULL FROM {MESSAGE_TABLE} "
+                f"WHERE queue = %s AND unique_key IN ({marks})",
+                [queue, *keys],
+            )
+            return list(cursor.fetchall())
+
+    def take_dead_letter(self, connection: BaseDatabaseWrapper, job_id: int) -> Row | None:
+        """Delete a dead letter and return it (the first half of a requeue)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {DEAD_LETTER_TABLE} WHERE job_id = %s RETURNING {DEAD_COLUMNS}",
+                [job_id],
+            )
+            return cursor.fetchone()
+
+    # -- the state changes each vendor writes its own way ----------------------------------
+
+    def insert(self, connection: BaseDatabaseWrapper, rows: Sequence[Sequence[Any]]) -> list[Row]:
+        """Insert live rows (INSERT_FIELDS order); rows whose unique key is taken are skipped."""
+        raise NotImplementedError
+
+    def claim(
+        self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
+    ) -> tuple[list[Row], list[Row]]:
+        """Claim up to n due jobs; returns (claimed rows, rows dead-lettered on the way)."""
+        raise NotImplementedError
+
+    def ack(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> list[int]:
+        """Delete the jobs whose claims are still valid; returns their ids."""
+        raise NotImplementedError
+
+    def ack_ids(
+        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime
+    ) -> list[int]:
+        """Delete claimed jobs with a live lease, whoever holds them."""
+        raise NotImplementedError
+
+    def release(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        run_at: datetime,
+        error: str | None,
+        refund: bool,
+    ) -> bool:
+        """Give a valid claim up: the job is pending again from run_at."""
+        raise NotImplementedError
+
+    def heartbeat(
+        self,
+        connection: BaseDatabaseWrapper,
+        renewals: Sequence[tuple[Claim, datetime]],
+        now: datetime,
+    ) -> list[int]:
+        """Set each valid claim's lease_expires_at; returns the ids renewed."""
+        raise NotImplementedError
+
+    def bury(
+        self,
+        connection: BaseDatabaseWrapper,
+        predicate: str,
+        params: Sequence[Any],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        """Move the live rows matching predicate to the dead letters; returns the dead rows."""
+        raise NotImplementedError

@@ -1,0 +1,222 @@
+"""PostgreSQL: every state change is one statement, so one round trip and its own transaction.
+
+Claims lock with FOR UPDATE SKIP LOCKED, so concurrent claimers never wait on each other and
+never receive the same row. Indexes relied on are named beside each query (models.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from .base import (
+    BURIED_FIELDS,
+    INSERT_FIELDS,
+    LIVE_COLUMNS,
+    Claim,
+    Dialect,
+    Row,
+)
+
+#: Channel of the wake-up NOTIFY sent by every enqueue; the payload is the queue name.
+NOTIFY_CHANNEL = "alkqueue"
+
+_INSERT_CHUNK = 1000
+_ROW_FROM_LIVE = f"{LIVE_COLUMNS}, NULL::timestamptz, NULL::varchar"
+_DEAD_AS_ROW = (
+    "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
+    "run_at, enqueued_at, expires_at, unique_key, NULL::uuid, claimed_by, claimed_at, "
+    "NULL::timestamptz, last_error, died_at, reason"
+)
+_BURIED = ", ".join(BURIED_FIELDS)
+
+# The enqueue. The NOTIFY rides in the same statement, so it is sent exactly when the
+# caller's transaction commits, and not at all on rollback. ON CONFLICT targets the partial
+# unique index alkqueue_live_unique_key.
+_INSERT = f"""
+WITH inserted AS (
+    INSERT INTO {MESSAGE_TABLE} ({", ".join(INSERT_FIELDS)})
+    VALUES {{values}}
+    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING {_ROW_FROM_LIVE}
+)
+SELECT inserted.* FROM inserted, (SELECT pg_notify('{NOTIFY_CHANNEL}', %s)) AS wake
+"""
+
+# The claim, in one statement:
+#   due     - unclaimed due rows in handout order: index alkqueue_pending_idx
+#             (queue, priority DESC, run_at, id) WHERE claim_token IS NULL;
+#   lapsed  - claimed rows whose lease lapsed: index alkqueue_lease_idx
+#             (queue, lease_expires_at) WHERE claim_token IS NOT NULL;
+#   chosen  - the best n of both, still in handout order;
+#   claimed - stamps attempts + 1, a fresh claim token, claimed_by and the lease;
+#   buried  - lapsed rows with no attempts left go to the dead letters instead.
+_CLAIM = f"""
+WITH due AS (
+    SELECT id FROM {MESSAGE_TABLE}
+    WHERE queue = %(queue)s AND claim_token IS NULL AND run_at <= %(now)s
+      AND (expires_at IS NULL OR expires_at > %(now)s)
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), lapsed AS (
+    SELECT id, attempts >= max_attempts AS exhausted FROM {MESSAGE_TABLE}
+    WHERE queue = %(queue)s AND claim_token IS NOT NULL AND lease_expires_at <= %(now)s
+      AND (expires_at IS NULL OR expires_at > %(now)s)
+    ORDER BY lease_expires_at
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), chosen AS (
+    SELECT m.id FROM {MESSAGE_TABLE} m
+    WHERE m.id IN (SELECT id FROM due UNION ALL SELECT id FROM lapsed WHERE NOT exhausted)
+    ORDER BY m.priority DESC, m.run_at, m.id
+    LIMIT %(n)s
+), claimed AS (
+    UPDATE {MESSAGE_TABLE} m
+    SET attempts = m.attempts + 1,
+        claim_token = gen_random_uuid(),
+        claimed_by = %(worker)s,
+        claimed_at = %(now)s,
+        lease_expires_at = %(now)s + make_interval(secs => m.lease)
+    FROM chosen WHERE m.id = chosen.id
+    RETURNING {", ".join("m." + c.strip() for c in LIVE_COLUMNS.split(","))}
+), buried AS (
+    DELETE FROM {MESSAGE_TABLE} m USING lapsed
+    WHERE m.id = lapsed.id AND lapsed.exhausted
+    RETURNING m.*
+), dead AS (
+    INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
+    SELECT id, {_BURIED}, %(now)s, %(reason)s, %(reason)s FROM buried
+    RETURNING {_DEAD_AS_ROW}
+)
+SELECT *, NULL::timestamptz, NULL::varchar FROM claimed
+UNION ALL
+SELECT * FROM dead
+"""
+
+# Acks are fenced per row by the claim token and the lease (alkqueue_message_pkey).
+_ACK = f"""
+DELETE FROM {MESSAGE_TABLE} m
+USING unnest(%s::bigint[], %s::uuid[]) AS c(id, token)
+WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
+RETURNING m.id
+"""
+
+_ACK_IDS = f"""
+DELETE FROM {MESSAGE_TABLE}
+WHERE id = ANY(%s::bigint[]) AND claim_token IS NOT NULL AND lease_expires_at > %s
+RETURNING id
+"""
+
+_RELEASE = f"""
+UPDATE {MESSAGE_TABLE}
+SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+    run_at = %s, last_error = COALESCE(%s, last_error), attempts = attempts - %s
+WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+"""
+
+_HEARTBEAT = f"""
+UPDATE {MESSAGE_TABLE} m SET lease_expires_at = c.expires
+FROM unnest(%s::bigint[], %s::uuid[], %s::timestamptz[]) AS c(id, token, expires)
+WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
+RETURNING m.id
+"""
+
+_BURY = f"""
+WITH buried AS (
+    DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING *
+)
+INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
+SELECT id, {_BURIED}, %s, %s, %s FROM buried
+RETURNING {_DEAD_AS_ROW}
+"""
+
+
+class PostgresDialect(Dialect):
+    def insert(self, connection: BaseDatabaseWrapper, rows: Sequence[Sequence[Any]]) -> list[Row]:
+        result: list[Row] = []
+        placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
+        with connection.cursor() as cursor:
+            for start in range(0, len(rows), _INSERT_CHUNK):
+                chunk = rows[start : start + _INSERT_CHUNK]
+                sql = _INSERT.format(values=", ".join([placeholders] * len(chunk)))
+                params = [value for row in chunk for value in row]
+                cursor.execute(sql, [*params, chunk[0][0]])
+                result.extend(cursor.fetchall())
+        return result
+
+    def claim(
+        self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
+    ) -> tuple[list[Row], list[Row]]:
+        from ..jobs import MAX_ATTEMPTS_EXCEEDED
+
+        params = {
+            "queue": queue,
+            "now": now,
+            "n": n,
+            "worker": worker_id,
+            "reason": MAX_ATTEMPTS_EXCEEDED,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(_CLAIM, params)
+            rows = cursor.fetchall()
+        claimed = [row for row in rows if row[-2] is None]
+        dead = [row for row in rows if row[-2] is not None]
+        return claimed, dead
+
+    def ack(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute(_ACK, [[c.id for c in claims], [c.token for c in claims], now])
+            return [row[0] for row in cursor.fetchall()]
+
+    def ack_ids(
+        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime
+    ) -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute(_ACK_IDS, [list(ids), now])
+            return [row[0] for row in cursor.fetchall()]
+
+    def release(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        run_at: datetime,
+        error: str | None,
+        refund: bool,
+    ) -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(_RELEASE, [run_at, error, int(refund), claim.id, claim.token, now])
+            return cursor.rowcount == 1
+
+    def heartbeat(
+        self,
+        connection: BaseDatabaseWrapper,
+        renewals: Sequence[tuple[Claim, datetime]],
+        now: datetime,
+    ) -> list[int]:
+        ids = [claim.id for claim, _ in renewals]
+        tokens = [claim.token for claim, _ in renewals]
+        expiries = [expires for _, expires in renewals]
+        with connection.cursor() as cursor:
+            cursor.execute(_HEARTBEAT, [ids, tokens, expiries, now])
+            return [row[0] for row in cursor.fetchall()]
+
+    def bury(
+        self,
+        connection: BaseDatabaseWrapper,
+        predicate: str,
+        params: Sequence[Any],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        with connection.cursor() as cursor:
+            cursor.execute(_BURY.format(predicate=predicate), [*params, now, reason, error])
+            return list(cursor.fetchall())

@@ -1,0 +1,238 @@
+"""SQLite: the embedded default. SQLite has one writer at a time, so a claim is safe when its
+transaction takes the write lock before it reads: every multi-statement change here starts
+with a write (a DELETE that may match nothing still takes the lock), never read-then-write.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils.dateparse import parse_datetime
+
+from ..jobs import MAX_ATTEMPTS_EXCEEDED
+from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from .base import (
+    BURIED_FIELDS,
+    DEAD_COLUMNS,
+    INSERT_FIELDS,
+    LAPSED_EXHAUSTED_IN_QUEUE,
+    LIVE_COLUMNS,
+    Claim,
+    Dialect,
+    Row,
+)
+
+_INSERT_CHUNK = 500
+_ROW_FROM_LIVE = f"{LIVE_COLUMNS}, NULL, NULL"
+_BURIED = ", ".join(BURIED_FIELDS)
+
+_INSERT = f"""
+INSERT INTO {MESSAGE_TABLE} ({", ".join(INSERT_FIELDS)})
+VALUES {{values}}
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING {_ROW_FROM_LIVE}
+"""
+
+# Due or lapsed rows of one queue in handout order (index alkqueue_pending_idx for the
+# unclaimed half, alkqueue_lease_idx for the lapsed half).
+_CLAIMABLE = f"""
+SELECT id, lease FROM {MESSAGE_TABLE}
+WHERE queue = %s
+  AND ((claim_token IS NULL AND run_at <= %s)
+       OR (claim_token IS NOT NULL AND lease_expires_at <= %s))
+  AND (expires_at IS NULL OR expires_at > %s)
+ORDER BY priority DESC, run_at, id
+LIMIT %s
+"""
+
+_STAMP_CLAIM = f"""
+UPDATE {MESSAGE_TABLE}
+SET attempts = attempts + 1, claim_token = %s, claimed_by = %s, claimed_at = %s,
+    lease_expires_at = %s
+WHERE id = %s
+RETURNING {_ROW_FROM_LIVE}
+"""
+
+_ACK = f"""
+DELETE FROM {MESSAGE_TABLE}
+WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+RETURNING id
+"""
+
+_RELEASE = f"""
+UPDATE {MESSAGE_TABLE}
+SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+    run_at = %s, last_error = COALESCE(%s, last_error), attempts = attempts - %s
+WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+"""
+
+_HEARTBEAT = f"""
+UPDATE {MESSAGE_TABLE} SET lease_expires_at = %s
+WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+RETURNING id
+"""
+
+_TAKE_FOR_BURIAL = f"DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING id, {_BURIED}"
+
+_INSERT_DEAD = f"""
+INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
+VALUES ({", ".join(["%s"] * (len(BURIED_FIELDS) + 4))})
+"""
+
+
+class SqliteDialect(Dialect):
+    def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
+        return connection.ops.adapt_datetimefield_value(value)
+
+    def param_token(self, token: uuid.UUID) -> Any:
+        return token.hex
+
+    def read_datetime(self, value: Any) -> datetime | None:
+        if value is None:
+            return None
+        parsed = value if isinstance(value, datetime) else parse_datetime(value)
+        if parsed is not None and settings.USE_TZ and parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed
+
+    def read_token(self, value: Any) -> uuid.UUID | None:
+        return None if value is None else uuid.UUID(value)
+
+    def insert(self, connection: BaseDatabaseWrapper, rows: Sequence[Sequence[Any]]) -> list[Row]:
+        result: list[Row] = []
+        placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            for start in range(0, len(rows), _INSERT_CHUNK):
+                chunk = rows[start : start + _INSERT_CHUNK]
+                params = [self._param(connection, v) for row in chunk for v in row]
+                cursor.execute(_INSERT.format(values=", ".join([placeholders] * len(chunk))),
+                               params)  # fmt: skip
+                result.extend(cursor.fetchall())
+        return result
+
+    def claim(
+        self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
+    ) -> tuple[list[Row], list[Row]]:
+        at = self.param_datetime(connection, now)
+        with transaction.atomic(using=connection.alias):
+            # The burial comes first: it is the write that takes the lock.
+            dead = self.bury(
+                connection, LAPSED_EXHAUSTED_IN_QUEUE, [queue, now], now,
+                MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED,
+            )  # fmt: skip
+            with connection.cursor() as cursor:
+                cursor.execute(_CLAIMABLE, [queue, at, at, at, n])
+                chosen = cursor.fetchall()
+                claimed = []
+                for job_id, lease in chosen:
+                    expires = self.param_datetime(connection, _plus(now, lease))
+                    token = uuid.uuid4().hex
+                    cursor.execute(_STAMP_CLAIM, [token, worker_id, at, expires, job_id])
+                    claimed.append(cursor.fetchone())
+        return claimed, dead
+
+    def ack(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> list[int]:
+        at = self.param_datetime(connection, now)
+        done = []
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            for claim in claims:
+                cursor.execute(_ACK, [claim.id, claim.token.hex, at])
+                done.extend(row[0] for row in cursor.fetchall())
+        return done
+
+    def ack_ids(
+        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime
+    ) -> list[int]:
+        marks = ", ".join(["%s"] * len(ids))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {MESSAGE_TABLE} WHERE id IN ({marks}) "
+                "AND claim_token IS NOT NULL AND lease_expires_at > %s RETURNING id",
+                [*ids, self.param_datetime(connection, now)],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    def release(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        run_at: datetime,
+        error: str | None,
+        refund: bool,
+    ) -> bool:
+        params = [
+            self.param_datetime(connection, run_at),
+            error,
+            int(refund),
+            claim.id,
+            claim.token.hex,
+            self.param_datetime(connection, now),
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(_RELEASE, params)
+            return cursor.rowcount == 1
+
+    def heartbeat(
+        self,
+        connection: BaseDatabaseWrapper,
+        renewals: Sequence[tuple[Claim, datetime]],
+        now: datetime,
+    ) -> list[int]:
+        at = self.param_datetime(connection, now)
+        renewed = []
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            for claim, expires in renewals:
+                cursor.execute(
+                    _HEARTBEAT,
+                    [self.param_datetime(connection, expires), claim.id, claim.token.hex, at],
+                )
+                renewed.extend(row[0] for row in cursor.fetchall())
+        return renewed
+
+    def bury(
+        self,
+        connection: BaseDatabaseWrapper,
+        predicate: str,
+        params: Sequence[Any],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        died_at = self.param_datetime(connection, now)
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute(
+                _TAKE_FOR_BURIAL.format(predicate=predicate),
+                [self._param(connection, p) for p in params],
+            )
+            taken = cursor.fetchall()
+            if not taken:
+                return []
+            cursor.executemany(_INSERT_DEAD, [(*row, died_at, reason, error) for row in taken])
+            ids = [row[0] for row in taken]
+            marks = ", ".join(["%s"] * len(ids))
+            cursor.execute(
+                f"SELECT {DEAD_COLUMNS} FROM {DEAD_LETTER_TABLE} WHERE job_id IN ({marks})", ids
+            )
+            return list(cursor.fetchall())
+
+    def _param(self, connection: BaseDatabaseWrapper, value: Any) -> Any:
+        if isinstance(value, datetime):
+            return self.param_datetime(connection, value)
+        if isinstance(value, uuid.UUID):
+            return value.hex
+        return value
+
+
+def _plus(moment: datetime, seconds: float) -> datetime:
+    from datetime import timedelta
+
+    return moment + timedelta(seconds=seconds)

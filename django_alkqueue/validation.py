@@ -1,0 +1,135 @@
+"""The input rules: queue names, worker ids, durations, priorities, attempts, unique keys.
+
+Every public entry point checks its input here before it touches the database, so bad input
+raises one of our documented exceptions and writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from .exceptions import InvalidName, InvalidOption
+
+QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
+MAX_WORKER_ID_LENGTH = 255
+MAX_UNIQUE_KEY_LENGTH = 255
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+MAX_ATTEMPTS_LIMIT = 2**31 - 1
+#: No duration may exceed this; it keeps every computed timestamp far from datetime's limits.
+MAX_DURATION = timedelta(days=365 * 100)
+
+Duration = timedelta | int | float
+
+
+def queue_name(name: object) -> str:
+    """1-100 chars of [A-Za-z0-9_.:-], starting with a letter or digit (so `_` names stay ours)."""
+    if not isinstance(name, str):
+        raise InvalidName(f"queue name must be a string, not {type(name).__name__}")
+    if name.startswith("_"):
+        raise InvalidName(f"queue name {name!r} is reserved: names starting with '_' are ours")
+    if not QUEUE_NAME_RE.fullmatch(name):
+        raise InvalidName(
+            f"invalid queue name {name!r}: use 1 to 100 characters of A-Z a-z 0-9 _ . : -, "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def worker_id(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidName("worker_id must be a non-empty string")
+    if len(value) > MAX_WORKER_ID_LENGTH:
+        raise InvalidName(f"worker_id is longer than {MAX_WORKER_ID_LENGTH} characters")
+    if not storable_text(value):
+        raise InvalidName("worker_id contains a NUL character or an unpaired surrogate")
+    return value
+
+
+def storable_text(value: str) -> bool:
+    """True when every database we support can store `value` verbatim in a text column."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def clean_error_text(error: object) -> str | None:
+    """Error text is diagnostic: make it storable rather than refuse it."""
+    if error is None:
+        return None
+    text = str(error).replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def seconds(value: object, option: str, *, positive: bool = False) -> float:
+    """A duration as float seconds; refuses bools, negatives, NaN, infinities and huge values."""
+    if isinstance(value, timedelta):
+        result = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        result = float(value)
+    else:
+        raise InvalidOption(
+            f"{option} must be a timedelta or a number of seconds, not {type(value).__name__}"
+        )
+    if math.isnan(result):
+        raise InvalidOption(f"{option} must be a number of seconds, not NaN")
+    if result < 0 or (positive and result == 0):
+        raise InvalidOption(f"{option} must be {'positive' if positive else '>= 0'}, got {value}")
+    if result > MAX_DURATION.total_seconds():
+        raise InvalidOption(f"{option} must be at most {MAX_DURATION.days} days, got {value}")
+    return result
+
+
+def optional_seconds(value: object, option: str) -> float | None:
+    return None if value is None else seconds(value, option)
+
+
+def priority(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidOption(f"priority must be an int, not {type(value).__name__}")
+    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise InvalidOption(f"priority must be in {PRIORITY_MIN}..{PRIORITY_MAX}, got {value}")
+    return value
+
+
+def max_attempts(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidOption(f"max_attempts must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
+        raise InvalidOption(f"max_attempts must be in 1..{MAX_ATTEMPTS_LIMIT}, got {value}")
+    return value
+
+
+def unique_key(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidOption("unique_key must be a non-empty string or None")
+    if len(value) > MAX_UNIQUE_KEY_LENGTH:
+        raise InvalidOption(f"unique_key is longer than {MAX_UNIQUE_KEY_LENGTH} characters")
+    if not storable_text(value):
+        raise InvalidOption("unique_key contains a NUL character or an unpaired surrogate")
+    return value
+
+
+def run_at(value: object, now: datetime) -> datetime:
+    if not isinstance(value, datetime):
+        raise InvalidOption(f"run_at must be a datetime, not {type(value).__name__}")
+    if timezone.is_naive(value):
+        raise InvalidOption("run_at must be timezone-aware")
+    if abs(value - now) > MAX_DURATION:
+        raise InvalidOption(f"run_at must be within {MAX_DURATION.days} days of now")
+    return value
+
+
+def batch_size(n: object) -> int:
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise InvalidOption(f"n must be an int, not {type(n).__name__}")
+    return n
