@@ -14,7 +14,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from . import payload as payload_codec
 
 
-class PayloadField(models.JSONField):  # type: ignore[type-arg]
+class PayloadField(models.JSONField):
     def db_type(self, connection: BaseDatabaseWrapper) -> str:
         return "text"
 

@@ -1,4 +1,4 @@
-"""The tables: live jobs, dead letters, consumers. Reads live on the QuerySets; writes in operations."""
+"""The tables: live jobs, dead letters, consumers. Reads on the QuerySets; writes in operations."""
 
 from __future__ import annotations
 

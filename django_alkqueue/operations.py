@@ -48,7 +48,7 @@ def enqueue(using: str, rows: Sequence[Sequence[Any]], now: datetime) -> list[Jo
     unique_keys = [row[-1] for row in rows]
     inserted = _jobs(using, dialect.insert(connection, rows), now)
     keyless = iter(sorted((j for j in inserted if j.unique_key is None), key=lambda j: j.id))
-    by_key = {j.unique_key: j for j in inserted if j.unique_key is not None}
+    by_key: dict[str | None, Job] = {j.unique_key: j for j in inserted if j.unique_key}
     missing = [key for key in dict.fromkeys(unique_keys) if key is not None and key not in by_key]
     for _ in range(_KEY_RACE_RETRIES):
         if not missing:
@@ -69,9 +69,7 @@ def enqueue(using: str, rows: Sequence[Sequence[Any]], now: datetime) -> list[Jo
     return result
 
 
-def claim(
-    using: str, queue: str, worker_id: str, n: int, now: datetime
-) -> list[tuple[Job, Claim]]:
+def claim(using: str, queue: str, worker_id: str, n: int, now: datetime) -> list[tuple[Job, Claim]]:
     """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered."""
     dialect, connection = _dialect_and_connection(using)
     claimed, dead = dialect.claim(connection, queue, worker_id, n, now)
@@ -97,9 +95,7 @@ def ack_ids(using: str, ids: Sequence[int], now: datetime) -> int:
     return len(dialect.ack_ids(connection, list(dict.fromkeys(ids)), now))
 
 
-def retry(
-    using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None
-) -> bool:
+def retry(using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None) -> bool:
     """Back to pending from run_at; the attempt stays counted."""
     dialect, connection = _dialect_and_connection(using)
     return bool(dialect.release(connection, claim, now, run_at, error, refund=False))
@@ -120,9 +116,7 @@ def dead_letter(using: str, claim: Claim, now: datetime, reason: str, error: str
     return jobs[0] if jobs else None
 
 
-def heartbeat(
-    using: str, renewals: Sequence[tuple[Claim, datetime]], now: datetime
-) -> set[int]:
+def heartbeat(using: str, renewals: Sequence[tuple[Claim, datetime]], now: datetime) -> set[int]:
     """Reset each valid claim's lease to its new expiry; returns the ids renewed."""
     if not renewals:
         return set()
@@ -198,11 +192,15 @@ def purge(using: str, queue: str, states: Iterable[str], now: datetime) -> int:
 def stats(using: str, queue: str, now: datetime) -> QueueStats:
     unclaimed = Q(claim_token__isnull=True)
     due = unclaimed & Q(run_at__lte=now)
-    live = QueueMessage.objects.using(using).filter(queue=queue).aggregate(
-        pending=Count("id", filter=due),
-        scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now)),
-        claimed=Count("id", filter=Q(claim_token__isnull=False)),
-        oldest=Min("run_at", filter=due),
+    live = (
+        QueueMessage.objects.using(using)
+        .filter(queue=queue)
+        .aggregate(
+            pending=Count("id", filter=due),
+            scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now)),
+            claimed=Count("id", filter=Q(claim_token__isnull=False)),
+            oldest=Min("run_at", filter=due),
+        )
     )
     dead = DeadLetter.objects.using(using).filter(queue=queue).count()
     oldest = live["oldest"]

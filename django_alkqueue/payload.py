@@ -11,19 +11,18 @@ import math
 from typing import Any
 
 from .exceptions import PayloadError
-from .validation import storable_text
 
 JSONValue = Any
 
 
-def encode(payload: JSONValue, *, max_bytes: int) -> str:
+def encode(payload: JSONValue, *, max_bytes: int, path: str = "payload") -> str:
     """The stored text of `payload`; raises PayloadError naming the offending path."""
-    _check(payload, "payload")
+    _check(payload, path)
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise PayloadError(
-            f"payload is {size} bytes encoded, over the limit of {max_bytes} "
+            f"{path} is {size} bytes encoded, over the limit of {max_bytes} "
             "(ALKQUEUE['MAX_PAYLOAD_BYTES'])"
         )
     return text
@@ -38,26 +37,29 @@ def _check(value: object, path: str) -> None:
     kind = type(value)
     if value is None or kind is bool or kind is int:
         return
-    if kind is float:
-        if not math.isfinite(value):  # type: ignore[arg-type]
+    if isinstance(value, float) and kind is float:
+        if not math.isfinite(value):
             raise PayloadError(f"{path} is {value!r}: NaN and infinities are not JSON")
         return
-    if kind is str:
-        if not storable_text(value):  # type: ignore[arg-type]
-            raise PayloadError(f"{path} is a str with a NUL character or an unpaired surrogate")
+    if isinstance(value, str) and kind is str:
+        # NUL is fine (json escapes it); a lone surrogate has no UTF-8 form to store.
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise PayloadError(f"{path} is a str with an unpaired surrogate") from None
         return
-    if kind is list:
-        for index, item in enumerate(value):  # type: ignore[arg-type]
+    if isinstance(value, list) and kind is list:
+        for index, item in enumerate(value):
             _check(item, f"{path}[{index}]")
         return
-    if kind is dict:
-        for key, item in value.items():  # type: ignore[attr-defined]
+    if isinstance(value, dict) and kind is dict:
+        for key, member in value.items():
             if type(key) is not str:
                 raise PayloadError(
                     f"{path} has a key {key!r} of type {type(key).__name__}: keys must be str"
                 )
             _check(key, f"{path}[{key!r}]")
-            _check(item, f"{path}[{key!r}]")
+            _check(member, f"{path}[{key!r}]")
         return
     raise PayloadError(
         f"{path} is of type {kind.__name__}, which is not JSON "

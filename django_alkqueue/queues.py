@@ -14,6 +14,7 @@ from . import operations, validation
 from .backoff import exponential_delay
 from .clock import Clock, system_clock
 from .conf import get_settings
+from .exceptions import InvalidOption
 from .jobs import FAILED, LIVE_STATES, MAX_ATTEMPTS_EXCEEDED, STATES, Job, QueueStats
 from .payload import encode
 from .sql import Claim
@@ -74,10 +75,9 @@ class Queue:
         unique_key: str | None = None,
     ) -> Job:
         """Write one job in the caller's transaction; see docs/queues.md for every rule."""
-        return self.enqueue_many(
-            [payload], delay=delay, run_at=run_at, expires=expires,
-            max_attempts=max_attempts, priority=priority, unique_key=unique_key,
-        )[0]  # fmt: skip
+        text = encode(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES)
+        options = (delay, run_at, expires, max_attempts, priority, unique_key)
+        return self._insert([text], *options)[0]
 
     def enqueue_many(
         self,
@@ -91,11 +91,23 @@ class Queue:
         unique_key: str | None = None,
     ) -> list[Job]:
         """Many jobs, one clock read, one INSERT per thousand rows; all or nothing."""
-        now = self.clock()
         limit = get_settings().MAX_PAYLOAD_BYTES
-        texts = [encode(p, max_bytes=limit) for p in list(payloads)]
+        texts = [encode(p, max_bytes=limit, path=f"payloads[{i}]") for i, p in enumerate(payloads)]
+        return self._insert(texts, delay, run_at, expires, max_attempts, priority, unique_key)
+
+    def _insert(
+        self,
+        texts: list[str],
+        delay: object,
+        run_at: object,
+        expires: object,
+        max_attempts: object,
+        priority: object,
+        unique_key: object,
+    ) -> list[Job]:
         if not texts:
             return []
+        now = self.clock()
         stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
         rows = [(self.name, text, *stamps) for text in texts]
         return operations.enqueue(self.using, rows, now)
@@ -186,9 +198,7 @@ class Queue:
         chosen = list(states)
         unknown = [s for s in chosen if s not in STATES]
         if unknown:
-            raise validation.InvalidOption(
-                f"unknown state(s) {unknown}; use {', '.join(STATES)}"
-            )
+            raise InvalidOption(f"unknown state(s) {unknown}; use {', '.join(STATES)}")
         return operations.purge(self.using, self.name, chosen, self.clock())
 
 

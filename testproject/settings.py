@@ -1,6 +1,7 @@
-"""A runnable project using django-alkqueue. SQLite by default; PostgreSQL when DATABASE_URL is set."""
+"""A runnable project using django-alkqueue: SQLite by default, PostgreSQL with DATABASE_URL."""
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -55,6 +56,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 _url = os.environ.get("DATABASE_URL", "")
 if _url:
     DATABASES = {"default": dj_database_url.parse(_url, conn_max_age=0)}
+    # One test database per test run, so that two runs side by side do not drop each other's.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
 else:
     # WAL lets readers run beside the one writer; IMMEDIATE makes every transaction take the
     # write lock up front, so concurrent workers wait their turn instead of failing.
@@ -69,7 +72,10 @@ else:
                 "timeout": 30,
             },
             # A file, not memory: tests run workers in threads and subprocesses.
-            "TEST": {"NAME": str(BASE_DIR / "test-db.sqlite3")},
+            # One file per test run, so that two runs side by side do not share it.
+            "TEST": {
+                "NAME": os.path.join(tempfile.gettempdir(), f"alkqueue-test-{os.getpid()}.db")
+            },
         }
     }
 

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import payload as payload_codec
-from ..jobs import Job, live_state
+from ..jobs import Job, State, live_state
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
 
 # One row shape for live jobs and dead letters alike; `Job` is built from it.
@@ -42,8 +42,7 @@ BY_CLAIM = "id = %s AND claim_token = %s AND lease_expires_at > %s"
 EXPIRED_IN_QUEUE = "queue = %s AND expires_at <= %s"
 EXPIRED_ANYWHERE = "expires_at <= %s"
 LAPSED_EXHAUSTED_IN_QUEUE = (
-    "queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s "
-    "AND attempts >= max_attempts"
+    "queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
 )
 LAPSED_EXHAUSTED_ANYWHERE = (
     "claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
@@ -89,6 +88,7 @@ class Dialect:
         values["lease"] = float(values["lease"])
         if values["retention"] is not None:
             values["retention"] = float(values["retention"])
+        state: State
         if values["died_at"] is not None:
             state = "dead"
         else:
@@ -112,7 +112,7 @@ class Dialect:
                     f"SELECT {DEAD_COLUMNS} FROM {DEAD_LETTER_TABLE} WHERE job_id = %s", [job_id]
                 )
                 row = cursor.fetchone()
-        return row
+        return None if row is None else tuple(row)
 
     def select_live_by_keys(
         self, connection: BaseDatabaseWrapper, queue: str, keys: Sequence[str]
@@ -133,7 +133,8 @@ class Dialect:
                 f"DELETE FROM {DEAD_LETTER_TABLE} WHERE job_id = %s RETURNING {DEAD_COLUMNS}",
                 [job_id],
             )
-            return cursor.fetchone()
+            row = cursor.fetchone()
+        return None if row is None else tuple(row)
 
     # -- the state changes each vendor writes its own way ----------------------------------
 

@@ -154,7 +154,7 @@ class PostgresDialect(Dialect):
     ) -> tuple[list[Row], list[Row]]:
         from ..jobs import MAX_ATTEMPTS_EXCEEDED
 
-        params = {
+        params: dict[str, Any] = {
             "queue": queue,
             "now": now,
             "n": n,
@@ -193,7 +193,7 @@ class PostgresDialect(Dialect):
     ) -> bool:
         with connection.cursor() as cursor:
             cursor.execute(_RELEASE, [run_at, error, int(refund), claim.id, claim.token, now])
-            return cursor.rowcount == 1
+            return bool(cursor.rowcount == 1)
 
     def heartbeat(
         self,

@@ -141,7 +141,7 @@ class SqliteDialect(Dialect):
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
     ) -> list[int]:
         at = self.param_datetime(connection, now)
-        done = []
+        done: list[int] = []
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             for claim in claims:
                 cursor.execute(_ACK, [claim.id, claim.token.hex, at])
@@ -179,7 +179,7 @@ class SqliteDialect(Dialect):
         ]
         with connection.cursor() as cursor:
             cursor.execute(_RELEASE, params)
-            return cursor.rowcount == 1
+            return bool(cursor.rowcount == 1)
 
     def heartbeat(
         self,
@@ -188,7 +188,7 @@ class SqliteDialect(Dialect):
         now: datetime,
     ) -> list[int]:
         at = self.param_datetime(connection, now)
-        renewed = []
+        renewed: list[int] = []
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             for claim, expires in renewals:
                 cursor.execute(

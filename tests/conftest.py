@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from django_alkqueue import queue
+from django_alkqueue.queues import Queue
+from tests.clocks import FakeClock
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    return f"database: {db['ENGINE'].rsplit('.', 1)[-1]} {db.get('HOST') or db['NAME']}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from django.conf import settings
+
+    if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
+        return
+    skip = pytest.mark.skip(reason="PostgreSQL-only behaviour; this run is on SQLite")
+    for item in items:
+        if "postgres_only" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def make_queue(clock: FakeClock) -> Callable[..., Queue]:
+    def make(name: str = "q", **options: Any) -> Queue:
+        options.setdefault("clock", clock)
+        return queue(name, **options)
+
+    return make
+
+
+@pytest.fixture
+def q(make_queue: Callable[..., Queue]) -> Queue:
+    return make_queue("emails")
+
+
+@pytest.fixture
+def is_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, every: float = 0.02) -> None:
+    """Poll a condition (a row update, a process state) until it holds or time runs out."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(every)
+
+
+def run_threads(count: int, target: Callable[[int], None]) -> None:
+    """Run target(i) in `count` threads, each closing its own DB connection; re-raise errors."""
+    from django.db import connections
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(count)
+
+    def body(i: int) -> None:
+        try:
+            start.wait()
+            target(i)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

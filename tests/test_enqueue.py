@@ -1,0 +1,276 @@
+"""Enqueue: stamps, resolution rules, payload rules, unique keys, transactions."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from django.test import override_settings
+
+from django_alkqueue import InvalidOption, PayloadError, enqueue, queue
+from django_alkqueue.models import QueueMessage
+from tests.conftest import run_threads
+
+pytestmark = pytest.mark.django_db
+
+
+def test_enqueue_claim_ack_lifecycle(q, clock):
+    job = q.enqueue({"to": "a@example.com"})
+    assert job.state == "pending"
+    assert job.attempts == 0
+    [handle] = q.claim("worker-1")
+    assert handle.job.id == job.id
+    assert handle.job.state == "claimed"
+    assert handle.job.payload == {"to": "a@example.com"}
+    assert q.get_job(job.id).state == "claimed"
+    assert handle.ack() is True
+    assert q.get_job(job.id) is None
+    assert q.depth() == 0
+
+
+def test_enqueue_stamps_queue_options(make_queue, clock):
+    q = make_queue("reports", max_attempts=3, backoff_base=2, lease=timedelta(minutes=2),
+                   priority=7)  # fmt: skip
+    job = q.get_job(q.enqueue([1, 2]).id)
+    assert (job.max_attempts, job.backoff_base, job.lease, job.priority) == (3, 2.0, 120.0, 7)
+    assert job.run_at == clock.now
+    assert job.enqueued_at == clock.now
+    assert job.expires_at is None
+
+
+def test_delay_wins_over_run_at(q, clock):
+    job = q.enqueue(1, delay=10, run_at=clock.now + timedelta(hours=5))
+    assert q.get_job(job.id).run_at == clock.now + timedelta(seconds=10)
+    assert job.state == "scheduled"
+
+
+def test_run_at_is_used_when_no_delay(q, clock):
+    later = clock.now + timedelta(hours=1)
+    assert q.get_job(q.enqueue(1, run_at=later).id).run_at == later
+
+
+def test_delay_accepts_timedelta_and_float_seconds(q, clock):
+    a = q.enqueue(1, delay=timedelta(seconds=1.5))
+    b = q.enqueue(2, delay=1.5)
+    assert q.get_job(a.id).run_at == q.get_job(b.id).run_at == clock.now + timedelta(seconds=1.5)
+
+
+def test_expires_is_relative_to_enqueue_time(q, clock):
+    job = q.enqueue(1, expires=timedelta(minutes=5))
+    assert q.get_job(job.id).expires_at == clock.now + timedelta(minutes=5)
+
+
+def test_queue_expires_option_is_stamped(make_queue, clock):
+    q = make_queue("short", expires=60)
+    assert q.get_job(q.enqueue(1).id).expires_at == clock.now + timedelta(seconds=60)
+
+
+def test_per_call_max_attempts_and_priority_override_the_queue(make_queue):
+    q = make_queue("x", max_attempts=3, priority=1)
+    job = q.get_job(q.enqueue(1, max_attempts=9, priority=-4).id)
+    assert (job.max_attempts, job.priority) == (9, -4)
+
+
+def test_enqueue_reads_the_clock_once(q, clock):
+    before = clock.reads
+    q.enqueue(1, delay=5, expires=60)
+    assert clock.reads == before + 1
+
+
+def test_enqueue_many_reads_the_clock_once_and_keeps_input_order(q, clock):
+    before = clock.reads
+    jobs = q.enqueue_many([{"n": i} for i in range(25)], delay=3)
+    assert clock.reads == before + 1
+    assert [j.payload for j in jobs] == [{"n": i} for i in range(25)]
+    assert len({j.id for j in jobs}) == 25
+    assert all(q.get_job(j.id).run_at == clock.now + timedelta(seconds=3) for j in jobs)
+
+
+def test_enqueue_many_of_nothing_writes_nothing(q):
+    assert q.enqueue_many([]) == []
+    assert q.depth() == 0
+
+
+def test_enqueue_many_is_all_or_nothing_on_a_bad_payload(q):
+    with pytest.raises(PayloadError, match=r"payloads\[1\]"):
+        q.enqueue_many([{"ok": 1}, {1, 2}, {"ok": 3}])
+    assert QueueMessage.objects.count() == 0
+
+
+def test_bare_none_is_a_valid_payload(q):
+    job = q.enqueue(None)
+    assert q.get_job(job.id).payload is None
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"nested": {"list": [1, 2.5, "three", None, True]}},
+        [],
+        "just a string",
+        0,
+        -1.5e308,
+        1e-320,
+        {"unicode": "ünïcødé ✓ \u0000 inside"},
+        2**80,
+    ],
+)
+def test_payload_round_trips_exactly(q, payload):
+    got = q.get_job(q.enqueue(payload).id).payload
+    assert got == payload
+    assert json.dumps(got) == json.dumps(payload)
+
+
+@pytest.mark.parametrize(
+    ("payload", "path", "kind"),
+    [
+        ({"user": {"joined": __import__("datetime").date(2020, 1, 1)}},
+         "payload['user']['joined']", "date"),
+        ({"n": float("nan")}, "payload['n']", "nan"),
+        ([1, {2, 3}], "payload[1]", "set"),
+        ({"t": (1, 2)}, "payload['t']", "tuple"),
+        ({1: "int key"}, "payload", "int"),
+        (object(), "payload", "object"),
+        ({"s": "\ud800"}, "payload['s']", "surrogate"),
+    ],
+)  # fmt: skip
+def test_non_json_payload_is_refused_with_its_path_and_nothing_is_written(q, payload, path, kind):
+    with pytest.raises(PayloadError) as info:
+        q.enqueue(payload)
+    assert path in str(info.value)
+    assert kind in str(info.value)
+    assert isinstance(info.value, ValueError)
+    assert QueueMessage.objects.count() == 0
+
+
+def test_payload_at_the_size_limit_is_accepted_and_one_byte_over_is_refused(q):
+    with override_settings(ALKQUEUE={"MAX_PAYLOAD_BYTES": 100}):
+        q.enqueue("x" * 98)  # 98 characters plus two quotes
+        with pytest.raises(PayloadError, match="101 bytes"):
+            q.enqueue("x" * 99)
+    assert QueueMessage.objects.count() == 1
+
+
+def test_oversize_payload_writes_nothing_with_the_default_limit(q):
+    with pytest.raises(PayloadError, match="over the limit"):
+        q.enqueue("x" * (1024 * 1024))
+    assert QueueMessage.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"delay": -1}, "delay"),
+        ({"delay": float("nan")}, "NaN"),
+        ({"delay": float("inf")}, "at most"),
+        ({"delay": 10**12}, "at most"),
+        ({"delay": True}, "delay"),
+        ({"expires": -5}, "expires"),
+        ({"priority": 101}, "priority"),
+        ({"priority": -101}, "priority"),
+        ({"priority": 1.5}, "priority"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"unique_key": ""}, "unique_key"),
+        ({"unique_key": "a\x00b"}, "unique_key"),
+        ({"run_at": "tomorrow"}, "run_at"),
+    ],
+)
+def test_bad_enqueue_options_raise_and_write_nothing(q, options, message):
+    with pytest.raises(InvalidOption, match=message):
+        q.enqueue(1, **options)
+    assert QueueMessage.objects.count() == 0
+
+
+def test_naive_run_at_is_refused(q, clock):
+    with pytest.raises(InvalidOption, match="timezone-aware"):
+        q.enqueue(1, run_at=clock.now.replace(tzinfo=None))
+
+
+def test_module_level_enqueue_shortcut(clock):
+    job = enqueue("shortcut", {"a": 1}, priority=5, lease=90)
+    stored = queue("shortcut").get_job(job.id)
+    assert (stored.queue, stored.priority, stored.lease) == ("shortcut", 5, 90.0)
+
+
+def test_unique_key_returns_the_live_job_instead_of_a_second_row(q):
+    first = q.enqueue({"v": 1}, unique_key="invoice-7")
+    second = q.enqueue({"v": 2}, unique_key="invoice-7")
+    assert second.id == first.id
+    assert second.payload == {"v": 1}
+    assert QueueMessage.objects.count() == 1
+
+
+def test_unique_key_holds_while_claimed(q):
+    first = q.enqueue(1, unique_key="k")
+    q.claim("w")
+    assert q.enqueue(2, unique_key="k").id == first.id
+
+
+def test_unique_key_is_free_again_once_the_job_is_done(q):
+    first = q.enqueue(1, unique_key="k")
+    q.claim_one("w").ack()
+    again = q.enqueue(2, unique_key="k")
+    assert again.id != first.id
+    assert q.depth() == 1
+
+
+def test_unique_key_is_free_again_once_the_job_is_dead(q):
+    first = q.enqueue(1, unique_key="k")
+    q.claim_one("w").fail()
+    assert q.enqueue(2, unique_key="k").id != first.id
+
+
+def test_unique_keys_are_per_queue(make_queue):
+    a = make_queue("a").enqueue(1, unique_key="k")
+    b = make_queue("b").enqueue(1, unique_key="k")
+    assert a.id != b.id
+
+
+def test_enqueue_many_with_a_unique_key_writes_one_row(q):
+    jobs = q.enqueue_many([1, 2, 3], unique_key="once")
+    assert len({j.id for j in jobs}) == 1
+    assert QueueMessage.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_enqueues_of_one_key_create_one_row():
+    ids: list[int] = []
+
+    def enqueue_one(i: int) -> None:
+        ids.append(queue("dedupe").enqueue({"i": i}, unique_key="same").id)
+
+    run_threads(8, enqueue_one)
+    assert len(set(ids)) == 1
+    assert QueueMessage.objects.filter(queue="dedupe").count() == 1
+
+
+def test_rollback_removes_the_enqueued_job(q):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        q.enqueue({"order": 1})
+        raise RuntimeError("view failed after enqueue")
+    assert QueueMessage.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_uncommitted_job_is_invisible_to_other_connections():
+    seen: list[object] = []
+    with transaction.atomic():
+        job = queue("tx").enqueue({"order": 1})
+        run_threads(1, lambda i: seen.append(queue("tx").get_job(job.id)))
+    assert seen == [None]
+    assert queue("tx").get_job(job.id) is not None
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_claimer_cannot_see_an_uncommitted_job():
+    # On SQLite the claimer would wait for the writer's lock instead: one writer at a time.
+    seen: list[int] = []
+    with transaction.atomic():
+        queue("tx").enqueue({"order": 1})
+        run_threads(1, lambda i: seen.extend(h.job.id for h in queue("tx").claim("other", 10)))
+        assert seen == []
+    [handle] = queue("tx").claim("other", 10)
+    assert handle.ack()
