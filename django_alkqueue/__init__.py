@@ -9,14 +9,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .backoff import RetryPolicy
+from .consumers import consumer
 from .exceptions import AlkQueueError, InvalidName, InvalidOption, PayloadError
+from .jobs import Job, QueueStats
+from .outcomes import Fail, Retry
 
 if TYPE_CHECKING:
-    from .jobs import Job, QueueStats
     from .queues import JobHandle, Queue, enqueue, queue
 
 __all__ = [
     "AlkQueueError",
+    "Fail",
     "InvalidName",
     "InvalidOption",
     "Job",
@@ -24,13 +28,14 @@ __all__ = [
     "PayloadError",
     "Queue",
     "QueueStats",
+    "Retry",
+    "RetryPolicy",
+    "consumer",
     "enqueue",
     "queue",
 ]
 
 _LAZY = {
-    "Job": "django_alkqueue.jobs",
-    "QueueStats": "django_alkqueue.jobs",
     "Queue": "django_alkqueue.queues",
     "JobHandle": "django_alkqueue.queues",
     "queue": "django_alkqueue.queues",

@@ -26,6 +26,12 @@ class AlkQueueSettings:
     SWEEP_INTERVAL: float = 60.0
     #: Seconds between two refreshes of a worker's registry row.
     WORKER_HEARTBEAT_INTERVAL: float = 5.0
+    #: A worker whose row was not refreshed for this many seconds is shown as stale.
+    WORKER_STALE_AFTER: float = 30.0
+    #: Stale worker rows are deleted after this many seconds.
+    WORKER_PRUNE_AFTER: float = 86400.0
+    #: Seconds an ack waits to be grouped with others into one commit (0 = ack at once).
+    ACK_WINDOW: float = 0.002
     #: Database alias used for LISTEN (a direct connection when claims go through PgBouncer).
     LISTEN_DATABASE: str | None = None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import models
 from django.db.models import Q
@@ -12,6 +12,7 @@ from .fields import PayloadField
 MESSAGE_TABLE = "alkqueue_message"
 DEAD_LETTER_TABLE = "alkqueue_deadletter"
 CONSUMER_TABLE = "alkqueue_consumer"
+WORKER_TABLE = "alkqueue_worker"
 
 # Index names are referenced from the SQL that relies on them (see sql/postgresql.py).
 PENDING_INDEX = "alkqueue_pending_idx"
@@ -161,3 +162,34 @@ class Consumer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} -> {self.handler}"
+
+
+class WorkerQuerySet(models.QuerySet["Worker"]):
+    def stale(self, now: datetime, after: float) -> WorkerQuerySet:
+        return self.filter(last_heartbeat_at__lt=now - timedelta(seconds=after))
+
+    def live(self, now: datetime, after: float) -> WorkerQuerySet:
+        return self.filter(last_heartbeat_at__gte=now - timedelta(seconds=after))
+
+
+class Worker(models.Model):
+    """One running worker process, refreshed every few seconds by its registry loop."""
+
+    worker_id = models.CharField(max_length=255, unique=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    queues = models.JSONField(default=list)
+    concurrency = models.IntegerField()
+    started_at = models.DateTimeField()
+    last_heartbeat_at = models.DateTimeField()
+    jobs_processed = models.BigIntegerField(default=0)
+    jobs_failed = models.BigIntegerField(default=0)
+    is_leader = models.BooleanField(default=False)
+
+    objects = WorkerQuerySet.as_manager()
+
+    class Meta:
+        db_table = WORKER_TABLE
+
+    def __str__(self) -> str:
+        return self.worker_id

@@ -15,10 +15,16 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, Min, Q
 
 from . import signals
-from .jobs import EXPIRED, Job, QueueStats
+from .exceptions import AlkQueueError
+from .jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED, Job, QueueStats
 from .models import DeadLetter, QueueMessage
 from .sql import Claim, Row, dialect_for
-from .sql.base import BY_CLAIM, EXPIRED_IN_QUEUE
+from .sql.base import (
+    BY_CLAIM,
+    EXPIRED_ANYWHERE,
+    EXPIRED_IN_QUEUE,
+    LAPSED_EXHAUSTED_ANYWHERE,
+)
 
 _KEY_RACE_RETRIES = 5
 
@@ -63,6 +69,8 @@ def enqueue(using: str, rows: Sequence[Sequence[Any]], now: datetime) -> list[Jo
             inserted.extend(again)
             by_key.update((j.unique_key, j) for j in again)
         missing = [key for key in missing if key not in by_key]
+    if missing:
+        raise AlkQueueError(f"unique keys {missing} kept changing hands; enqueue again")
     result = [next(keyless) if key is None else by_key[key] for key in unique_keys]
     for job in inserted:
         signals.job_enqueued.send(sender=Job, job=job)
@@ -87,12 +95,12 @@ def ack(using: str, claims: Sequence[Claim], now: datetime) -> set[int]:
     return set(dialect.ack(connection, claims, now))
 
 
-def ack_ids(using: str, ids: Sequence[int], now: datetime) -> int:
-    """Ack claimed jobs with a live lease, whichever worker holds them."""
+def ack_ids(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
+    """Ack the queue's claimed jobs with a live lease, whichever worker holds them."""
     if not ids:
         return 0
     dialect, connection = _dialect_and_connection(using)
-    return len(dialect.ack_ids(connection, list(dict.fromkeys(ids)), now))
+    return len(dialect.ack_ids(connection, queue, list(dict.fromkeys(ids)), now))
 
 
 def retry(using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None) -> bool:
@@ -124,29 +132,50 @@ def heartbeat(using: str, renewals: Sequence[tuple[Claim, datetime]], now: datet
     return set(dialect.heartbeat(connection, renewals, now))
 
 
-def cancel(using: str, job_id: int) -> bool:
-    deleted, _ = QueueMessage.objects.using(using).filter(pk=job_id).delete()
+def cancel(using: str, job_id: int, queue: str | None = None) -> bool:
+    """Remove a live job in any state, unconditionally. Its claimer's ack will be refused."""
+    jobs = QueueMessage.objects.using(using).filter(pk=job_id)
+    if queue is not None:
+        jobs = jobs.filter(queue=queue)
+    deleted, _ = jobs.delete()
     return deleted > 0
 
 
-def get_job(using: str, job_id: int, now: datetime) -> Job | None:
+def get_job(using: str, job_id: int, now: datetime, queue: str | None = None) -> Job | None:
     dialect, connection = _dialect_and_connection(using)
-    row = dialect.select_job(connection, job_id)
+    row = dialect.select_job(connection, job_id, queue)
     return None if row is None else dialect.to_job(row, now)
 
 
-def requeue(using: str, job_id: int, now: datetime) -> Job | None:
+class _KeyTaken(Exception):
+    def __init__(self, holder: int) -> None:
+        self.holder = holder
+
+
+def requeue(using: str, job_id: int, now: datetime, queue: str | None = None) -> Job | None:
     """Dead letter -> live job with the same id, payload and options; attempts reset.
 
     Deleting the dead letter comes first, so of two concurrent requeues only one finds it.
-    If a live job now holds the same unique key, that job is returned instead.
+    If a live job holds the same unique key, the dead letter stays and that job is returned.
     """
     dialect, connection = _dialect_and_connection(using)
-    with transaction.atomic(using=using):
-        row = dialect.take_dead_letter(connection, job_id)
-        if row is None:
-            return None
-        dead = dialect.to_job(row, now)
+    try:
+        with transaction.atomic(using=using):
+            row = dialect.take_dead_letter(connection, job_id, queue)
+            if row is None:
+                return None
+            _revive(using, dialect.to_job(row, now), now)
+            dialect.notify(connection, row[1])
+    except _KeyTaken as taken:
+        return get_job(using, taken.holder, now)
+    job = get_job(using, job_id, now)
+    if job is not None:
+        signals.job_enqueued.send(sender=Job, job=job)
+    return job
+
+
+def _revive(using: str, dead: Job, now: datetime) -> None:
+    for _ in range(_KEY_RACE_RETRIES):
         try:
             with transaction.atomic(using=using):
                 QueueMessage.objects.using(using).create(
@@ -155,16 +184,17 @@ def requeue(using: str, job_id: int, now: datetime) -> Job | None:
                     lease=dead.lease, retention=dead.retention, run_at=now, enqueued_at=now,
                     unique_key=dead.unique_key, last_error=dead.last_error,
                 )  # fmt: skip
+            return
         except IntegrityError:
-            holder = QueueMessage.objects.using(using).filter(
-                queue=dead.queue, unique_key=dead.unique_key
+            holder = (
+                QueueMessage.objects.using(using)
+                .filter(queue=dead.queue, unique_key=dead.unique_key)
+                .values_list("id", flat=True)
+                .first()
             )
-            holder_id = holder.values_list("id", flat=True).first()
-            return None if holder_id is None else get_job(using, holder_id, now)
-    job = get_job(using, job_id, now)
-    if job is not None:
-        signals.job_enqueued.send(sender=Job, job=job)
-    return job
+            if holder is not None:
+                raise _KeyTaken(holder) from None
+    raise AlkQueueError(f"unique key {dead.unique_key!r} kept changing hands; requeue again")
 
 
 def sweep_expired(using: str, queue: str, now: datetime, retention: float | None) -> int:
@@ -214,3 +244,34 @@ def depth(using: str, queue: str) -> int:
 
 def depth_pending(using: str, queue: str, now: datetime) -> int:
     return QueueMessage.objects.using(using).filter(queue=queue).pending(now).count()
+
+
+def reclaim(using: str, now: datetime) -> tuple[list[int], list[Job]]:
+    """Lapsed leases: back to pending with attempts left, else dead ("max attempts exceeded").
+
+    The lapsed attempt stays counted (attempts are counted at claim time, never refunded).
+    """
+    dialect, connection = _dialect_and_connection(using)
+    rows = dialect.bury(
+        connection, LAPSED_EXHAUSTED_ANYWHERE, [now], now,
+        MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED,
+    )  # fmt: skip
+    dead = _jobs(using, rows, now)
+    _announce_deaths(dead)
+    return dialect.release_lapsed(connection, now), dead
+
+
+def sweep_everywhere(using: str, now: datetime) -> int:
+    """The worker's sweep: expired jobs of every queue -> dead letters; each dead letter is
+    deleted once older than the retention stamped on its job. Returns the number moved."""
+    dialect, connection = _dialect_and_connection(using)
+    rows = dialect.bury(connection, EXPIRED_ANYWHERE, [now], now, EXPIRED, EXPIRED)
+    _announce_deaths(_jobs(using, rows, now))
+    dialect.delete_old_dead_letters(connection, now)
+    return len(rows)
+
+
+def lock_claim(using: str, claim: Claim, now: datetime) -> bool:
+    """Inside the caller's transaction: hold a valid claim's row until commit."""
+    dialect, connection = _dialect_and_connection(using)
+    return bool(dialect.lock_claim(connection, claim, now))

@@ -17,8 +17,15 @@ JSONValue = Any
 
 def encode(payload: JSONValue, *, max_bytes: int, path: str = "payload") -> str:
     """The stored text of `payload`; raises PayloadError naming the offending path."""
-    _check(payload, path)
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        _check(payload, path)
+        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise PayloadError(f"{path} is nested too deeply to store") from None
+    except PayloadError:
+        raise
+    except ValueError as exc:  # e.g. an int beyond Python's int-to-str digit limit
+        raise PayloadError(f"{path} cannot be encoded as JSON: {exc}") from None
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise PayloadError(

@@ -166,19 +166,19 @@ class Queue:
 
     def ack_batch(self, ids: Sequence[int]) -> int:
         """Ack each id that is claimed with a live lease, by any worker; returns the count."""
-        return operations.ack_ids(self.using, [int(i) for i in ids], self.clock())
+        return operations.ack_ids(self.using, self.name, [int(i) for i in ids], self.clock())
 
     def cancel(self, job_id: int) -> bool:
         """Remove a live job in any state. Its claimer's ack will then return False."""
-        return operations.cancel(self.using, job_id)
+        return operations.cancel(self.using, job_id, self.name)
 
     def get_job(self, job_id: int) -> Job | None:
         """A live job or a dead letter (state "dead"), or None."""
-        return operations.get_job(self.using, job_id, self.clock())
+        return operations.get_job(self.using, job_id, self.clock(), self.name)
 
     def requeue(self, job_id: int) -> Job | None:
         """A dead letter back to live: same id, payload and options, attempts 0, run_at now."""
-        return operations.requeue(self.using, job_id, self.clock())
+        return operations.requeue(self.using, job_id, self.clock(), self.name)
 
     def sweep_expired(self) -> int:
         """Expired jobs -> dead letters ("expired"); old dead letters deleted. Returns moved."""
@@ -263,7 +263,11 @@ class JobHandle:
         """Reset the lease to now + extend (default: the job's lease). Repeatable."""
         if self._finished:
             return False
-        seconds = self.job.lease if extend is None else validation.seconds(extend, "extend")
+        seconds = (
+            self.job.lease
+            if extend is None
+            else validation.seconds(extend, "extend", positive=True)
+        )
         now = self.queue.clock()
         expires = now + timedelta(seconds=seconds)
         renewed = operations.heartbeat(self.queue.using, [(self.claim, expires)], now)
@@ -281,6 +285,31 @@ class JobHandle:
     def _finish(self, done: bool) -> bool:
         self._finished = self._finished or done
         return done
+
+
+def ack_handles(handles: Sequence[JobHandle], using: str) -> set[int]:
+    """Ack many handles in one statement (one commit); each still fenced by its own claim."""
+    live = [h for h in handles if not h._finished]
+    if not live:
+        return set()
+    acked = operations.ack(using, [h.claim for h in live], live[0].queue.clock())
+    for handle in live:
+        handle._finish(handle.job.id in acked)
+    return acked
+
+
+def renew_leases(handles: Sequence[JobHandle], using: str) -> set[int]:
+    """Heartbeat many handles in one statement; returns the ids whose lease was renewed."""
+    live = [h for h in handles if not h._finished]
+    if not live:
+        return set()
+    now = live[0].queue.clock()
+    renewals = [(h.claim, now + timedelta(seconds=h.job.lease)) for h in live]
+    renewed = operations.heartbeat(using, renewals, now)
+    for handle, (_, expires) in zip(live, renewals, strict=True):
+        if handle.job.id in renewed:
+            handle.lease_expires_at = expires
+    return renewed
 
 
 def queue(
@@ -328,8 +357,11 @@ def queue(
 
 
 def _consumer_defaults(name: str) -> dict[str, Any]:
-    """The stamps a registered @consumer gives its queue (filled in by the worker's registry)."""
-    return {}
+    """The stamps the registered @consumer of `name` gives its queue, if there is one."""
+    from .consumers import registry  # consumers imports this module's callers at app start
+
+    spec = registry.get(name)
+    return spec.queue_defaults() if spec is not None else {}
 
 
 _QUEUE_ONLY_OPTIONS = ("backoff_base", "lease", "retention", "using", "clock", "rng")

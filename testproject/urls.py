@@ -1,6 +1,10 @@
 from django.contrib import admin
 from django.urls import path
 
+from testproject.shop import views
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("orders/", views.place_order, name="place-order"),
+    path("orders/fail/", views.place_order_then_fail, name="place-order-then-fail"),
 ]

@@ -42,11 +42,18 @@ BY_CLAIM = "id = %s AND claim_token = %s AND lease_expires_at > %s"
 EXPIRED_IN_QUEUE = "queue = %s AND expires_at <= %s"
 EXPIRED_ANYWHERE = "expires_at <= %s"
 LAPSED_EXHAUSTED_IN_QUEUE = (
-    "queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
+    "queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s "
+    "AND attempts >= max_attempts AND (expires_at IS NULL OR expires_at > %s)"
 )
 LAPSED_EXHAUSTED_ANYWHERE = (
     "claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
 )
+
+
+def _in_queue(job_id: int, queue: str | None) -> tuple[str, list[Any]]:
+    if queue is None:
+        return "", [job_id]
+    return " AND queue = %s", [job_id, queue]
 
 
 class Claim(NamedTuple):
@@ -102,14 +109,21 @@ class Dialect:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def select_job(self, connection: BaseDatabaseWrapper, job_id: int) -> Row | None:
+    def select_job(
+        self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
+    ) -> Row | None:
+        """The live job or dead letter with this id (in this queue, when one is named)."""
+        scope, params = _in_queue(job_id, queue)
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT {LIVE_COLUMNS}, NULL, NULL FROM {MESSAGE_TABLE} WHERE id = %s",
-                           [job_id])  # fmt: skip
+            cursor.execute(
+                f"SELECT {LIVE_COLUMNS}, NULL, NULL FROM {MESSAGE_TABLE} WHERE id = %s{scope}",
+                params,
+            )
             row = cursor.fetchone()
             if row is None:
                 cursor.execute(
-                    f"SELECT {DEAD_COLUMNS} FROM {DEAD_LETTER_TABLE} WHERE job_id = %s", [job_id]
+                    f"SELECT {DEAD_COLUMNS} FROM {DEAD_LETTER_TABLE} WHERE job_id = %s{scope}",
+                    params,
                 )
                 row = cursor.fetchone()
         return None if row is None else tuple(row)
@@ -126,15 +140,44 @@ class Dialect:
             )
             return list(cursor.fetchall())
 
-    def take_dead_letter(self, connection: BaseDatabaseWrapper, job_id: int) -> Row | None:
+    def take_dead_letter(
+        self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
+    ) -> Row | None:
         """Delete a dead letter and return it (the first half of a requeue)."""
+        scope, params = _in_queue(job_id, queue)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"DELETE FROM {DEAD_LETTER_TABLE} WHERE job_id = %s RETURNING {DEAD_COLUMNS}",
-                [job_id],
+                f"DELETE FROM {DEAD_LETTER_TABLE} WHERE job_id = %s{scope} "
+                f"RETURNING {DEAD_COLUMNS}",
+                params,
             )
             row = cursor.fetchone()
         return None if row is None else tuple(row)
+
+    def lock_claim(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
+        """Inside a transaction: lock a validly claimed row (a no-op UPDATE takes the row lock
+        on PostgreSQL and the write lock on SQLite), so the claim holds until commit."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {MESSAGE_TABLE} SET claimed_at = claimed_at WHERE {BY_CLAIM}",
+                [claim.id, self.param_token(claim.token), self.param_datetime(connection, now)],
+            )
+            return bool(cursor.rowcount == 1)
+
+    def release_lapsed(self, connection: BaseDatabaseWrapper, now: datetime) -> list[int]:
+        """Lapsed claims with attempts left go back to pending (index alkqueue_lease_idx)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {MESSAGE_TABLE} SET claim_token = NULL, claimed_by = NULL, "
+                "claimed_at = NULL, lease_expires_at = NULL "
+                "WHERE claim_token IS NOT NULL AND lease_expires_at <= %s "
+                "AND attempts < max_attempts RETURNING id",
+                [self.param_datetime(connection, now)],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
+        """Wake idle workers of `queue` (PostgreSQL NOTIFY; nothing elsewhere)."""
 
     # -- the state changes each vendor writes its own way ----------------------------------
 
@@ -155,7 +198,7 @@ class Dialect:
         raise NotImplementedError
 
     def ack_ids(
-        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
     ) -> list[int]:
         """Delete claimed jobs with a live lease, whoever holds them."""
         raise NotImplementedError
@@ -179,6 +222,10 @@ class Dialect:
         now: datetime,
     ) -> list[int]:
         """Set each valid claim's lease_expires_at; returns the ids renewed."""
+        raise NotImplementedError
+
+    def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        """Delete dead letters older than the retention stamped on them."""
         raise NotImplementedError
 
     def bury(

@@ -7,9 +7,11 @@ never receive the same row. Indexes relied on are named beside each query (model
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
@@ -108,7 +110,8 @@ RETURNING m.id
 
 _ACK_IDS = f"""
 DELETE FROM {MESSAGE_TABLE}
-WHERE id = ANY(%s::bigint[]) AND claim_token IS NOT NULL AND lease_expires_at > %s
+WHERE id = ANY(%s::bigint[]) AND queue = %s AND claim_token IS NOT NULL
+  AND lease_expires_at > %s
 RETURNING id
 """
 
@@ -140,7 +143,10 @@ class PostgresDialect(Dialect):
     def insert(self, connection: BaseDatabaseWrapper, rows: Sequence[Sequence[Any]]) -> list[Row]:
         result: list[Row] = []
         placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
-        with connection.cursor() as cursor:
+        # Several chunks must commit together; one statement is atomic on its own.
+        several = len(rows) > _INSERT_CHUNK
+        atomic = transaction.atomic(using=connection.alias) if several else nullcontext()
+        with atomic, connection.cursor() as cursor:
             for start in range(0, len(rows), _INSERT_CHUNK):
                 chunk = rows[start : start + _INSERT_CHUNK]
                 sql = _INSERT.format(values=", ".join([placeholders] * len(chunk)))
@@ -148,6 +154,10 @@ class PostgresDialect(Dialect):
                 cursor.execute(sql, [*params, chunk[0][0]])
                 result.extend(cursor.fetchall())
         return result
+
+    def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
 
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
@@ -176,10 +186,10 @@ class PostgresDialect(Dialect):
             return [row[0] for row in cursor.fetchall()]
 
     def ack_ids(
-        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
     ) -> list[int]:
         with connection.cursor() as cursor:
-            cursor.execute(_ACK_IDS, [list(ids), now])
+            cursor.execute(_ACK_IDS, [list(ids), queue, now])
             return [row[0] for row in cursor.fetchall()]
 
     def release(
@@ -207,6 +217,15 @@ class PostgresDialect(Dialect):
         with connection.cursor() as cursor:
             cursor.execute(_HEARTBEAT, [ids, tokens, expiries, now])
             return [row[0] for row in cursor.fetchall()]
+
+    def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {DEAD_LETTER_TABLE} WHERE retention IS NOT NULL "
+                "AND died_at < %s - make_interval(secs => retention)",
+                [now],
+            )
+            return int(cursor.rowcount)
 
     def bury(
         self,

@@ -123,7 +123,7 @@ class SqliteDialect(Dialect):
         with transaction.atomic(using=connection.alias):
             # The burial comes first: it is the write that takes the lock.
             dead = self.bury(
-                connection, LAPSED_EXHAUSTED_IN_QUEUE, [queue, now], now,
+                connection, LAPSED_EXHAUSTED_IN_QUEUE, [queue, now, now], now,
                 MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED,
             )  # fmt: skip
             with connection.cursor() as cursor:
@@ -149,14 +149,14 @@ class SqliteDialect(Dialect):
         return done
 
     def ack_ids(
-        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
     ) -> list[int]:
         marks = ", ".join(["%s"] * len(ids))
         with connection.cursor() as cursor:
             cursor.execute(
-                f"DELETE FROM {MESSAGE_TABLE} WHERE id IN ({marks}) "
+                f"DELETE FROM {MESSAGE_TABLE} WHERE id IN ({marks}) AND queue = %s "
                 "AND claim_token IS NOT NULL AND lease_expires_at > %s RETURNING id",
-                [*ids, self.param_datetime(connection, now)],
+                [*ids, queue, self.param_datetime(connection, now)],
             )
             return [row[0] for row in cursor.fetchall()]
 
@@ -197,6 +197,16 @@ class SqliteDialect(Dialect):
                 )
                 renewed.extend(row[0] for row in cursor.fetchall())
         return renewed
+
+    def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        # julianday() reads Django's stored text timestamps; retention is in seconds.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {DEAD_LETTER_TABLE} WHERE retention IS NOT NULL "
+                "AND (julianday(%s) - julianday(died_at)) * 86400.0 > retention",
+                [self.param_datetime(connection, now)],
+            )
+            return int(cursor.rowcount)
 
     def bury(
         self,

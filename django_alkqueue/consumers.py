@@ -1,0 +1,121 @@
+"""The @consumer decorator and the registry of handlers, one per queue.
+
+Handlers are found by importing `consumers.py` of every installed app (and the modules in
+ALKQUEUE["CONSUMER_MODULES"]) when the app is ready, so web processes and workers share one
+registry. A second consumer for a queue is an error that names both handlers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import autodiscover_modules
+
+from . import validation
+from .backoff import RetryPolicy
+from .jobs import Job
+
+Handler = Callable[[Any, Job], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsumerSpec:
+    queue: str
+    handler: Handler
+    path: str
+    lease: float | None
+    max_attempts: int | None
+    retry: RetryPolicy
+    atomic: bool
+
+    def queue_defaults(self) -> dict[str, Any]:
+        """The stamps this consumer gives jobs enqueued on its queue."""
+        defaults: dict[str, Any] = {}
+        if self.lease is not None:
+            defaults["lease"] = self.lease
+        if self.max_attempts is not None:
+            defaults["max_attempts"] = self.max_attempts
+        if self.retry.base is not None:
+            defaults["backoff_base"] = self.retry.base
+        return defaults
+
+
+def handler_path(handler: Callable[..., Any]) -> str:
+    return f"{handler.__module__}.{handler.__qualname__}"
+
+
+class ConsumerRegistry:
+    def __init__(self) -> None:
+        self._specs: dict[str, ConsumerSpec] = {}
+        #: Errors met while discovering handlers; reported by the system check alkqueue.E001.
+        self.errors: list[str] = []
+
+    def register(self, spec: ConsumerSpec) -> None:
+        existing = self._specs.get(spec.queue)
+        if existing is not None and existing.path != spec.path:
+            raise ImproperlyConfigured(
+                f"queue {spec.queue!r} has two consumers: {existing.path} and {spec.path}; "
+                "a queue has exactly one consumer"
+            )
+        self._specs[spec.queue] = spec
+
+    def get(self, queue: str) -> ConsumerSpec | None:
+        return self._specs.get(queue)
+
+    def all(self) -> list[ConsumerSpec]:
+        return sorted(self._specs.values(), key=lambda s: s.queue)
+
+    def unregister(self, queue: str) -> None:
+        self._specs.pop(queue, None)
+
+    def autodiscover(self, extra_modules: tuple[str, ...] = ()) -> None:
+        """Import every app's consumers.py and the extra modules; record errors, don't raise."""
+        try:
+            autodiscover_modules("consumers")
+        except ImproperlyConfigured as exc:
+            self.errors.append(str(exc))
+        for module in extra_modules:
+            try:
+                importlib.import_module(module)
+            except ImproperlyConfigured as exc:
+                self.errors.append(str(exc))
+
+
+registry = ConsumerRegistry()
+
+
+def consumer(
+    queue: str,
+    *,
+    lease: float | timedelta | None = None,
+    max_attempts: int | None = None,
+    retry: RetryPolicy | None = None,
+    atomic: bool = False,
+) -> Callable[[Handler], Handler]:
+    """Bind the decorated `handler(payload, job)` to `queue`. Options become the queue's stamps."""
+    validation.queue_name(queue)
+    lease_seconds = None if lease is None else validation.seconds(lease, "lease", positive=True)
+    attempts = None if max_attempts is None else validation.max_attempts(max_attempts)
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise TypeError("retry must be a RetryPolicy")
+
+    def decorate(handler: Handler) -> Handler:
+        registry.register(
+            ConsumerSpec(
+                queue=queue,
+                handler=handler,
+                path=handler_path(handler),
+                lease=lease_seconds,
+                max_attempts=attempts,
+                retry=retry or RetryPolicy(),
+                atomic=atomic,
+            )
+        )
+        return handler
+
+    return decorate

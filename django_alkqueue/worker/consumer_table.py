@@ -1,0 +1,40 @@
+"""Writes the consumer registry to the Consumer table when a worker starts.
+
+The table is unique on queue, so across deployments whose code disagrees the database is the
+last line of defence: a worker refuses a queue whose row names another handler, unless it
+was started with --takeover.
+"""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+
+from ..consumers import ConsumerSpec
+from ..models import Consumer
+from ..queues import DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
+
+
+def sync_consumers(specs: list[ConsumerSpec], using: str, takeover: bool) -> None:
+    for spec in specs:
+        settings = {
+            "handler": spec.path,
+            "lease": spec.lease if spec.lease is not None else DEFAULT_LEASE,
+            "max_attempts": spec.max_attempts
+            if spec.max_attempts is not None
+            else DEFAULT_MAX_ATTEMPTS,
+            "retry_policy": spec.retry.as_dict(),
+        }
+        # get_or_create re-reads after losing an insert race, so workers starting together
+        # all carry on with the one row.
+        row, created = Consumer.objects.using(using).get_or_create(
+            queue=spec.queue, defaults=settings
+        )
+        if created:
+            continue
+        if row.handler != spec.path and not takeover:
+            raise CommandError(
+                f"queue {spec.queue!r} belongs to {row.handler} in the Consumer table, but this "
+                f"worker's consumer is {spec.path}; refusing to start (use --takeover to "
+                "replace it)"
+            )
+        Consumer.objects.using(using).filter(pk=row.pk).update(**settings)

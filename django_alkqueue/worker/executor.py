@@ -1,0 +1,136 @@
+"""Run one claimed job: call its handler, then turn the outcome into ack, retry or fail.
+
+- the handler returns            -> ack (grouped with other acks by the Acker)
+- it raises Retry(delay)         -> retry after delay, or the policy's curve
+- it raises Fail(reason)         -> dead letter now
+- an exception outside retry_on  -> dead letter now
+- any other exception            -> retry on the policy's curve; dead letter when out of attempts
+Atomic consumers run the handler and the ack in one transaction (see `run_atomic`).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from datetime import timedelta
+
+from django.db import transaction
+
+from .. import operations, signals, validation
+from ..consumers import ConsumerSpec
+from ..jobs import Job
+from ..outcomes import Fail, Retry
+from ..queues import JobHandle
+from .acker import Acker
+from .connections import recycle_connections
+from .inflight import InFlight
+from .report import report_outcome
+from .stats import WorkerStats
+
+
+class LostClaim(Exception):
+    """The claim was gone before an atomic handler could commit: roll everything back."""
+
+
+def error_text(error: BaseException) -> str:
+    """`ExceptionClass: message`, then the traceback."""
+    headline = traceback.format_exception_only(error)[-1].strip()
+    return headline + "\n\n" + "".join(traceback.format_exception(error)).rstrip()
+
+
+class Executor:
+    def __init__(
+        self,
+        specs: dict[str, ConsumerSpec],
+        acker: Acker,
+        inflight: InFlight,
+        stats: WorkerStats,
+        using: str,
+    ) -> None:
+        self.specs = specs
+        self.acker = acker
+        self.inflight = inflight
+        self.stats = stats
+        self.using = using
+
+    def run(self, handle: JobHandle) -> None:
+        """Run the job to an outcome. Never raises for the handler's sake."""
+        job = handle.job
+        spec = self.specs[job.queue]
+        started = time.monotonic()
+        recycle_connections()
+        signals.job_started.send(sender=Job, job=job)
+        finished = False
+        try:
+            if spec.atomic:
+                finished = self._run_atomic(spec, handle, started)
+            else:
+                finished = self._run_plain(spec, handle, started)
+        finally:
+            if not finished:
+                self.inflight.remove(handle)
+            recycle_connections()
+
+    def _run_plain(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> bool:
+        try:
+            spec.handler(handle.job.payload, handle.job)
+        except Exception as error:
+            self._settle_failure(spec, handle, error, started)
+            return False
+        self.inflight.handler_done(handle)
+        self.acker.submit(handle, started)
+        return True
+
+    def _run_atomic(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> bool:
+        job = handle.job
+        try:
+            with transaction.atomic(using=self.using):
+                if not operations.lock_claim(self.using, handle.claim, handle.queue.clock()):
+                    raise LostClaim
+                spec.handler(job.payload, job)
+                acked = operations.ack(self.using, [handle.claim], handle.queue.clock())
+                if job.id not in acked:
+                    raise LostClaim
+        except LostClaim:
+            handle._finish(False)
+            self._report(handle, "lost", started)
+            return False
+        except Exception as error:
+            self._settle_failure(spec, handle, error, started)
+            return False
+        handle._finish(True)
+        self._report(handle, "succeeded", started)
+        signals.job_succeeded.send(sender=Job, job=job)
+        return False
+
+    def _settle_failure(
+        self, spec: ConsumerSpec, handle: JobHandle, error: Exception, started: float
+    ) -> None:
+        job = handle.job
+        if isinstance(error, Fail):
+            done = handle.fail(error.reason)
+            self._report(handle, "dead" if done else "lost", started)
+            return
+        text = error_text(error)
+        if isinstance(error, Retry):
+            delay = None if error.delay is None else validation.seconds(error.delay, "delay")
+        elif not spec.retry.retries(error):
+            done = handle.fail(text)
+            self._report(handle, "dead" if done else "lost", started)
+            return
+        else:
+            delay = None
+        if delay is None:
+            delay = spec.retry.delay(job.attempts, job.backoff_base)
+        out_of_attempts = job.attempts >= job.max_attempts
+        done = handle.retry(text, delay=timedelta(seconds=delay))
+        if not done:
+            self._report(handle, "lost", started)
+        elif out_of_attempts:
+            self._report(handle, "dead", started)
+        else:
+            self._report(handle, "retried", started)
+            signals.job_retried.send(sender=Job, job=job)
+
+    def _report(self, handle: JobHandle, outcome: str, started: float) -> None:
+        report_outcome(self.stats, handle.job, outcome, started)

@@ -1,0 +1,60 @@
+"""The jobs this worker holds: claimed and not yet finished.
+
+A job is *running* from its claim until its handler returns, then *awaiting its ack* until the
+Acker's next commit. Only running jobs take capacity, so claiming goes on during the ack window.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..queues import JobHandle
+
+
+class InFlight:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._handles: dict[int, JobHandle] = {}
+        self._atomic: set[int] = set()
+        self._running: set[int] = set()
+        self.changed = threading.Event()
+
+    def add(self, handle: JobHandle, *, atomic: bool = False) -> None:
+        with self._lock:
+            self._handles[handle.job.id] = handle
+            self._running.add(handle.job.id)
+            if atomic:
+                self._atomic.add(handle.job.id)
+
+    def handler_done(self, handle: JobHandle) -> None:
+        """The handler returned; the job may still await its ack."""
+        with self._lock:
+            self._running.discard(handle.job.id)
+        self.changed.set()
+
+    def remove(self, handle: JobHandle) -> None:
+        with self._lock:
+            if self._handles.get(handle.job.id) is handle:
+                del self._handles[handle.job.id]
+                self._atomic.discard(handle.job.id)
+                self._running.discard(handle.job.id)
+        self.changed.set()
+
+    def count(self) -> int:
+        """Jobs held: running or awaiting their ack."""
+        with self._lock:
+            return len(self._handles)
+
+    def running(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    def renewable(self) -> list[JobHandle]:
+        """Handles whose lease the keeper renews: not those held in an atomic transaction
+        (their row is locked until commit, so nobody else can take them meanwhile)."""
+        with self._lock:
+            return [h for i, h in self._handles.items() if i not in self._atomic]
+
+    def all(self) -> list[JobHandle]:
+        with self._lock:
+            return list(self._handles.values())

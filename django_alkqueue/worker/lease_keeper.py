@@ -1,0 +1,39 @@
+"""Renews the leases of this worker's running jobs, all in one UPDATE, every lease/3, so a job
+that runs longer than its lease is never reclaimed while its worker lives."""
+
+from __future__ import annotations
+
+import logging
+
+from ..queues import renew_leases
+from .inflight import InFlight
+from .service import Service
+
+logger = logging.getLogger("django_alkqueue")
+
+
+class LeaseKeeper(Service):
+    name = "alk-lease-keeper"
+
+    def __init__(self, inflight: InFlight, using: str, interval: float) -> None:
+        self.inflight = inflight
+        self.using = using
+        self.interval = interval
+
+    def run_once(self) -> set[int]:
+        """Renew every renewable lease; returns the ids renewed. Refusals are logged: those
+        jobs' results will be discarded, since their ack will be refused too."""
+        handles = self.inflight.renewable()
+        renewed = renew_leases(handles, self.using)
+        for handle in handles:
+            if handle.job.id not in renewed and not handle._finished:
+                logger.warning(
+                    "%s job %s: lease renewal refused (lease lost); its result will be discarded",
+                    handle.job.queue, handle.job.id,
+                )  # fmt: skip
+        return renewed
+
+
+def keeper_interval(leases: list[float]) -> float:
+    """A third of the shortest lease served, so two renewals can fail before a lease lapses."""
+    return max(min(leases, default=30.0) / 3, 0.05)

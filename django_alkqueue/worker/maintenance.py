@@ -1,0 +1,83 @@
+"""The leader's services: reclaim lapsed leases, sweep expired jobs and old dead letters.
+
+One thread runs them, because on PostgreSQL leadership is a lock held by one connection,
+and Django gives each thread its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.db import connections
+
+from .. import operations
+from ..clock import Clock
+from ..conf import get_settings
+from ..models import Worker
+from .leader import Leadership
+from .service import Service
+
+logger = logging.getLogger("django_alkqueue")
+
+
+class Reclaimer:
+    """Lapsed leases -> pending (attempts left) or dead letters ("max attempts exceeded")."""
+
+    def __init__(self, using: str, clock: Clock) -> None:
+        self.using = using
+        self.clock = clock
+
+    def run_once(self) -> tuple[int, int]:
+        released, dead = operations.reclaim(self.using, self.clock())
+        if released or dead:
+            logger.info("reclaimed %d lapsed jobs, dead-lettered %d", len(released), len(dead))
+        return len(released), len(dead)
+
+
+class Sweeper:
+    """Expired jobs -> dead letters; dead letters past retention and long-stale workers deleted."""
+
+    def __init__(self, using: str, clock: Clock) -> None:
+        self.using = using
+        self.clock = clock
+
+    def run_once(self) -> int:
+        now = self.clock()
+        moved = operations.sweep_everywhere(self.using, now)
+        prune_after = get_settings().WORKER_PRUNE_AFTER
+        Worker.objects.using(self.using).stale(now, prune_after).delete()
+        if moved:
+            logger.info("swept %d expired jobs to the dead letters", moved)
+        return moved
+
+
+class LeaderLoop(Service):
+    """Each tick: hold or try to take leadership; when leading, run the services that are due."""
+
+    name = "alk-leader"
+    refresh_connections = False
+
+    def __init__(
+        self, leadership: Leadership, services: list[tuple[object, float]], clock: Clock
+    ) -> None:
+        self.leadership = leadership
+        self.services = services
+        self.clock = clock
+        self.interval = min((every for _, every in services), default=1.0)
+        self._last_run = [float("-inf")] * len(services)
+
+    def run_once(self) -> bool:
+        try:
+            leading = self.leadership.acquire(self.clock(), get_settings().WORKER_STALE_AFTER)
+        except Exception:
+            self.leadership.held = False
+            connections[self.leadership.using].close()  # drops the lock with the session
+            raise
+        if not leading:
+            return False
+        for index, (service, every) in enumerate(self.services):
+            if time.monotonic() - self._last_run[index] >= every:
+                service.run_once()  # type: ignore[attr-defined]
+                self._last_run[index] = time.monotonic()
+        return True

@@ -1,0 +1,101 @@
+"""What the worker prints: a line per finished job, a periodic summary, the --burst table."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..jobs import Job
+from .stats import OUTCOMES, WorkerStats
+
+logger = logging.getLogger("django_alkqueue")
+
+SUMMARY_INTERVAL = 10.0
+
+
+class Stream(Protocol):
+    def write(self, text: str, /) -> Any: ...
+    def flush(self) -> Any: ...
+    def isatty(self) -> bool: ...
+
+
+def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -> None:
+    """Count the outcome and log one line for the job (cheap when INFO is off)."""
+    stats.record(job.queue, outcome)
+    if outcome == "lost":
+        logger.warning(
+            "%s job %s: claim lost (lease lapsed or job taken); result discarded", job.queue, job.id
+        )
+    elif logger.isEnabledFor(logging.INFO):
+        elapsed = (time.monotonic() - started) * 1000
+        logger.info("%s job %s %s in %.1f ms", job.queue, job.id, outcome, elapsed)
+
+
+def summary_line(stats: WorkerStats, in_flight: int, depth: int) -> str:
+    totals = stats.totals()
+    elapsed = max(time.monotonic() - stats.started, 1e-9)
+    return (
+        f"processed {stats.finished()} (succeeded {totals['succeeded']}, "
+        f"retried {totals['retried']}, dead {totals['dead']}), "
+        f"{stats.finished() / elapsed:.1f} jobs/s, in flight {in_flight}, depth {depth}"
+    )
+
+
+def burst_table(stats: WorkerStats, depths: dict[str, int]) -> str:
+    """The per-queue table printed when a --burst worker exits."""
+    rows = stats.snapshot()
+    queues = sorted(set(rows) | set(depths))
+    header = ("queue", *OUTCOMES, "left")
+    body = [
+        (q, *(str(rows.get(q, {}).get(o, 0)) for o in OUTCOMES), str(depths.get(q, 0)))
+        for q in queues
+    ]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                         enumerate(zip(cells, widths, strict=True)))  # fmt: skip
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, body)])
+
+
+class StatusReporter:
+    """Every 10 s a summary line through logging; on a TTY a live status line instead."""
+
+    def __init__(
+        self,
+        stats: WorkerStats,
+        in_flight: Callable[[], int],
+        depth: Callable[[], int],
+        stream: Stream = sys.stdout,
+    ) -> None:
+        self.stats = stats
+        self.in_flight = in_flight
+        self.depth = depth
+        self.stream = stream
+        self.live = stream.isatty()
+
+    def run(self, stop: threading.Event) -> None:
+        interval = 1.0 if self.live else SUMMARY_INTERVAL
+        while not stop.wait(interval):
+            try:
+                line = summary_line(self.stats, self.in_flight(), self.depth())
+            except Exception as exc:  # a report must never take the worker down
+                logger.debug("status line skipped: %s", exc)
+                continue
+            if self.live:
+                self.stream.write("\r\x1b[K" + line)
+                self.stream.flush()
+            else:
+                logger.info("%s", line)
+        if self.live:
+            self.stream.write("\n")
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(stop,), name="alk-status", daemon=True)
+        thread.start()
+        return thread

@@ -1,0 +1,228 @@
+"""One worker process, start to finish. The order of start-up and shutdown is written out in
+`Worker.run` as a plain sequence; each step is a small object with its own tests."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from django.core.management.base import CommandError
+from django.db import DatabaseError, InterfaceError, connections
+
+from ..clock import Clock, system_clock
+from ..conf import get_settings
+from ..consumers import ConsumerSpec, registry
+from ..models import QueueMessage
+from ..queues import queue
+from .acker import Acker
+from .claimer import Claimer, PausedQueues
+from .consumer_table import sync_consumers
+from .executor import Executor
+from .inflight import InFlight
+from .leader import Leadership
+from .lease_keeper import LeaseKeeper, keeper_interval
+from .listener import Listener
+from .maintenance import LeaderLoop, Reclaimer, Sweeper
+from .pool import ThreadPool
+from .presence import Presence
+from .report import StatusReporter, Stream, burst_table
+from .stats import WorkerStats
+
+logger = logging.getLogger("django_alkqueue")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerOptions:
+    queues: tuple[str, ...] = ()
+    concurrency: int = 4
+    batch: int | None = None
+    poll_interval: float = 1.0
+    shutdown_timeout: float = 30.0
+    worker_id: str | None = None
+    burst: bool = False
+    max_jobs: int | None = None
+    takeover: bool = False
+    using: str | None = None
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def resolve_specs(names: tuple[str, ...]) -> list[ConsumerSpec]:
+    """The consumers this worker serves: the named queues, or every registered one."""
+    if registry.errors:
+        raise CommandError("; ".join(registry.errors))
+    if not names:
+        specs = registry.all()
+        if not specs:
+            raise CommandError("no @consumer is registered; nothing to run")
+        return specs
+    missing = [n for n in names if registry.get(n) is None]
+    if missing:
+        raise CommandError(f"no @consumer for queue(s) {', '.join(missing)}")
+    return [spec for n in dict.fromkeys(names) if (spec := registry.get(n)) is not None]
+
+
+class Worker:
+    def __init__(
+        self, options: WorkerOptions, stdout: Stream = sys.stdout, clock: Clock = system_clock
+    ) -> None:
+        self.options = options
+        self.stdout = stdout
+        self.clock = clock
+        self.using = options.using or get_settings().DATABASE
+        self.worker_id = options.worker_id or default_worker_id()
+        self.stop_claiming = threading.Event()  # first signal: finish what you hold
+        self.stop_services = threading.Event()  # end of shutdown: background loops end
+        self.stop_acker = threading.Event()
+        self.wake = threading.Event()
+        self._signals = 0
+
+    # -- the sequence ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        specs = resolve_specs(self.options.queues)
+        sync_consumers(specs, self.using, self.options.takeover)
+        queues = [queue(spec.queue, using=self.using, clock=self.clock) for spec in specs]
+        names = [q.name for q in queues]
+
+        stats = WorkerStats()
+        inflight = InFlight()
+        acker = Acker(self.using, inflight, stats, get_settings().ACK_WINDOW)
+        executor = Executor({s.queue: s for s in specs}, acker, inflight, stats, self.using)
+        capacity = max(self.options.concurrency, self.options.batch or 0)
+        pool = ThreadPool(self.options.concurrency)
+        claimer = Claimer(
+            queues, self.worker_id, inflight, lambda h: pool.submit(lambda: executor.run(h)),
+            capacity, self.options.batch,
+            PausedQueues(self.using, names, self.options.poll_interval),
+            self.options.max_jobs, {s.queue for s in specs if s.atomic},
+        )  # fmt: skip
+        presence = Presence(
+            self.using, self.worker_id, names, self.options.concurrency, stats, self.clock,
+            get_settings().WORKER_HEARTBEAT_INTERVAL,
+        )  # fmt: skip
+        leadership = Leadership(self.using, self.worker_id)
+        leader_loop = LeaderLoop(
+            leadership,
+            [(Reclaimer(self.using, self.clock), get_settings().RECLAIM_INTERVAL),
+             (Sweeper(self.using, self.clock), get_settings().SWEEP_INTERVAL)],
+            self.clock,
+        )  # fmt: skip
+
+        presence.register()
+        pool.start()
+        acker.start(self.stop_acker)
+        LeaseKeeper(inflight, self.using, keeper_interval([q.lease for q in queues])).start(
+            self.stop_services
+        )
+        presence.start(self.stop_services)
+        leader_loop.start(self.stop_services)
+        listen_alias = get_settings().LISTEN_DATABASE or self.using
+        if connections[listen_alias].vendor == "postgresql":
+            Listener(listen_alias, set(names), self.wake).start(self.stop_services)
+        if not self.options.burst:
+            StatusReporter(stats, inflight.count, lambda: _depth(self.using, names),
+                           self.stdout).start(self.stop_services)  # fmt: skip
+        self._install_signal_handlers()
+        logger.info(
+            "worker %s serving %s with %d threads", self.worker_id, ", ".join(names),
+            self.options.concurrency,
+        )  # fmt: skip
+
+        self._claim_until_stopped(claimer, inflight, acker)
+
+        self._drain(inflight, self.options.shutdown_timeout)
+        pool.stop()
+        self.stop_acker.set()
+        self._drain(inflight, 5.0)  # what the acker still holds
+        released = sum(1 for handle in inflight.all() if handle.release())
+        if released:
+            logger.warning("released %d unfinished jobs back to pending", released)
+        self.stop_services.set()
+        _quietly(leadership.release)
+        _quietly(presence.unregister)
+        if self.options.burst:
+            self.stdout.write(burst_table(stats, _depths(self.using, names)) + "\n")
+        return 0
+
+    # -- the steps -------------------------------------------------------------------------
+
+    def _claim_until_stopped(self, claimer: Claimer, inflight: InFlight, acker: Acker) -> None:
+        backoff = 0.0
+        while not self.stop_claiming.is_set():
+            try:
+                claimed = claimer.run_once()
+                backoff = 0.0
+            except (DatabaseError, InterfaceError) as exc:
+                backoff = min(max(backoff * 2, 0.1), 5.0)
+                logger.warning("claim: database error, retrying in %.1fs: %s", backoff, exc)
+                connections.close_all()
+                self.stop_claiming.wait(backoff)
+                continue
+            idle = inflight.count() == 0 and acker.pending() == 0
+            if claimer.exhausted() and idle:
+                return
+            if self.options.burst and claimed == 0 and idle:
+                return
+            if claimed and claimer.room() > 0:
+                continue
+            if claimer.room() == 0 or (self.options.burst and not idle):
+                inflight.changed.wait(self.options.poll_interval)
+                inflight.changed.clear()
+            else:
+                claimer.wait(self.wake, self.options.poll_interval)
+
+    def _drain(self, inflight: InFlight, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while inflight.count() and time.monotonic() < deadline and self._signals < 2:
+            inflight.changed.wait(min(0.1, max(deadline - time.monotonic(), 0)))
+            inflight.changed.clear()
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            # Second signal: leave now; the leases lapse and reclaim returns the jobs.
+            os._exit(1)
+        logger.info("signal %d: finishing in-flight jobs, claiming no more", signum)
+        self.stop_claiming.set()
+        self.wake.set()
+
+
+def _depth(using: str, names: list[str]) -> int:
+    return QueueMessage.objects.using(using).filter(queue__in=names).count()
+
+
+def _depths(using: str, names: list[str]) -> dict[str, int]:
+    from django.db.models import Count
+
+    rows = (
+        QueueMessage.objects.using(using)
+        .filter(queue__in=names)
+        .values_list("queue")
+        .annotate(n=Count("id"))
+    )
+    return {name: 0 for name in names} | dict(rows)
+
+
+def _quietly(step: Callable[[], object]) -> None:
+    """A shutdown step that may fail when the database is gone; the exit goes on."""
+    try:
+        step()
+    except (DatabaseError, InterfaceError) as exc:
+        logger.warning("shutdown step failed: %s", exc)

@@ -1,0 +1,79 @@
+"""The demo shop's consumers: realistic handlers for the demo and the tests.
+
+Payload flags let the tests and the demo choose an outcome: {"fail_times": n} raises on the
+first n attempts, {"fail": "reason"} dead-letters, {"sleep": s} takes its time, ...
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from django_alkqueue import Fail, Job, Retry, RetryPolicy, consumer
+
+from .models import HandlerRun, LedgerEntry
+
+
+class TemporaryError(Exception):
+    """A failure worth a retry (an SMTP 4xx, a timeout)."""
+
+
+class PermanentError(Exception):
+    """A failure no retry will fix (outside the emails consumer's retry_on)."""
+
+
+def _record(job: Job, note: str = "") -> None:
+    HandlerRun.objects.create(
+        queue=job.queue, job_id=job.id, attempt=job.attempts, worker=str(os.getpid()), note=note
+    )
+
+
+def _act(payload: Any, job: Job) -> None:
+    """Shared behaviour of the demo handlers, driven by the payload."""
+    _record(job)
+    if not isinstance(payload, dict):
+        return
+    if payload.get("sleep"):
+        time.sleep(float(payload["sleep"]))
+    if payload.get("exit"):
+        os._exit(3)
+    if job.attempts <= int(payload.get("fail_times", 0)):
+        raise TemporaryError(f"temporary failure on attempt {job.attempts}")
+    if payload.get("permanent"):
+        raise PermanentError("the address does not exist")
+    if payload.get("fail"):
+        raise Fail(str(payload["fail"]))
+    if payload.get("retry_in") is not None and job.attempts == 1:
+        raise Retry(delay=float(payload["retry_in"]))
+
+
+@consumer(
+    "emails",
+    lease=30,
+    max_attempts=3,
+    retry=RetryPolicy(backoff="constant", base=0, retry_on=(TemporaryError,)),
+)
+def send_email(payload: Any, job: Job) -> None:
+    _act(payload, job)
+
+
+@consumer("reports", max_attempts=3, retry=RetryPolicy(backoff="constant", base=0))
+def build_report(payload: Any, job: Job) -> None:
+    _act(payload, job)
+
+
+@consumer("webhooks", max_attempts=2, retry=RetryPolicy(backoff="constant", base=0))
+def deliver_webhook(payload: Any, job: Job) -> None:
+    _act(payload, job)
+
+
+@consumer("ledger", atomic=True, max_attempts=3, retry=RetryPolicy(backoff="constant", base=0))
+def post_to_ledger(payload: Any, job: Job) -> None:
+    LedgerEntry.objects.create(job_id=job.id, amount_cents=int(payload.get("amount", 0)))
+    _act(payload, job)
+
+
+@consumer("noop")
+def do_nothing(payload: Any, job: Job) -> None:
+    """A no-op handler: what the benchmarks and throughput tests measure."""
