@@ -9,7 +9,7 @@ PG_URL ?= postgres://root@127.0.0.1:5432/test
 PYTHON_BOOT := $(shell for c in python3.13 python3.12 "$$(pyenv root 2>/dev/null)/versions/3.13.0/bin/python3" "$$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python3"; do \
 	if "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then echo "$$c"; break; fi; done)
 
-.PHONY: venv test test-pg test-sqlite lint demo postgres clean
+.PHONY: venv test test-pg test-sqlite lint demo admin postgres clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON_BOOT)" || { echo "no Python >= 3.12 found (tried python3.13, python3.12, pyenv 3.13.0)"; exit 1; }
@@ -40,10 +40,15 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+DEMO_ENV := DATABASE_URL= ALKQUEUE_SQLITE_NAME=testproject/demo.sqlite3
+
 demo: venv
-	rm -f testproject/demo.sqlite3
-	DATABASE_URL= ALKQUEUE_SQLITE_NAME=testproject/demo.sqlite3 $(PY) manage.py migrate -v 0
-	DATABASE_URL= ALKQUEUE_SQLITE_NAME=testproject/demo.sqlite3 $(PY) manage.py alk_demo
+	rm -f testproject/demo.sqlite3*
+	$(DEMO_ENV) $(PY) manage.py migrate -v 0
+	$(DEMO_ENV) $(PY) manage.py alk_demo
+
+admin: venv
+	$(DEMO_ENV) $(PY) manage.py runserver 127.0.0.1:8000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

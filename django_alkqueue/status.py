@@ -43,8 +43,8 @@ def queue_overview(using: str, now: datetime) -> list[QueueRow]:
     """One row per queue known from live jobs, dead letters or consumers. Three queries."""
     unclaimed = Q(claim_token__isnull=True)
     due = unclaimed & Q(run_at__lte=now)
-    live = {
-        row["queue"]: row
+    live: dict[str, dict[str, Any]] = {
+        row["queue"]: dict(row)
         for row in QueueMessage.objects.using(using)
         .values("queue")
         .annotate(
@@ -61,7 +61,7 @@ def queue_overview(using: str, now: datetime) -> list[QueueRow]:
     consumers = {c.queue: c for c in Consumer.objects.using(using).all()}
     rows = []
     for name in sorted(set(live) | set(dead) | set(consumers)):
-        counts: dict[str, Any] = live.get(name, {})
+        counts = live.get(name, {})
         oldest = counts.get("oldest")
         consumer = consumers.get(name)
         rows.append(

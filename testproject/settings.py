@@ -80,6 +80,8 @@ else:
     }
 
 ALKQUEUE: dict[str, object] = {}
+if os.environ.get("ALKQUEUE_EXTRA_CONSUMERS"):  # used by the tests of the duplicate check
+    ALKQUEUE["CONSUMER_MODULES"] = os.environ["ALKQUEUE_EXTRA_CONSUMERS"].split(",")
 
 LOGGING = {
     "version": 1,

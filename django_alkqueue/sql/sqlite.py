@@ -59,11 +59,13 @@ WHERE id = %s
 RETURNING {_ROW_FROM_LIVE}
 """
 
+# Row values: one statement for the whole batch, each row fenced by its own token.
 _ACK = f"""
 DELETE FROM {MESSAGE_TABLE}
-WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
 RETURNING id
 """
+_ACK_CHUNK = 400
 
 _RELEASE = f"""
 UPDATE {MESSAGE_TABLE}
@@ -143,8 +145,11 @@ class SqliteDialect(Dialect):
         at = self.param_datetime(connection, now)
         done: list[int] = []
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            for claim in claims:
-                cursor.execute(_ACK, [claim.id, claim.token.hex, at])
+            for start in range(0, len(claims), _ACK_CHUNK):
+                chunk = claims[start : start + _ACK_CHUNK]
+                params = [v for claim in chunk for v in (claim.id, claim.token.hex)]
+                cursor.execute(_ACK.format(pairs=", ".join(["(%s, %s)"] * len(chunk))),
+                               [*params, at])  # fmt: skip
                 done.extend(row[0] for row in cursor.fetchall())
         return done
 

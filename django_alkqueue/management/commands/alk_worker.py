@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -76,6 +77,11 @@ class Command(BaseCommand):
         parser.add_argument("--database", default=None, help="database alias")  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # -v 0: warnings only; -v 1: a line per finished job; -v 2 and up: debug.
+        levels = {0: logging.WARNING, 1: logging.INFO}
+        logging.getLogger("django_alkqueue").setLevel(
+            levels.get(options["verbosity"], logging.DEBUG)
+        )
         worker_options = WorkerOptions(
             queues=tuple(options["queues"]),
             concurrency=options["concurrency"],

@@ -1,0 +1,238 @@
+"""The worker's periodic services, one tick at a time through run_once()."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connections
+
+from django_alkqueue.models import Consumer, DeadLetter, Worker
+from django_alkqueue.worker.consumer_table import sync_consumers
+from django_alkqueue.worker.inflight import InFlight
+from django_alkqueue.worker.leader import LEADER_LOCK_KEY, Leadership
+from django_alkqueue.worker.lease_keeper import LeaseKeeper
+from django_alkqueue.worker.maintenance import Reclaimer, Sweeper
+from django_alkqueue.worker.presence import Presence
+from django_alkqueue.worker.stats import WorkerStats
+
+pytestmark = pytest.mark.django_db
+
+
+def test_reclaim_returns_lapsed_jobs_with_attempts_left_to_pending(q, clock):
+    job = q.enqueue(1)
+    q.claim_one("crashed")
+    clock.advance(31)
+    assert Reclaimer("default", clock).run_once() == (1, 0)
+    stored = q.get_job(job.id)
+    assert (stored.state, stored.attempts, stored.claimed_by) == ("pending", 1, None)
+
+
+def test_reclaim_dead_letters_lapsed_jobs_without_attempts_left(q, clock):
+    job = q.enqueue(1, max_attempts=1)
+    q.claim_one("crashed")
+    clock.advance(31)
+    assert Reclaimer("default", clock).run_once() == (0, 1)
+    dead = q.get_job(job.id)
+    assert (dead.state, dead.last_error, dead.attempts) == ("dead", "max attempts exceeded", 1)
+
+
+def test_reclaim_leaves_live_leases_alone(q, clock):
+    job = q.enqueue(1)
+    q.claim_one("alive")
+    clock.advance(29)
+    assert Reclaimer("default", clock).run_once() == (0, 0)
+    assert q.get_job(job.id).claimed_by == "alive"
+
+
+def test_the_lapsed_attempt_stays_counted_after_a_reclaim(q, clock):
+    job = q.enqueue(1)
+    q.claim_one("crashed")
+    clock.advance(31)
+    Reclaimer("default", clock).run_once()
+    assert q.claim_one("next").job.attempts == 2
+    assert q.get_job(job.id).attempts == 2
+
+
+def test_sweeper_moves_expired_jobs_of_every_queue(make_queue, clock):
+    a = make_queue("a").enqueue(1, expires=5)
+    b = make_queue("b").enqueue(1, expires=5)
+    clock.advance(5)
+    assert Sweeper("default", clock).run_once() == 2
+    assert {d.job_id for d in DeadLetter.objects.all()} == {a.id, b.id}
+
+
+def test_sweeper_deletes_dead_letters_past_their_stamped_retention(make_queue, clock):
+    short = make_queue("short", retention=60)
+    kept = make_queue("kept", retention=None)
+    for q in (short, kept):
+        q.enqueue(1)
+        q.claim_one("w").fail()
+    clock.advance(61)
+    Sweeper("default", clock).run_once()
+    assert list(DeadLetter.objects.values_list("queue", flat=True)) == ["kept"]
+
+
+def test_sweeper_prunes_workers_stale_for_a_day(clock):
+    Presence("default", "old", ["q"], 1, WorkerStats(), clock, 5).register()
+    clock.advance(days=1, seconds=1)
+    Presence("default", "new", ["q"], 1, WorkerStats(), clock, 5).register()
+    Sweeper("default", clock).run_once()
+    assert list(Worker.objects.values_list("worker_id", flat=True)) == ["new"]
+
+
+def test_lease_keeper_renews_running_jobs_in_one_statement(
+    make_queue, clock, django_assert_max_num_queries
+):
+    q = make_queue("slow", lease=30)
+    q.enqueue_many([1, 2, 3])
+    inflight = InFlight()
+    for handle in q.claim("w", 3):
+        inflight.add(handle)
+    clock.advance(20)
+    keeper = LeaseKeeper(inflight, "default", 10)
+    # PostgreSQL: one UPDATE. SQLite: one UPDATE per job inside one transaction.
+    with django_assert_max_num_queries(1 if connections["default"].vendor == "postgresql" else 5):
+        renewed = keeper.run_once()
+    assert len(renewed) == 3
+    clock.advance(20)  # 40 s after the claim: alive thanks to the renewal
+    assert all(h.ack() for h in inflight.all())
+
+
+def test_lease_keeper_skips_jobs_held_by_an_atomic_transaction(q):
+    q.enqueue(1)
+    inflight = InFlight()
+    inflight.add(q.claim_one("w"), atomic=True)
+    assert LeaseKeeper(inflight, "default", 10).run_once() == set()
+
+
+def test_lease_keeper_reports_a_lost_lease(q, clock, caplog):
+    job = q.enqueue(1)
+    inflight = InFlight()
+    inflight.add(q.claim_one("w"))
+    q.cancel(job.id)
+    assert LeaseKeeper(inflight, "default", 10).run_once() == set()
+    assert "lease renewal refused" in caplog.text
+
+
+def test_presence_registers_refreshes_and_unregisters(clock):
+    stats = WorkerStats()
+    presence = Presence("default", "host:1", ["emails"], 4, stats, clock, 5)
+    presence.register()
+    stats.record("emails", "succeeded")
+    stats.record("emails", "dead")
+    clock.advance(5)
+    presence.run_once()
+    row = Worker.objects.get(worker_id="host:1")
+    assert (row.queues, row.concurrency, row.jobs_processed, row.jobs_failed) == (
+        ["emails"], 4, 2, 1,
+    )  # fmt: skip
+    assert row.last_heartbeat_at == clock.now
+    presence.unregister()
+    assert not Worker.objects.exists()
+
+
+def test_leadership_marks_exactly_one_worker_row(clock):
+    for worker_id in ("a", "b"):
+        Presence("default", worker_id, ["q"], 1, WorkerStats(), clock, 5).register()
+    leader = Leadership("default", "a")
+    assert leader.acquire(clock(), 30)
+    assert list(Worker.objects.filter(is_leader=True).values_list("worker_id", flat=True)) == ["a"]
+    leader.release()
+
+
+@pytest.mark.postgres_only
+def test_the_advisory_lock_admits_one_leader(transactional_db, clock):
+    from tests.conftest import run_threads
+
+    results: dict[str, bool] = {}
+    first = Leadership("default", "first")
+    assert first.acquire(clock(), 30)
+    run_threads(1, lambda i: results.update(second=Leadership("default", "second").acquire(
+        clock(), 30)))  # fmt: skip
+    assert results == {"second": False}
+    assert first.acquire(clock(), 30)  # holding it again does not stack the lock
+    first.release()
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s",
+            [LEADER_LOCK_KEY & 0xFFFFFFFF],
+        )
+        assert cursor.fetchone()[0] == 0
+
+
+def test_sqlite_style_leadership_passes_on_when_the_leader_goes_stale(clock, is_postgres):
+    if is_postgres:
+        pytest.skip("PostgreSQL elects through the advisory lock")
+    for worker_id in ("a", "b"):
+        Presence("default", worker_id, ["q"], 1, WorkerStats(), clock, 5).register()
+    assert Leadership("default", "a").acquire(clock(), 30)
+    assert not Leadership("default", "b").acquire(clock(), 30)
+    clock.advance(31)
+    Presence("default", "b", ["q"], 1, WorkerStats(), clock, 5).run_once()
+    assert Leadership("default", "b").acquire(clock(), 30)
+    assert Worker.objects.get(is_leader=True).worker_id == "b"
+
+
+def test_consumer_rows_are_written_at_worker_start():
+    from django_alkqueue.consumers import registry
+
+    sync_consumers([registry.get("emails")], "default", takeover=False)
+    row = Consumer.objects.get(queue="emails")
+    assert row.handler == "testproject.shop.consumers.send_email"
+    assert (row.lease, row.max_attempts, row.retry_policy["backoff"]) == (30.0, 3, "constant")
+
+
+def test_a_worker_refuses_a_queue_whose_row_names_another_handler():
+    from django_alkqueue.consumers import registry
+
+    Consumer.objects.create(queue="emails", handler="elsewhere.handler", lease=1, max_attempts=1)
+    with pytest.raises(CommandError, match=r"elsewhere\.handler.*send_email"):
+        sync_consumers([registry.get("emails")], "default", takeover=False)
+    sync_consumers([registry.get("emails")], "default", takeover=True)
+    assert Consumer.objects.get(queue="emails").handler.endswith("send_email")
+
+
+def test_alk_worker_refuses_a_queue_without_a_consumer():
+    with pytest.raises(CommandError, match="no @consumer for queue"):
+        call_command("alk_worker", queue=["nobody-home"], burst=True)
+
+
+def test_alk_worker_refuses_to_start_when_discovery_recorded_errors(monkeypatch):
+    from django_alkqueue.consumers import registry
+
+    monkeypatch.setattr(registry, "errors", ["queue 'x' has two consumers: a.f and b.g"])
+    with pytest.raises(CommandError, match=r"a\.f and b\.g"):
+        call_command("alk_worker", burst=True)
+
+
+def test_paused_queues_are_skipped_by_the_claimer(make_queue):
+    from django_alkqueue.worker.claimer import Claimer, PausedQueues
+
+    emails, reports = make_queue("emails"), make_queue("reports")
+    emails.enqueue(1)
+    reports.enqueue(2)
+    Consumer.objects.create(queue="emails", handler="h", lease=30, max_attempts=5, paused=True)
+    inflight = InFlight()
+    dispatched = []
+    claimer = Claimer([emails, reports], "w", inflight, dispatched.append, 4, None,
+                      PausedQueues("default", ["emails", "reports"], 0), None, set())  # fmt: skip
+    assert claimer.run_once() == 1
+    assert [h.job.queue for h in dispatched] == ["reports"]
+    Consumer.objects.filter(queue="emails").update(paused=False)
+    assert claimer.run_once() == 1
+
+
+def test_claimer_claims_no_more_than_the_free_capacity(make_queue):
+    from django_alkqueue.worker.claimer import Claimer, PausedQueues
+
+    q = make_queue("emails")
+    q.enqueue_many(range(10))
+    inflight = InFlight()
+    claimer = Claimer([q], "w", inflight, lambda h: None, 4, None,
+                      PausedQueues("default", ["emails"], 0), None, set())  # fmt: skip
+    assert claimer.run_once() == 4
+    assert claimer.run_once() == 0
+    for handle in inflight.all()[:2]:
+        inflight.handler_done(handle)
+    assert claimer.run_once() == 2
