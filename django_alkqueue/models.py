@@ -13,6 +13,8 @@ MESSAGE_TABLE = "alkqueue_message"
 DEAD_LETTER_TABLE = "alkqueue_deadletter"
 CONSUMER_TABLE = "alkqueue_consumer"
 WORKER_TABLE = "alkqueue_worker"
+QUEUE_STAT_TABLE = "alkqueue_queuestat"
+TASK_RESULT_TABLE = "alkqueue_taskresult"
 
 # Index names are referenced from the SQL that relies on them (see sql/postgresql.py).
 PENDING_INDEX = "alkqueue_pending_idx"
@@ -78,6 +80,11 @@ class QueueMessage(models.Model):
     class Meta:
         db_table = MESSAGE_TABLE
         verbose_name = "job"
+        permissions = [
+            ("cancel_queuemessage", "Can cancel jobs"),
+            ("run_now_queuemessage", "Can run jobs now"),
+            ("change_priority_queuemessage", "Can change the priority of jobs"),
+        ]
         indexes = [
             # The claim: unclaimed rows of one queue in handout order.
             models.Index(
@@ -136,9 +143,11 @@ class DeadLetter(models.Model):
     class Meta:
         db_table = DEAD_LETTER_TABLE
         verbose_name = "dead letter"
+        permissions = [("requeue_deadletter", "Can requeue dead letters")]
         indexes = [
             models.Index(fields=["queue", "died_at"], name="alkqueue_dead_queue_idx"),
             models.Index(fields=["died_at"], name="alkqueue_dead_died_idx"),
+            models.Index(fields=["reason", "died_at"], name="alkqueue_dead_reason_idx"),
         ]
 
     def __str__(self) -> str:
@@ -159,6 +168,7 @@ class Consumer(models.Model):
 
     class Meta:
         db_table = CONSUMER_TABLE
+        permissions = [("pause_consumer", "Can pause and resume consumers")]
 
     def __str__(self) -> str:
         return f"{self.queue} -> {self.handler}"
@@ -193,3 +203,65 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+
+class QueueStat(models.Model):
+    """One row per queue per minute: the chart data of the admin overview.
+
+    Every worker adds what it finished in that minute (an upsert that adds deltas); the
+    leader's stats loop writes the state counts it read at that minute.
+    """
+
+    queue = models.CharField(max_length=100)
+    minute = models.DateTimeField()
+    pending = models.IntegerField(default=0)
+    scheduled = models.IntegerField(default=0)
+    claimed = models.IntegerField(default=0)
+    dead = models.IntegerField(default=0)
+    finished = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)
+    dead_lettered = models.IntegerField(default=0)
+
+    class Meta:
+        db_table = QUEUE_STAT_TABLE
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "minute"], name="alkqueue_stat_minute")
+        ]
+        indexes = [models.Index(fields=["minute"], name="alkqueue_stat_minute_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.queue} @ {self.minute:%Y-%m-%d %H:%M}"
+
+
+class TaskResult(models.Model):
+    """What a django.tasks task did, kept apart from the live table so that retained results
+    never touch the claim index. Written by the task consumer; pruned after retention."""
+
+    job_id = models.BigIntegerField(unique=True)
+    backend = models.CharField(max_length=100)
+    task_path = models.CharField(max_length=255)
+    queue = models.CharField(max_length=100)
+    status = models.CharField(max_length=20)
+    args = models.JSONField(default=list)
+    kwargs = models.JSONField(default=dict)
+    return_value = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(default=list)
+    worker_ids = models.JSONField(default=list)
+    enqueued_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_attempted_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = TASK_RESULT_TABLE
+        indexes = [
+            models.Index(
+                fields=["expires_at"],
+                name="alkqueue_result_expiry_idx",
+                condition=Q(expires_at__isnull=False),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_path} #{self.job_id} ({self.status})"
