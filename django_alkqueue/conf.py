@@ -32,6 +32,10 @@ class AlkQueueSettings:
     WORKER_PRUNE_AFTER: float = 86400.0
     #: Seconds an ack waits to be grouped with others into one commit (0 = ack at once).
     ACK_WINDOW: float = 0.002
+    #: Periodic jobs: name -> {"cron", "queue", "task" + "args"/"kwargs" | "payload"}.
+    PERIODIC: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: Seconds between two scheduler passes over PERIODIC (leader only).
+    SCHEDULE_INTERVAL: float = 1.0
     #: Database alias used for LISTEN (a direct connection when claims go through PgBouncer).
     LISTEN_DATABASE: str | None = None
 

@@ -15,6 +15,7 @@ CONSUMER_TABLE = "alkqueue_consumer"
 WORKER_TABLE = "alkqueue_worker"
 QUEUE_STAT_TABLE = "alkqueue_queuestat"
 TASK_RESULT_TABLE = "alkqueue_taskresult"
+PERIODIC_TICK_TABLE = "alkqueue_periodictick"
 
 # Index names are referenced from the SQL that relies on them (see sql/postgresql.py).
 PENDING_INDEX = "alkqueue_pending_idx"
@@ -265,3 +266,18 @@ class TaskResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_path} #{self.job_id} ({self.status})"
+
+
+class PeriodicTick(models.Model):
+    """The last tick enqueued for each periodic schedule. Advanced in the same transaction as
+    the enqueue, so a tick is enqueued once even after its job has run and left the table."""
+
+    name = models.CharField(max_length=200, unique=True)
+    last_tick = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = PERIODIC_TICK_TABLE
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.last_tick:%Y-%m-%d %H:%M:%S}"

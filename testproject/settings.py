@@ -5,6 +5,7 @@ import tempfile
 from pathlib import Path
 
 import dj_database_url
+import django
 
 BASE_DIR = Path(__file__).resolve().parent
 
@@ -78,6 +79,17 @@ else:
             },
         }
     }
+
+if django.VERSION < (6, 0):  # Django 5.2 LTS: the Tasks framework is the django-tasks backport
+    INSTALLED_APPS.append("django_tasks")
+
+TASKS = {
+    "default": {
+        "BACKEND": "django_alkqueue.backend.AlkQueueBackend",
+        "QUEUES": ["default", "tasks-high"],
+        "OPTIONS": {"max_attempts": 3, "backoff_base": 0, "lease": 30, "result_retention": 86400},
+    }
+}
 
 ALKQUEUE: dict[str, object] = {}
 if os.environ.get("ALKQUEUE_EXTRA_CONSUMERS"):  # used by the tests of the duplicate check

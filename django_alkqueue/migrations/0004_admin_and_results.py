@@ -4,80 +4,105 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_alkqueue', '0003_worker'),
+        ("django_alkqueue", "0003_worker"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='QueueStat',
+            name="QueueStat",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('queue', models.CharField(max_length=100)),
-                ('minute', models.DateTimeField()),
-                ('pending', models.IntegerField(default=0)),
-                ('scheduled', models.IntegerField(default=0)),
-                ('claimed', models.IntegerField(default=0)),
-                ('dead', models.IntegerField(default=0)),
-                ('finished', models.IntegerField(default=0)),
-                ('failed', models.IntegerField(default=0)),
-                ('dead_lettered', models.IntegerField(default=0)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("queue", models.CharField(max_length=100)),
+                ("minute", models.DateTimeField()),
+                ("pending", models.IntegerField(default=0)),
+                ("scheduled", models.IntegerField(default=0)),
+                ("claimed", models.IntegerField(default=0)),
+                ("dead", models.IntegerField(default=0)),
+                ("finished", models.IntegerField(default=0)),
+                ("failed", models.IntegerField(default=0)),
+                ("dead_lettered", models.IntegerField(default=0)),
             ],
             options={
-                'db_table': 'alkqueue_queuestat',
+                "db_table": "alkqueue_queuestat",
             },
         ),
         migrations.CreateModel(
-            name='TaskResult',
+            name="TaskResult",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('job_id', models.BigIntegerField(unique=True)),
-                ('backend', models.CharField(max_length=100)),
-                ('task_path', models.CharField(max_length=255)),
-                ('queue', models.CharField(max_length=100)),
-                ('status', models.CharField(max_length=20)),
-                ('args', models.JSONField(default=list)),
-                ('kwargs', models.JSONField(default=dict)),
-                ('return_value', models.JSONField(blank=True, null=True)),
-                ('errors', models.JSONField(default=list)),
-                ('worker_ids', models.JSONField(default=list)),
-                ('enqueued_at', models.DateTimeField()),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('last_attempted_at', models.DateTimeField(blank=True, null=True)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("job_id", models.BigIntegerField(unique=True)),
+                ("backend", models.CharField(max_length=100)),
+                ("task_path", models.CharField(max_length=255)),
+                ("queue", models.CharField(max_length=100)),
+                ("status", models.CharField(max_length=20)),
+                ("args", models.JSONField(default=list)),
+                ("kwargs", models.JSONField(default=dict)),
+                ("return_value", models.JSONField(blank=True, null=True)),
+                ("errors", models.JSONField(default=list)),
+                ("worker_ids", models.JSONField(default=list)),
+                ("enqueued_at", models.DateTimeField()),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("last_attempted_at", models.DateTimeField(blank=True, null=True)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'alkqueue_taskresult',
+                "db_table": "alkqueue_taskresult",
             },
         ),
         migrations.AlterModelOptions(
-            name='consumer',
-            options={'permissions': [('pause_consumer', 'Can pause and resume consumers')]},
+            name="consumer",
+            options={"permissions": [("pause_consumer", "Can pause and resume consumers")]},
         ),
         migrations.AlterModelOptions(
-            name='deadletter',
-            options={'permissions': [('requeue_deadletter', 'Can requeue dead letters')], 'verbose_name': 'dead letter'},
+            name="deadletter",
+            options={
+                "permissions": [("requeue_deadletter", "Can requeue dead letters")],
+                "verbose_name": "dead letter",
+            },
         ),
         migrations.AlterModelOptions(
-            name='queuemessage',
-            options={'permissions': [('cancel_queuemessage', 'Can cancel jobs'), ('run_now_queuemessage', 'Can run jobs now'), ('change_priority_queuemessage', 'Can change the priority of jobs')], 'verbose_name': 'job'},
+            name="queuemessage",
+            options={
+                "permissions": [
+                    ("cancel_queuemessage", "Can cancel jobs"),
+                    ("run_now_queuemessage", "Can run jobs now"),
+                    ("change_priority_queuemessage", "Can change the priority of jobs"),
+                ],
+                "verbose_name": "job",
+            },
         ),
         migrations.AddIndex(
-            model_name='deadletter',
-            index=models.Index(fields=['reason', 'died_at'], name='alkqueue_dead_reason_idx'),
+            model_name="deadletter",
+            index=models.Index(fields=["reason", "died_at"], name="alkqueue_dead_reason_idx"),
         ),
         migrations.AddIndex(
-            model_name='queuestat',
-            index=models.Index(fields=['minute'], name='alkqueue_stat_minute_idx'),
+            model_name="queuestat",
+            index=models.Index(fields=["minute"], name="alkqueue_stat_minute_idx"),
         ),
         migrations.AddConstraint(
-            model_name='queuestat',
-            constraint=models.UniqueConstraint(fields=('queue', 'minute'), name='alkqueue_stat_minute'),
+            model_name="queuestat",
+            constraint=models.UniqueConstraint(
+                fields=("queue", "minute"), name="alkqueue_stat_minute"
+            ),
         ),
         migrations.AddIndex(
-            model_name='taskresult',
-            index=models.Index(condition=models.Q(('expires_at__isnull', False)), fields=['expires_at'], name='alkqueue_result_expiry_idx'),
+            model_name="taskresult",
+            index=models.Index(
+                condition=models.Q(("expires_at__isnull", False)),
+                fields=["expires_at"],
+                name="alkqueue_result_expiry_idx",
+            ),
         ),
     ]

@@ -14,7 +14,7 @@ from django.db import connections
 from .. import operations
 from ..clock import Clock
 from ..conf import get_settings
-from ..models import Worker
+from ..models import TaskResult, Worker
 from .leader import Leadership
 from .service import Service
 
@@ -36,7 +36,8 @@ class Reclaimer:
 
 
 class Sweeper:
-    """Expired jobs -> dead letters; dead letters past retention and long-stale workers deleted."""
+    """Expired jobs -> dead letters; dead letters and task results past their retention, and
+    long-stale worker rows, deleted."""
 
     def __init__(self, using: str, clock: Clock) -> None:
         self.using = using
@@ -47,6 +48,7 @@ class Sweeper:
         moved = operations.sweep_everywhere(self.using, now)
         prune_after = get_settings().WORKER_PRUNE_AFTER
         Worker.objects.using(self.using).stale(now, prune_after).delete()
+        TaskResult.objects.using(self.using).filter(expires_at__lte=now).delete()
         if moved:
             logger.info("swept %d expired jobs to the dead letters", moved)
         return moved

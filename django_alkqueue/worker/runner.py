@@ -21,6 +21,7 @@ from ..clock import Clock, system_clock
 from ..conf import get_settings
 from ..consumers import ConsumerSpec, registry
 from ..models import QueueMessage
+from ..periodic import Scheduler
 from ..queues import queue
 from .acker import Acker
 from .claimer import Claimer, PausedQueues
@@ -58,18 +59,49 @@ def default_worker_id() -> str:
 
 
 def resolve_specs(names: tuple[str, ...]) -> list[ConsumerSpec]:
-    """The consumers this worker serves: the named queues, or every registered one."""
+    """The consumers this worker serves: the named queues, or every @consumer queue and every
+    queue an alkqueue task backend declares. Task queues get the built-in task consumer."""
     if registry.errors:
         raise CommandError("; ".join(registry.errors))
+    tasks = _task_queues()
+    mixed = [name for name in tasks.declared() if registry.get(name) is not None]
+    if mixed:
+        raise CommandError(
+            f"queue(s) {', '.join(mixed)} have a @consumer and are also task queues in "
+            "TASKS QUEUES; a queue is one or the other"
+        )
     if not names:
-        specs = registry.all()
-        if not specs:
-            raise CommandError("no @consumer is registered; nothing to run")
-        return specs
-    missing = [n for n in names if registry.get(n) is None]
+        names = tuple(s.queue for s in registry.all()) + tuple(tasks.declared())
+        if not names:
+            raise CommandError("no @consumer is registered and no task queue is declared")
+    specs = {n: registry.get(n) or tasks.spec(n) for n in dict.fromkeys(names)}
+    missing = [n for n, spec in specs.items() if spec is None]
     if missing:
-        raise CommandError(f"no @consumer for queue(s) {', '.join(missing)}")
-    return [spec for n in dict.fromkeys(names) if (spec := registry.get(n)) is not None]
+        raise CommandError(f"no @consumer or task backend for queue(s) {', '.join(missing)}")
+    return [spec for spec in specs.values() if spec is not None]
+
+
+class _TaskQueues:
+    """The task queues of alkqueue task backends; none where no Tasks framework is installed
+    (Django 5.2 without the django-tasks backport)."""
+
+    def __init__(self) -> None:
+        try:
+            from .. import task_runner
+        except ImportError:
+            self._runner = None
+        else:
+            self._runner = task_runner
+
+    def declared(self) -> list[str]:
+        return self._runner.declared_task_queues() if self._runner else []
+
+    def spec(self, name: str) -> ConsumerSpec | None:
+        return self._runner.task_queue_spec(name) if self._runner else None
+
+
+def _task_queues() -> _TaskQueues:
+    return _TaskQueues()
 
 
 class Worker:
@@ -112,12 +144,15 @@ class Worker:
             get_settings().WORKER_HEARTBEAT_INTERVAL,
         )  # fmt: skip
         leadership = Leadership(self.using, self.worker_id)
-        leader_loop = LeaderLoop(
-            leadership,
-            [(Reclaimer(self.using, self.clock), get_settings().RECLAIM_INTERVAL),
-             (Sweeper(self.using, self.clock), get_settings().SWEEP_INTERVAL)],
-            self.clock,
-        )  # fmt: skip
+        leader_services: list[tuple[object, float]] = [
+            (Reclaimer(self.using, self.clock), get_settings().RECLAIM_INTERVAL),
+            (Sweeper(self.using, self.clock), get_settings().SWEEP_INTERVAL),
+        ]
+        if get_settings().PERIODIC:
+            leader_services.append(
+                (Scheduler(self.using, self.clock), get_settings().SCHEDULE_INTERVAL)
+            )
+        leader_loop = LeaderLoop(leadership, leader_services, self.clock)
 
         presence.register()
         pool.start()

@@ -1,0 +1,142 @@
+"""The built-in consumer of task queues: runs a django.tasks task job and keeps its result row.
+
+Each attempt adds its worker id (and, on failure, a TaskError) to the job's result row, so a
+TaskResult shows every attempt. The task's own exception is re-raised afterwards: the worker's
+executor then retries or dead-letters the job like any other.
+"""
+
+from __future__ import annotations
+
+import traceback
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from .backend import AlkQueueBackend, build_result
+from .backoff import RetryPolicy
+from .clock import system_clock
+from .consumers import ConsumerSpec, registry
+from .jobs import Job
+from .models import TaskResult as TaskResultRecord
+from .tasks_compat import (
+    TaskContext,
+    TaskResultStatus,
+    normalize_json,
+    task_backends,
+    task_finished,
+    task_started,
+)
+
+HANDLER_PATH = "django_alkqueue.task_runner.run_task_job"
+
+
+def run_task_job(payload: Any, job: Job) -> None:
+    backend = task_backends[payload["backend"]]
+    task = import_string(payload["task"])
+    now = system_clock()
+    record = _start_attempt(job, payload, now)
+    result = build_result(backend.alias, str(job.id), job, record)
+    task_started.send(sender=type(backend), task_result=result)
+    try:
+        if task.takes_context:
+            value = task.call(
+                TaskContext(task_result=result), *payload["args"], **payload["kwargs"]
+            )
+        else:
+            value = task.call(*payload["args"], **payload["kwargs"])
+        value = normalize_json(value)
+    except Exception as error:
+        final = job.attempts >= job.max_attempts
+        _record_failure(record, error, system_clock(), final, backend)
+        if final:
+            _announce_finished(backend, job, record)
+        raise
+    _record_success(record, value, system_clock(), backend)
+    _announce_finished(backend, job, record)
+
+
+def _start_attempt(job: Job, payload: dict[str, Any], now: datetime) -> TaskResultRecord:
+    record, _ = TaskResultRecord.objects.get_or_create(
+        job_id=job.id,
+        defaults={
+            "backend": payload["backend"], "task_path": payload["task"], "queue": job.queue,
+            "status": TaskResultStatus.RUNNING, "args": payload["args"],
+            "kwargs": payload["kwargs"], "enqueued_at": job.enqueued_at, "started_at": now,
+        },
+    )  # fmt: skip
+    record.status = TaskResultStatus.RUNNING
+    record.started_at = record.started_at or now
+    record.last_attempted_at = now
+    record.worker_ids = [*record.worker_ids, job.claimed_by or ""]
+    record.save(update_fields=["status", "started_at", "last_attempted_at", "worker_ids"])
+    return record
+
+
+def _record_failure(
+    record: TaskResultRecord, error: Exception, now: datetime, final: bool, backend: Any
+) -> None:
+    kind = type(error)
+    record.errors = [
+        *record.errors,
+        {
+            "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+            "traceback": "".join(traceback.format_exception(error)),
+        },
+    ]
+    record.status = TaskResultStatus.FAILED if final else TaskResultStatus.READY
+    if final:
+        record.finished_at = now
+        record.expires_at = now + timedelta(seconds=backend.result_retention(record.queue))
+    record.save(update_fields=["errors", "status", "finished_at", "expires_at"])
+
+
+def _record_success(record: TaskResultRecord, value: Any, now: datetime, backend: Any) -> None:
+    record.status = TaskResultStatus.SUCCESSFUL
+    record.return_value = value
+    record.finished_at = now
+    record.expires_at = now + timedelta(seconds=backend.result_retention(record.queue))
+    record.save(update_fields=["status", "return_value", "finished_at", "expires_at"])
+
+
+def _announce_finished(backend: Any, job: Job, record: TaskResultRecord) -> None:
+    # The job is still live here (its ack or dead letter follows), so build from the record.
+    result = build_result(backend.alias, str(job.id), None, record)
+    task_finished.send(sender=type(backend), task_result=result)
+
+
+# -- which queues are task queues ------------------------------------------------------------
+
+
+def alk_backends() -> list[AlkQueueBackend]:
+    tasks = getattr(settings, "TASKS", {}) or {}
+    backends = [task_backends[alias] for alias in tasks]
+    return [backend for backend in backends if isinstance(backend, AlkQueueBackend)]
+
+
+def task_queue_spec(queue_name: str) -> ConsumerSpec | None:
+    """The built-in consumer of `queue_name` if an alkqueue task backend serves it."""
+    for backend in alk_backends():
+        if not backend.queues or queue_name in backend.queues:
+            options = backend.job_options(queue_name)
+            return ConsumerSpec(
+                queue=queue_name,
+                handler=run_task_job,
+                path=HANDLER_PATH,
+                lease=float(options["lease"]),
+                max_attempts=int(options["max_attempts"]),
+                retry=RetryPolicy(base=float(options["backoff_base"])),
+                atomic=False,
+            )
+    return None
+
+
+def declared_task_queues() -> list[str]:
+    """Queues named in an alkqueue backend's QUEUES (a backend with [] serves any name)."""
+    return sorted({name for backend in alk_backends() for name in backend.queues})
+
+
+def mixed_queues() -> list[str]:
+    """Queues declared as task queues that also have a @consumer: a start-up error."""
+    return [name for name in declared_task_queues() if registry.get(name) is not None]
