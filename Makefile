@@ -9,7 +9,7 @@ PG_URL ?= postgres://root@127.0.0.1:5432/test
 PYTHON_BOOT := $(shell for c in python3.13 python3.12 "$$(pyenv root 2>/dev/null)/versions/3.13.0/bin/python3" "$$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python3"; do \
 	if "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then echo "$$c"; break; fi; done)
 
-.PHONY: venv test test-pg test-sqlite lint demo admin postgres clean
+.PHONY: venv test test-pg test-sqlite test-compat lint demo admin postgres clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON_BOOT)" || { echo "no Python >= 3.12 found (tried python3.13, python3.12, pyenv 3.13.0)"; exit 1; }
@@ -34,6 +34,22 @@ test-pg: venv
 
 test-sqlite: venv
 	DATABASE_URL= $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# Django 5.2 LTS on the machine's default python3 (3.11), with the django-tasks backport. It
+# runs from the source tree: the package itself declares Python >= 3.12.
+COMPAT_VENV := .venv-compat
+COMPAT_PY := $(COMPAT_VENV)/bin/python
+COMPAT_DEPS := "Django>=5.2,<6" "django-tasks>=0.8" "psycopg[binary]>=3.1" "croniter>=2.0" \
+	pytest pytest-django hypothesis dj-database-url django-extensions
+
+$(COMPAT_VENV)/.installed: pyproject.toml Makefile
+	python3 -m venv $(COMPAT_VENV)
+	$(COMPAT_PY) -m pip install -q --upgrade pip
+	$(COMPAT_PY) -m pip install -q $(COMPAT_DEPS)
+	touch $@
+
+test-compat: $(COMPAT_VENV)/.installed postgres
+	DATABASE_URL=$(PG_URL) PYTHONPATH=. $(COMPAT_PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -38,6 +38,9 @@ class AlkQueueSettings:
     SCHEDULE_INTERVAL: float = 1.0
     #: Database alias used for LISTEN (a direct connection when claims go through PgBouncer).
     LISTEN_DATABASE: str | None = None
+    #: Seconds of per-minute queue statistics (QueueStat, the admin charts) kept; the leader's
+    #: stats loop deletes older minutes. Default 7 days.
+    STATS_RETENTION: float = 7 * 86400.0
 
 
 _FIELDS = {f.name for f in dataclasses.fields(AlkQueueSettings)}

@@ -14,10 +14,10 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, Min, Q
 
-from . import signals
+from . import signals, validation
 from .exceptions import AlkQueueError
 from .jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED, Job, QueueStats
-from .models import DeadLetter, QueueMessage
+from .models import Consumer, DeadLetter, QueueMessage
 from .sql import Claim, Row, dialect_for
 from .sql.base import (
     BY_CLAIM,
@@ -139,6 +139,39 @@ def cancel(using: str, job_id: int, queue: str | None = None) -> bool:
         jobs = jobs.filter(queue=queue)
     deleted, _ = jobs.delete()
     return deleted > 0
+
+
+def run_now(using: str, job_ids: Sequence[int], now: datetime) -> int:
+    """Scheduled jobs -> pending: run_at = now for the unclaimed ones not yet due; wakes their
+    queues' workers. Pending jobs keep their place in line. Returns how many were moved."""
+    dialect, connection = _dialect_and_connection(using)
+    with transaction.atomic(using=using):
+        waiting = QueueMessage.objects.using(using).filter(pk__in=job_ids).scheduled(now)
+        queues = set(waiting.values_list("queue", flat=True))
+        moved = waiting.update(run_at=now)
+        for name in sorted(queues):
+            dialect.notify(connection, name)
+    return moved
+
+
+def change_priority(using: str, job_ids: Sequence[int], priority: int) -> int:
+    """Set the priority of live jobs in any state (a claimed job keeps it for its retries)."""
+    validation.priority(priority)
+    return QueueMessage.objects.using(using).filter(pk__in=job_ids).update(priority=priority)
+
+
+def pause(using: str, queues: Sequence[str]) -> int:
+    """Workers stop claiming from these queues within one poll interval; jobs stay put."""
+    return Consumer.objects.using(using).filter(queue__in=queues).update(paused=True)
+
+
+def resume(using: str, queues: Sequence[str]) -> int:
+    return Consumer.objects.using(using).filter(queue__in=queues).update(paused=False)
+
+
+def purge_dead_letters(using: str, dead_letter_ids: Sequence[int]) -> int:
+    """Delete the given dead letters (by row id); returns how many were deleted."""
+    return DeadLetter.objects.using(using).filter(pk__in=dead_letter_ids).delete()[0]
 
 
 def get_job(using: str, job_id: int, now: datetime, queue: str | None = None) -> Job | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -87,7 +87,13 @@ def zone() -> ZoneInfo:
 
 def latest_tick(cron: str, now: datetime) -> datetime:
     """The most recent tick of `cron` at or before `now`, in the project's time zone."""
-    return croniter(cron, now.astimezone(zone())).get_prev(datetime)  # type: ignore[no-any-return]
+    local = now.astimezone(zone())
+    # croniter's get_prev() is strictly before its start: start just after `now` so that a
+    # tick falling exactly on `now` counts, then step back if that overshot.
+    tick: datetime = croniter(cron, local + timedelta(seconds=1)).get_prev(datetime)
+    if tick > local:
+        tick = croniter(cron, local).get_prev(datetime)
+    return tick
 
 
 def next_tick(cron: str, now: datetime) -> datetime:

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from collections import Counter
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Min, Q
+from django.db import connections
+from django.db.models import Count, Min, Q, Sum
+from django.db.models.functions import Substr
 
 from .conf import get_settings
-from .models import Consumer, DeadLetter, QueueMessage, Worker
+from .models import (
+    DEAD_LETTER_TABLE,
+    LEASE_INDEX,
+    MESSAGE_TABLE,
+    PENDING_INDEX,
+    Consumer,
+    DeadLetter,
+    QueueMessage,
+    QueueStat,
+    Worker,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,3 +110,141 @@ def worker_overview(using: str, now: datetime) -> list[WorkerRow]:
         )
         for w in Worker.objects.using(using).order_by("worker_id")
     ]
+
+
+# -- figures over the QueueStat minutes (the admin overview and its charts) -------------------
+
+
+def minute_of(now: datetime) -> datetime:
+    """The QueueStat minute that `now` falls in."""
+    return now.replace(second=0, microsecond=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Throughput:
+    """Jobs finished (succeeded) and failed attempts, over the current minute and those before."""
+
+    finished_5m: int = 0
+    failed_5m: int = 0
+    finished_1h: int = 0
+    failed_1h: int = 0
+
+
+def throughput(using: str, now: datetime) -> dict[str, Throughput]:
+    """Per queue: the last 5 and the last 60 QueueStat minutes (this one included). One query."""
+    current = minute_of(now)
+    recent = Q(minute__gte=current - timedelta(minutes=4))
+    rows = (
+        QueueStat.objects.using(using)
+        .filter(minute__gte=current - timedelta(minutes=59))
+        .values("queue")
+        .annotate(
+            finished_5m=Sum("finished", filter=recent),
+            failed_5m=Sum("failed", filter=recent),
+            finished_1h=Sum("finished"),
+            failed_1h=Sum("failed"),
+        )
+        .order_by()
+    )
+    result = {}
+    for row in rows:
+        name = row.pop("queue")
+        result[name] = Throughput(**{figure: value or 0 for figure, value in row.items()})
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class StatPoint:
+    """One QueueStat minute of one queue, as the charts read it."""
+
+    minute: datetime
+    depth: int
+    finished: int
+    failed: int
+    dead_lettered: int
+
+
+def history(
+    using: str, now: datetime, hours: float = 24, queue: str | None = None
+) -> dict[str, list[StatPoint]]:
+    """Per queue, its QueueStat minutes of the last `hours`, oldest first (index on minute)."""
+    stats = QueueStat.objects.using(using).filter(minute__gt=now - timedelta(hours=hours))
+    if queue is not None:
+        stats = stats.filter(queue=queue)
+    series: dict[str, list[StatPoint]] = {}
+    for name, minute, pending, scheduled, claimed, finished, failed, dead in stats.order_by(
+        "queue", "minute"
+    ).values_list(
+        "queue", "minute", "pending", "scheduled", "claimed", "finished", "failed", "dead_lettered"
+    ):
+        point = StatPoint(minute, pending + scheduled + claimed, finished, failed, dead)
+        series.setdefault(name, []).append(point)
+    return series
+
+
+# -- the dead letters of one queue --------------------------------------------------------------
+
+#: Dead letters read to group a queue's errors: its most recent ones (index (queue, died_at)).
+ERROR_SAMPLE = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorGroup:
+    headline: str  # the first line of the error: "ExceptionClass: message"
+    reason: str
+    count: int
+    last_seen: datetime
+
+
+def frequent_errors(using: str, queue: str, limit: int = 10) -> tuple[list[ErrorGroup], int]:
+    """The most frequent first lines of error among the queue's latest ERROR_SAMPLE dead
+    letters, with counts; and how many dead letters were read."""
+    rows = list(
+        DeadLetter.objects.using(using)
+        .filter(queue=queue)
+        .order_by("-died_at")
+        .annotate(head=Substr("last_error", 1, 300))
+        .values_list("head", "reason", "died_at")[:ERROR_SAMPLE]
+    )
+    counts: Counter[tuple[str, str]] = Counter()
+    last_seen: dict[tuple[str, str], datetime] = {}
+    for head, reason, died_at in rows:
+        key = ((head or reason).split("\n", 1)[0].strip(), reason)
+        counts[key] += 1
+        last_seen.setdefault(key, died_at)
+    groups = [
+        ErrorGroup(headline, reason, n, last_seen[(headline, reason)])
+        for (headline, reason), n in counts.most_common(limit)
+    ]
+    return groups, len(rows)
+
+
+# -- queue names, cheaply --------------------------------------------------------------------
+
+# A loose index scan: each step asks the index for the next name after the last one, so the
+# cost grows with the number of queues, not of rows. The same SQL runs on both vendors.
+_DISTINCT_QUEUES = """
+WITH RECURSIVE names(queue) AS (
+    SELECT MIN(queue) FROM {table} WHERE {where}
+    UNION ALL
+    SELECT (SELECT MIN(queue) FROM {table} WHERE {where} AND queue > names.queue)
+    FROM names WHERE names.queue IS NOT NULL
+)
+SELECT queue FROM names WHERE queue IS NOT NULL
+"""
+# The indexes each scan walks: both partial halves of the live table, then the dead letters.
+_QUEUE_INDEXES = (
+    (MESSAGE_TABLE, "claim_token IS NULL", PENDING_INDEX),
+    (MESSAGE_TABLE, "claim_token IS NOT NULL", LEASE_INDEX),
+    (DEAD_LETTER_TABLE, "1 = 1", "alkqueue_dead_queue_idx"),
+)
+
+
+def known_queues(using: str) -> list[str]:
+    """Every queue named by a consumer, a live job or a dead letter, sorted; no table scan."""
+    names = set(Consumer.objects.using(using).values_list("queue", flat=True))
+    with connections[using].cursor() as cursor:
+        for table, where, _index in _QUEUE_INDEXES:
+            cursor.execute(_DISTINCT_QUEUES.format(table=table, where=where))
+            names.update(row[0] for row in cursor.fetchall())
+    return sorted(names)

@@ -92,6 +92,11 @@ TASKS = {
 }
 
 ALKQUEUE: dict[str, object] = {}
+if os.environ.get("ALKQUEUE_EVERY_SECOND"):  # used by the test of racing schedulers
+    ALKQUEUE["PERIODIC"] = {"every-second": {"cron": "* * * * * *", "queue": "health",
+                                             "payload": {"ping": True}}}  # fmt: skip
+if os.environ.get("ALKQUEUE_BAD_CRON"):  # used by the test of the periodic system check
+    ALKQUEUE["PERIODIC"] = {"nightly-broken": {"cron": "61 * * * *", "payload": {}}}
 if os.environ.get("ALKQUEUE_EXTRA_CONSUMERS"):  # used by the tests of the duplicate check
     ALKQUEUE["CONSUMER_MODULES"] = os.environ["ALKQUEUE_EXTRA_CONSUMERS"].split(",")
 

@@ -8,6 +8,8 @@ import queue
 import threading
 from collections.abc import Callable
 
+from django.db import connections
+
 logger = logging.getLogger("django_alkqueue")
 
 Task = Callable[[], None]
@@ -42,3 +44,4 @@ class ThreadPool:
                 task()
             except Exception:
                 logger.exception("unexpected error in a handler thread")
+        connections.close_all()

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 from django.core.management.base import CommandError
 from django.db import DatabaseError, InterfaceError, connections
@@ -156,19 +157,18 @@ class Worker:
 
         presence.register()
         pool.start()
-        acker.start(self.stop_acker)
-        LeaseKeeper(inflight, self.using, keeper_interval([q.lease for q in queues])).start(
-            self.stop_services
-        )
-        presence.start(self.stop_services)
-        leader_loop.start(self.stop_services)
+        acker_thread = acker.start(self.stop_acker)
+        keeper = LeaseKeeper(inflight, self.using, keeper_interval([q.lease for q in queues]))
+        services = [keeper.start(self.stop_services), presence.start(self.stop_services),
+                    leader_loop.start(self.stop_services)]  # fmt: skip
         listen_alias = get_settings().LISTEN_DATABASE or self.using
         if connections[listen_alias].vendor == "postgresql":
-            Listener(listen_alias, set(names), self.wake).start(self.stop_services)
+            services.append(Listener(listen_alias, set(names), self.wake).start(self.stop_services))
         if not self.options.burst:
-            StatusReporter(stats, inflight.count, lambda: _depth(self.using, names),
-                           self.stdout).start(self.stop_services)  # fmt: skip
-        self._install_signal_handlers()
+            reporter = StatusReporter(stats, inflight.count, lambda: _depth(self.using, names),
+                                      self.stdout)  # fmt: skip
+            services.append(reporter.start(self.stop_services))
+        previous_handlers = self._install_signal_handlers()
         logger.info(
             "worker %s serving %s with %d threads", self.worker_id, ", ".join(names),
             self.options.concurrency,
@@ -179,13 +179,18 @@ class Worker:
         self._drain(inflight, self.options.shutdown_timeout)
         pool.stop()
         self.stop_acker.set()
-        self._drain(inflight, 5.0)  # what the acker still holds
-        released = sum(1 for handle in inflight.all() if handle.release())
+        acker_thread.join(5.0)  # the acks of jobs that finished in time
+        released = sum(1 for handle in inflight.all() if _quietly(handle.release))
         if released:
             logger.warning("released %d unfinished jobs back to pending", released)
+        # Loops end; the leader's thread closes its connection, which drops the advisory lock.
         self.stop_services.set()
-        _quietly(leadership.release)
+        for thread in services:
+            thread.join(5.0)
+        pool.join(0.5)
         _quietly(presence.unregister)
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
         if self.options.burst:
             self.stdout.write(burst_table(stats, _depths(self.using, names)) + "\n")
         return 0
@@ -223,11 +228,14 @@ class Worker:
             inflight.changed.wait(min(0.1, max(deadline - time.monotonic(), 0)))
             inflight.changed.clear()
 
-    def _install_signal_handlers(self) -> None:
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """Catch SIGTERM and SIGINT (main thread only); returns the handlers replaced."""
         if threading.current_thread() is not threading.main_thread():
-            return
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+            return {}
+        return {
+            signum: signal.signal(signum, self._on_signal)
+            for signum in (signal.SIGTERM, signal.SIGINT)
+        }
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
@@ -255,9 +263,10 @@ def _depths(using: str, names: list[str]) -> dict[str, int]:
     return {name: 0 for name in names} | dict(rows)
 
 
-def _quietly(step: Callable[[], object]) -> None:
+def _quietly(step: Callable[[], object]) -> bool:
     """A shutdown step that may fail when the database is gone; the exit goes on."""
     try:
-        step()
+        return bool(step())
     except (DatabaseError, InterfaceError) as exc:
         logger.warning("shutdown step failed: %s", exc)
+        return False

@@ -62,3 +62,11 @@ def always_fails() -> None:
 @task()
 def returns_non_json() -> object:
     return object()
+
+
+@task()
+def slow(seconds: float) -> float:
+    import time
+
+    time.sleep(seconds)
+    return seconds
