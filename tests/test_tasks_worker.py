@@ -40,10 +40,13 @@ def test_get_result_goes_through_every_status_with_a_real_worker():
 
 
 def test_a_queue_cannot_be_both_a_task_queue_and_a_consumer_queue():
-    with override_settings(TASKS={"default": {
-        "BACKEND": "django_alkqueue.backend.AlkQueueBackend", "QUEUES": ["default", "emails"]}}):  # fmt: skip
-        with pytest.raises(CommandError, match="emails.*one or the other"):
-            call_command("alk_worker", burst=True)
+    backend = {"BACKEND": "django_alkqueue.backend.AlkQueueBackend",
+               "QUEUES": ["default", "emails"]}  # fmt: skip
+    with (
+        override_settings(TASKS={"default": backend}),
+        pytest.raises(CommandError, match=r"emails.*one or the other"),
+    ):
+        call_command("alk_worker", burst=True)
 
 
 def test_periodic_ticks_are_enqueued_once_with_three_workers_racing():
