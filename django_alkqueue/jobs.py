@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 State = Literal["pending", "scheduled", "claimed", "dead"]
 LIVE_STATES: tuple[State, ...] = ("pending", "scheduled", "claimed")
@@ -50,6 +50,31 @@ class QueueStats:
     dead: int
     #: Seconds the longest-waiting due job has waited past its run_at; 0.0 when none waits.
     oldest_pending_age: float
+
+
+class Stamps(NamedTuple):
+    """The options a new job is written with, resolved once for a whole enqueue call."""
+
+    priority: int
+    max_attempts: int
+    backoff_base: float
+    lease: float
+    retention: float | None
+    run_at: datetime
+    enqueued_at: datetime
+    expires_at: datetime | None
+    unique_key: str | None
+
+    def new_job(self, job_id: int, queue: str, payload: Any, now: datetime) -> Job:
+        """The Job a fresh row holds: built from what was written, without reading it back."""
+        return Job(
+            id=job_id, queue=queue, payload=payload, state=live_state(False, self.run_at, now),
+            priority=self.priority, attempts=0, max_attempts=self.max_attempts,
+            backoff_base=self.backoff_base, lease=self.lease, run_at=self.run_at,
+            enqueued_at=self.enqueued_at, expires_at=self.expires_at,
+            unique_key=self.unique_key, claimed_by=None, lease_expires_at=None,
+            last_error=None, retention=self.retention,
+        )  # fmt: skip
 
 
 def live_state(claimed: bool, run_at: datetime, now: datetime) -> State:

@@ -16,8 +16,9 @@ from django.db.models import Count, Min, Q
 
 from . import signals, validation
 from .exceptions import AlkQueueError
-from .jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED, Job, QueueStats
+from .jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED, Job, QueueStats, Stamps
 from .models import Consumer, DeadLetter, QueueMessage
+from .payload import decode
 from .sql import Claim, Row, dialect_for
 from .sql.base import (
     BY_CLAIM,
@@ -44,37 +45,38 @@ def _announce_deaths(jobs: Iterable[Job]) -> None:
         signals.job_dead_lettered.send(sender=Job, job=job)
 
 
-def enqueue(using: str, rows: Sequence[Sequence[Any]], now: datetime) -> list[Job]:
-    """Insert live rows (INSERT_FIELDS order) and return their Jobs in input order.
+def enqueue(
+    using: str, queue: str, texts: Sequence[str], stamps: Stamps, now: datetime
+) -> list[Job]:
+    """Write one job per payload text, in input order.
 
-    A row whose unique key is held by a live job is not written; that job is returned.
+    With a unique key at most one row is written: if a live job holds the key, no row is
+    written and every entry of the result is that job.
     """
     dialect, connection = _dialect_and_connection(using)
-    queue_name = rows[0][0]
-    unique_keys = [row[-1] for row in rows]
-    inserted = _jobs(using, dialect.insert(connection, rows), now)
-    keyless = iter(sorted((j for j in inserted if j.unique_key is None), key=lambda j: j.id))
-    by_key: dict[str | None, Job] = {j.unique_key: j for j in inserted if j.unique_key}
-    missing = [key for key in dict.fromkeys(unique_keys) if key is not None and key not in by_key]
+    if stamps.unique_key is None:
+        ids = dialect.insert_many(connection, queue, texts, stamps)
+        jobs = [stamps.new_job(i, queue, decode(t), now) for i, t in zip(ids, texts, strict=True)]
+        for job in jobs:
+            signals.job_enqueued.send(sender=Job, job=job)
+        return jobs
+    return [_enqueue_unique(using, queue, texts[0], stamps, now)] * len(texts)
+
+
+def _enqueue_unique(using: str, queue: str, text: str, stamps: Stamps, now: datetime) -> Job:
+    dialect, connection = _dialect_and_connection(using)
+    assert stamps.unique_key is not None
     for _ in range(_KEY_RACE_RETRIES):
-        if not missing:
-            break
-        existing = dialect.select_live_by_keys(connection, queue_name, missing)
-        by_key.update((j.unique_key, j) for j in _jobs(using, existing, now))
-        # A holder that finished between our INSERT and SELECT frees its key: insert again.
-        retry_rows = [row for row in rows if row[-1] in missing and row[-1] not in by_key]
-        retry_rows = list({row[-1]: row for row in retry_rows}.values())
-        if retry_rows:
-            again = _jobs(using, dialect.insert(connection, retry_rows), now)
-            inserted.extend(again)
-            by_key.update((j.unique_key, j) for j in again)
-        missing = [key for key in missing if key not in by_key]
-    if missing:
-        raise AlkQueueError(f"unique keys {missing} kept changing hands; enqueue again")
-    result = [next(keyless) if key is None else by_key[key] for key in unique_keys]
-    for job in inserted:
-        signals.job_enqueued.send(sender=Job, job=job)
-    return result
+        job_id = dialect.insert_unique(connection, queue, text, stamps)
+        if job_id is not None:
+            job = stamps.new_job(job_id, queue, decode(text), now)
+            signals.job_enqueued.send(sender=Job, job=job)
+            return job
+        holder = dialect.select_live_by_key(connection, queue, stamps.unique_key)
+        if holder is not None:
+            return dialect.to_job(holder, now)
+        # The holder finished between our INSERT and SELECT: the key is free again.
+    raise AlkQueueError(f"unique key {stamps.unique_key!r} kept changing hands; enqueue again")
 
 
 def claim(using: str, queue: str, worker_id: str, n: int, now: datetime) -> list[tuple[Job, Claim]]:

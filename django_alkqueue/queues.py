@@ -15,7 +15,7 @@ from .backoff import exponential_delay
 from .clock import Clock, system_clock
 from .conf import get_settings
 from .exceptions import InvalidOption
-from .jobs import FAILED, LIVE_STATES, MAX_ATTEMPTS_EXCEEDED, STATES, Job, QueueStats
+from .jobs import FAILED, LIVE_STATES, MAX_ATTEMPTS_EXCEEDED, STATES, Job, QueueStats, Stamps
 from .payload import encode
 from .sql import Claim
 from .validation import Duration
@@ -109,8 +109,7 @@ class Queue:
             return []
         now = self.clock()
         stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
-        rows = [(self.name, text, *stamps) for text in texts]
-        return operations.enqueue(self.using, rows, now)
+        return operations.enqueue(self.using, self.name, texts, stamps, now)
 
     def _stamps(
         self,
@@ -121,8 +120,8 @@ class Queue:
         max_attempts: object,
         priority: object,
         unique_key: object,
-    ) -> tuple[Any, ...]:
-        """Options resolved over the queue's stamps, in INSERT_FIELDS order after the payload."""
+    ) -> Stamps:
+        """Options resolved over the queue's stamps, with one clock reading (`now`)."""
         if delay is not None:
             due = now + timedelta(seconds=validation.seconds(delay, "delay"))
         elif run_at is not None:
@@ -133,18 +132,20 @@ class Queue:
         if lifetime is None:
             lifetime = self.expires
         expires_at = None if lifetime is None else now + timedelta(seconds=lifetime)
-        return (
-            self.priority if priority is None else validation.priority(priority),
-            0,
-            self.max_attempts if max_attempts is None else validation.max_attempts(max_attempts),
-            self.backoff_base,
-            self.lease,
-            self.retention,
-            due,
-            now,
-            expires_at,
-            validation.unique_key(unique_key),
-        )
+        return Stamps(
+            priority=self.priority if priority is None else validation.priority(priority),
+            max_attempts=(
+                self.max_attempts if max_attempts is None
+                else validation.max_attempts(max_attempts)
+            ),
+            backoff_base=self.backoff_base,
+            lease=self.lease,
+            retention=self.retention,
+            run_at=due,
+            enqueued_at=now,
+            expires_at=expires_at,
+            unique_key=validation.unique_key(unique_key),
+        )  # fmt: skip
 
     # -- claim -----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import payload as payload_codec
-from ..jobs import Job, State, live_state
+from ..jobs import Job, Stamps, State, live_state
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
 
 # One row shape for live jobs and dead letters alike; `Job` is built from it.
@@ -54,6 +54,14 @@ def _in_queue(job_id: int, queue: str | None) -> tuple[str, list[Any]]:
     if queue is None:
         return "", [job_id]
     return " AND queue = %s", [job_id, queue]
+
+
+def insert_values(queue: str, text: str, stamps: Stamps) -> tuple[Any, ...]:
+    """One row in INSERT_FIELDS order."""
+    return (
+        queue, text, stamps.priority, 0, stamps.max_attempts, stamps.backoff_base, stamps.lease,
+        stamps.retention, stamps.run_at, stamps.enqueued_at, stamps.expires_at, stamps.unique_key,
+    )  # fmt: skip
 
 
 class Claim(NamedTuple):
@@ -128,17 +136,18 @@ class Dialect:
                 row = cursor.fetchone()
         return None if row is None else tuple(row)
 
-    def select_live_by_keys(
-        self, connection: BaseDatabaseWrapper, queue: str, keys: Sequence[str]
-    ) -> list[Row]:
-        marks = ", ".join(["%s"] * len(keys))
+    def select_live_by_key(
+        self, connection: BaseDatabaseWrapper, queue: str, key: str
+    ) -> Row | None:
+        """The live job holding `key` (index alkqueue_live_unique_key)."""
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT {LIVE_COLUMNS}, NULL, NULL FROM {MESSAGE_TABLE} "
-                f"WHERE queue = %s AND unique_key IN ({marks})",
-                [queue, *keys],
+                "WHERE queue = %s AND unique_key = %s",
+                [queue, key],
             )
-            return list(cursor.fetchall())
+            row = cursor.fetchone()
+        return None if row is None else tuple(row)
 
     def take_dead_letter(
         self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
@@ -181,8 +190,17 @@ class Dialect:
 
     # -- the state changes each vendor writes its own way ----------------------------------
 
-    def insert(self, connection: BaseDatabaseWrapper, rows: Sequence[Sequence[Any]]) -> list[Row]:
-        """Insert live rows (INSERT_FIELDS order); rows whose unique key is taken are skipped."""
+    def insert_many(
+        self, connection: BaseDatabaseWrapper, queue: str, texts: Sequence[str], stamps: Stamps
+    ) -> list[int]:
+        """Insert one live job per payload text, all with the same stamps and no unique key;
+        returns their ids in input order."""
+        raise NotImplementedError
+
+    def insert_unique(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int | None:
+        """Insert one job with stamps.unique_key; None when a live job holds that key."""
         raise NotImplementedError
 
     def claim(

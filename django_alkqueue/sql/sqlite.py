@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils.dateparse import parse_datetime
 
-from ..jobs import MAX_ATTEMPTS_EXCEEDED
+from ..jobs import MAX_ATTEMPTS_EXCEEDED, Stamps
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
 from .base import (
     BURIED_FIELDS,
@@ -26,6 +26,7 @@ from .base import (
     Claim,
     Dialect,
     Row,
+    insert_values,
 )
 
 _INSERT_CHUNK = 500
@@ -36,7 +37,7 @@ _INSERT = f"""
 INSERT INTO {MESSAGE_TABLE} ({", ".join(INSERT_FIELDS)})
 VALUES {{values}}
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-RETURNING {_ROW_FROM_LIVE}
+RETURNING id
 """
 
 # Due or lapsed rows of one queue in handout order (index alkqueue_pending_idx for the
@@ -106,17 +107,34 @@ class SqliteDialect(Dialect):
     def read_token(self, value: Any) -> uuid.UUID | None:
         return None if value is None else uuid.UUID(value)
 
-    def insert(self, connection: BaseDatabaseWrapper, rows: Sequence[Sequence[Any]]) -> list[Row]:
-        result: list[Row] = []
+    def insert_many(
+        self, connection: BaseDatabaseWrapper, queue: str, texts: Sequence[str], stamps: Stamps
+    ) -> list[int]:
+        ids: list[int] = []
         placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            for start in range(0, len(rows), _INSERT_CHUNK):
-                chunk = rows[start : start + _INSERT_CHUNK]
-                params = [self._param(connection, v) for row in chunk for v in row]
+            for start in range(0, len(texts), _INSERT_CHUNK):
+                chunk = texts[start : start + _INSERT_CHUNK]
+                params = [
+                    self._param(connection, value)
+                    for text in chunk
+                    for value in insert_values(queue, text, stamps)
+                ]
                 cursor.execute(_INSERT.format(values=", ".join([placeholders] * len(chunk))),
                                params)  # fmt: skip
-                result.extend(cursor.fetchall())
-        return result
+                # RETURNING order is unspecified; rowids grow in insertion order.
+                ids.extend(sorted(row[0] for row in cursor.fetchall()))
+        return ids
+
+    def insert_unique(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int | None:
+        placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
+        params = [self._param(connection, v) for v in insert_values(queue, text, stamps)]
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT.format(values=placeholders), params)
+            row = cursor.fetchone()
+        return None if row is None else int(row[0])
 
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
