@@ -39,7 +39,7 @@ test-sqlite: venv
 # runs from the source tree: the package itself declares Python >= 3.12.
 COMPAT_VENV := .venv-compat
 COMPAT_PY := $(COMPAT_VENV)/bin/python
-COMPAT_DEPS := "Django>=5.2,<6" "django-tasks>=0.8" "psycopg[binary]>=3.1" "croniter>=2.0" \
+COMPAT_DEPS := "Django>=5.2,<6" "django-tasks>=0.8" "psycopg[binary]>=3.2" "croniter>=2.0" \
 	pytest pytest-django hypothesis dj-database-url django-extensions
 
 $(COMPAT_VENV)/.installed: pyproject.toml Makefile

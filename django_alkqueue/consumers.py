@@ -13,8 +13,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import autodiscover_modules
+from django.utils.module_loading import module_has_submodule
 
 from . import validation
 from .backoff import RetryPolicy
@@ -74,12 +75,17 @@ class ConsumerRegistry:
         self._specs.pop(queue, None)
 
     def autodiscover(self, extra_modules: tuple[str, ...] = ()) -> None:
-        """Import every app's consumers.py and the extra modules; record errors, don't raise."""
-        try:
-            autodiscover_modules("consumers")
-        except ImproperlyConfigured as exc:
-            self.errors.append(str(exc))
-        for module in extra_modules:
+        """Import every app's consumers.py and the extra modules; record errors, don't raise.
+
+        Each module is imported on its own, so one app's duplicate does not hide the
+        consumers of the apps after it.
+        """
+        modules = [
+            f"{config.name}.consumers"
+            for config in apps.get_app_configs()
+            if module_has_submodule(config.module, "consumers")
+        ]
+        for module in [*modules, *extra_modules]:
             try:
                 importlib.import_module(module)
             except ImproperlyConfigured as exc:

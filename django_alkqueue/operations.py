@@ -42,7 +42,7 @@ def _jobs(using: str, rows: Iterable[Row], now: datetime) -> list[Job]:
 
 def _announce_deaths(jobs: Iterable[Job]) -> None:
     for job in jobs:
-        signals.job_dead_lettered.send(sender=Job, job=job)
+        signals.announce(signals.job_dead_lettered, Job, job=job)
 
 
 def enqueue(
@@ -58,7 +58,7 @@ def enqueue(
         ids = dialect.insert_many(connection, queue, texts, stamps)
         jobs = [stamps.new_job(i, queue, decode(t), now) for i, t in zip(ids, texts, strict=True)]
         for job in jobs:
-            signals.job_enqueued.send(sender=Job, job=job)
+            signals.announce(signals.job_enqueued, Job, job=job)
         return jobs
     return [_enqueue_unique(using, queue, texts[0], stamps, now)] * len(texts)
 
@@ -70,7 +70,7 @@ def _enqueue_unique(using: str, queue: str, text: str, stamps: Stamps, now: date
         job_id = dialect.insert_unique(connection, queue, text, stamps)
         if job_id is not None:
             job = stamps.new_job(job_id, queue, decode(text), now)
-            signals.job_enqueued.send(sender=Job, job=job)
+            signals.announce(signals.job_enqueued, Job, job=job)
             return job
         holder = dialect.select_live_by_key(connection, queue, stamps.unique_key)
         if holder is not None:
@@ -205,7 +205,7 @@ def requeue(using: str, job_id: int, now: datetime, queue: str | None = None) ->
         return get_job(using, taken.holder, now)
     job = get_job(using, job_id, now)
     if job is not None:
-        signals.job_enqueued.send(sender=Job, job=job)
+        signals.announce(signals.job_enqueued, Job, job=job)
     return job
 
 

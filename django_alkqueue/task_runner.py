@@ -20,6 +20,7 @@ from .clock import system_clock
 from .consumers import ConsumerSpec, registry
 from .jobs import Job
 from .models import TaskResult as TaskResultRecord
+from .signals import announce
 from .tasks_compat import (
     TaskContext,
     TaskResultStatus,
@@ -38,7 +39,7 @@ def run_task_job(payload: Any, job: Job) -> None:
     now = system_clock()
     record = _start_attempt(job, payload, now)
     result = build_result(backend.alias, str(job.id), job, record)
-    task_started.send(sender=type(backend), task_result=result)
+    announce(task_started, type(backend), task_result=result)
     try:
         if task.takes_context:
             value = task.call(
@@ -103,7 +104,7 @@ def _record_success(record: TaskResultRecord, value: Any, now: datetime, backend
 def _announce_finished(backend: Any, job: Job, record: TaskResultRecord) -> None:
     # The job is still live here (its ack or dead letter follows), so build from the record.
     result = build_result(backend.alias, str(job.id), None, record)
-    task_finished.send(sender=type(backend), task_result=result)
+    announce(task_finished, type(backend), task_result=result)
 
 
 # -- which queues are task queues ------------------------------------------------------------

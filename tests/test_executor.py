@@ -228,3 +228,40 @@ def test_job_values_handed_to_handlers_are_jobs(work):
     Harness(lambda payload, job: got.append(job)).run(work.claim_one("w"))
     assert isinstance(got[0], Job)
     assert (got[0].priority, got[0].state, got[0].claimed_by) == (4, "claimed", "w")
+
+
+def test_a_raising_signal_receiver_does_not_strand_the_job(work, caplog):
+    def broken(sender, job, **kwargs):
+        raise RuntimeError("alerting is down")
+
+    job_started.connect(broken)
+    job_succeeded.connect(broken)
+    try:
+        job = work.enqueue(1)
+        Harness(lambda payload, job: None).run(work.claim_one("w"))
+    finally:
+        job_started.disconnect(broken)
+        job_succeeded.disconnect(broken)
+    assert work.get_job(job.id) is None
+    assert "alerting is down" in caplog.text
+
+
+def test_a_bad_retry_delay_falls_back_to_the_policy(work, clock, caplog):
+    def handler(payload, job):
+        raise Retry(delay=-5)
+
+    job = work.enqueue(1)
+    Harness(handler).run(work.claim_one("w"))
+    assert work.get_job(job.id).run_at == clock.now + timedelta(seconds=10)
+    assert "using the retry policy" in caplog.text
+
+
+def test_system_exit_from_a_handler_is_a_failure_of_that_job(work):
+    def handler(payload, job):
+        raise SystemExit(3)
+
+    job = work.enqueue(1)
+    Harness(handler).run(work.claim_one("w"))
+    stored = work.get_job(job.id)
+    assert stored.state == "scheduled"
+    assert stored.last_error.startswith("SystemExit: 3")

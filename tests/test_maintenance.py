@@ -102,7 +102,9 @@ def test_lease_keeper_renews_running_jobs_in_one_statement(
 def test_lease_keeper_skips_jobs_held_by_an_atomic_transaction(q):
     q.enqueue(1)
     inflight = InFlight()
-    inflight.add(q.claim_one("w"), atomic=True)
+    handle = q.claim_one("w")
+    inflight.add(handle)
+    inflight.hold_in_transaction(handle)
     assert LeaseKeeper(inflight, "default", 10).run_once() == set()
 
 
@@ -217,7 +219,7 @@ def test_paused_queues_are_skipped_by_the_claimer(make_queue):
     inflight = InFlight()
     dispatched = []
     claimer = Claimer([emails, reports], "w", inflight, dispatched.append, 4, None,
-                      PausedQueues("default", ["emails", "reports"], 0), None, set())  # fmt: skip
+                      PausedQueues("default", ["emails", "reports"], 0), None)  # fmt: skip
     assert claimer.run_once() == 1
     assert [h.job.queue for h in dispatched] == ["reports"]
     Consumer.objects.filter(queue="emails").update(paused=False)
@@ -231,9 +233,26 @@ def test_claimer_claims_no_more_than_the_free_capacity(make_queue):
     q.enqueue_many(range(10))
     inflight = InFlight()
     claimer = Claimer([q], "w", inflight, lambda h: None, 4, None,
-                      PausedQueues("default", ["emails"], 0), None, set())  # fmt: skip
+                      PausedQueues("default", ["emails"], 0), None)  # fmt: skip
     assert claimer.run_once() == 4
     assert claimer.run_once() == 0
     for handle in inflight.all()[:2]:
         inflight.handler_done(handle)
     assert claimer.run_once() == 2
+
+
+def test_lease_keeper_ticks_within_a_third_of_the_shortest_lease_held(make_queue):
+    q = make_queue("mixed", lease=60)
+    q.enqueue(1)
+    q.enqueue(2, priority=1)
+    inflight = InFlight()
+    keeper = LeaseKeeper(inflight, "default", 20)
+    for handle in q.claim("w", 2):
+        inflight.add(handle)
+    keeper.run_once()
+    assert keeper.interval == 20
+    short = make_queue("mixed", lease=6)
+    short.enqueue(3)
+    inflight.add(short.claim_one("w"))
+    keeper.run_once()
+    assert keeper.interval == 2

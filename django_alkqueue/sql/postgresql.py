@@ -129,10 +129,16 @@ SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at =
 WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 """
 
+# Rows locked by an atomic handler's transaction are skipped, not waited for: the keeper
+# must never stall behind a running handler (the lock already keeps others off that row).
 _HEARTBEAT = f"""
 UPDATE {MESSAGE_TABLE} m SET lease_expires_at = c.expires
 FROM unnest(%s::bigint[], %s::uuid[], %s::timestamptz[]) AS c(id, token, expires)
-WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
+WHERE m.id = c.id AND m.id IN (
+    SELECT id FROM {MESSAGE_TABLE}
+    WHERE id = ANY(%s::bigint[]) AND claim_token IS NOT NULL AND lease_expires_at > %s
+    FOR NO KEY UPDATE SKIP LOCKED
+) AND m.claim_token = c.token
 RETURNING m.id
 """
 
@@ -231,7 +237,7 @@ class PostgresDialect(Dialect):
         tokens = [claim.token for claim, _ in renewals]
         expiries = [expires for _, expires in renewals]
         with connection.cursor() as cursor:
-            cursor.execute(_HEARTBEAT, [ids, tokens, expiries, now])
+            cursor.execute(_HEARTBEAT, [ids, tokens, expiries, ids, now])
             return [row[0] for row in cursor.fetchall()]
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:

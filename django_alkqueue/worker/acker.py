@@ -55,7 +55,7 @@ class Acker:
         for handle, started in batch:
             if handle.job.id in acked:
                 report_outcome(self.stats, handle.job, "succeeded", started)
-                signals.job_succeeded.send(sender=Job, job=handle.job)
+                signals.announce(signals.job_succeeded, Job, job=handle.job)
             else:
                 report_outcome(self.stats, handle.job, "lost", started)
             self.inflight.remove(handle)

@@ -44,7 +44,6 @@ class Claimer:
         batch: int | None,
         paused: PausedQueues,
         max_jobs: int | None,
-        atomic_queues: set[str],
     ) -> None:
         self.queues = queues
         self.worker_id = worker_id
@@ -54,7 +53,6 @@ class Claimer:
         self.batch = batch
         self.paused = paused
         self.max_jobs = max_jobs
-        self.atomic_queues = atomic_queues
         self.claimed_total = 0
         self._next = 0
 
@@ -79,7 +77,7 @@ class Claimer:
             if want <= 0:
                 break
             for handle in queue.claim(self.worker_id, want):
-                self.inflight.add(handle, atomic=queue.name in self.atomic_queues)
+                self.inflight.add(handle)
                 self.claimed_total += 1
                 claimed += 1
                 self.dispatch(handle)

@@ -10,6 +10,7 @@ Atomic consumers run the handler and the ack in one transaction (see `run_atomic
 
 from __future__ import annotations
 
+import logging
 import time
 import traceback
 from datetime import timedelta
@@ -18,6 +19,7 @@ from django.db import transaction
 
 from .. import operations, signals, validation
 from ..consumers import ConsumerSpec
+from ..exceptions import InvalidOption
 from ..jobs import Job
 from ..outcomes import Fail, Retry
 from ..queues import JobHandle
@@ -27,9 +29,28 @@ from .inflight import InFlight
 from .report import report_outcome
 from .stats import WorkerStats
 
+logger = logging.getLogger("django_alkqueue")
+
+
+# What a handler may raise and still leave the worker whole. SystemExit from handler code
+# (a library calling sys.exit) is a failure of that job, not a request to stop the worker.
+HANDLER_ERRORS = (Exception, SystemExit)
+
 
 class LostClaim(Exception):
     """The claim was gone before an atomic handler could commit: roll everything back."""
+
+
+def _retry_delay(request: Retry, handle: JobHandle) -> float | None:
+    """The delay a handler asked for; a bad one falls back to the policy, with a warning."""
+    if request.delay is None:
+        return None
+    try:
+        return validation.seconds(request.delay, "delay")
+    except InvalidOption as exc:
+        logger.warning("%s job %s: %s; using the retry policy instead",
+                       handle.job.queue, handle.job.id, exc)  # fmt: skip
+        return None
 
 
 def error_text(error: BaseException) -> str:
@@ -59,7 +80,7 @@ class Executor:
         spec = self.specs[job.queue]
         started = time.monotonic()
         recycle_connections()
-        signals.job_started.send(sender=Job, job=job)
+        signals.announce(signals.job_started, Job, job=job)
         finished = False
         try:
             if spec.atomic:
@@ -74,7 +95,7 @@ class Executor:
     def _run_plain(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> bool:
         try:
             spec.handler(handle.job.payload, handle.job)
-        except Exception as error:
+        except HANDLER_ERRORS as error:
             self._settle_failure(spec, handle, error, started)
             return False
         self.inflight.handler_done(handle)
@@ -83,6 +104,7 @@ class Executor:
 
     def _run_atomic(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> bool:
         job = handle.job
+        self.inflight.hold_in_transaction(handle)
         try:
             with transaction.atomic(using=self.using):
                 if not operations.lock_claim(self.using, handle.claim, handle.queue.clock()):
@@ -95,16 +117,16 @@ class Executor:
             handle._finish(False)
             self._report(handle, "lost", started)
             return False
-        except Exception as error:
+        except HANDLER_ERRORS as error:
             self._settle_failure(spec, handle, error, started)
             return False
         handle._finish(True)
         self._report(handle, "succeeded", started)
-        signals.job_succeeded.send(sender=Job, job=job)
+        signals.announce(signals.job_succeeded, Job, job=job)
         return False
 
     def _settle_failure(
-        self, spec: ConsumerSpec, handle: JobHandle, error: Exception, started: float
+        self, spec: ConsumerSpec, handle: JobHandle, error: BaseException, started: float
     ) -> None:
         job = handle.job
         if isinstance(error, Fail):
@@ -113,7 +135,7 @@ class Executor:
             return
         text = error_text(error)
         if isinstance(error, Retry):
-            delay = None if error.delay is None else validation.seconds(error.delay, "delay")
+            delay = _retry_delay(error, handle)
         elif not spec.retry.retries(error):
             done = handle.fail(text)
             self._report(handle, "dead" if done else "lost", started)
@@ -130,7 +152,7 @@ class Executor:
             self._report(handle, "dead", started)
         else:
             self._report(handle, "retried", started)
-            signals.job_retried.send(sender=Job, job=job)
+            signals.announce(signals.job_retried, Job, job=job)
 
     def _report(self, handle: JobHandle, outcome: str, started: float) -> None:
         report_outcome(self.stats, handle.job, outcome, started)

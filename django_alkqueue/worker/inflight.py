@@ -19,12 +19,20 @@ class InFlight:
         self._running: set[int] = set()
         self.changed = threading.Event()
 
-    def add(self, handle: JobHandle, *, atomic: bool = False) -> None:
+    def add(self, handle: JobHandle) -> None:
         with self._lock:
             self._handles[handle.job.id] = handle
             self._running.add(handle.job.id)
-            if atomic:
-                self._atomic.add(handle.job.id)
+
+    def hold_in_transaction(self, handle: JobHandle) -> None:
+        """An atomic handler's transaction is about to lock the job's row until it commits:
+        from now on the lease keeper leaves it alone (nobody else can claim a locked row)."""
+        with self._lock:
+            self._atomic.add(handle.job.id)
+
+    def in_transaction(self, handle: JobHandle) -> bool:
+        with self._lock:
+            return handle.job.id in self._atomic
 
     def handler_done(self, handle: JobHandle) -> None:
         """The handler returned; the job may still await its ack."""
@@ -50,8 +58,7 @@ class InFlight:
             return len(self._running)
 
     def renewable(self) -> list[JobHandle]:
-        """Handles whose lease the keeper renews: not those held in an atomic transaction
-        (their row is locked until commit, so nobody else can take them meanwhile)."""
+        """Handles whose lease the keeper renews: all but those held in an atomic transaction."""
         with self._lock:
             return [h for i, h in self._handles.items() if i not in self._atomic]
 

@@ -18,15 +18,23 @@ class LeaseKeeper(Service):
     def __init__(self, inflight: InFlight, using: str, interval: float) -> None:
         self.inflight = inflight
         self.using = using
+        self.default_interval = interval
         self.interval = interval
 
     def run_once(self) -> set[int]:
         """Renew every renewable lease; returns the ids renewed. Refusals are logged: those
         jobs' results will be discarded, since their ack will be refused too."""
         handles = self.inflight.renewable()
+        # Each job is renewed with its own lease, so the next tick comes within a third of
+        # the shortest lease held (a job may carry a shorter lease than its queue's default).
+        self.interval = keeper_interval([h.job.lease for h in handles], self.default_interval)
         renewed = renew_leases(handles, self.using)
         for handle in handles:
-            if handle.job.id not in renewed and not handle._finished:
+            if (
+                handle.job.id not in renewed
+                and not handle._finished
+                and not (self.inflight.in_transaction(handle))
+            ):
                 logger.warning(
                     "%s job %s: lease renewal refused (lease lost); its result will be discarded",
                     handle.job.queue, handle.job.id,
@@ -34,6 +42,6 @@ class LeaseKeeper(Service):
         return renewed
 
 
-def keeper_interval(leases: list[float]) -> float:
-    """A third of the shortest lease served, so two renewals can fail before a lease lapses."""
-    return max(min(leases, default=30.0) / 3, 0.05)
+def keeper_interval(leases: list[float], default: float = 10.0) -> float:
+    """A third of the shortest lease, so two renewals can fail before a lease lapses."""
+    return max(min(leases) / 3, 0.05) if leases else default

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..jobs import Job
+from .connections import recycle_connections
 from .stats import OUTCOMES, WorkerStats
 
 logger = logging.getLogger("django_alkqueue")
@@ -83,6 +84,7 @@ class StatusReporter:
         interval = 1.0 if self.live else SUMMARY_INTERVAL
         while not stop.wait(interval):
             try:
+                recycle_connections()
                 line = summary_line(self.stats, self.in_flight(), self.depth())
             except Exception as exc:  # a report must never take the worker down
                 logger.debug("status line skipped: %s", exc)

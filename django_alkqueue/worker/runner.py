@@ -35,10 +35,13 @@ from .listener import Listener
 from .maintenance import LeaderLoop, Reclaimer, Sweeper
 from .pool import ThreadPool
 from .presence import Presence
+from .queue_stats import STATS_INTERVAL, QueueStatDeltas, QueueStatWriter
 from .report import StatusReporter, Stream, burst_table
 from .stats import WorkerStats
 
 logger = logging.getLogger("django_alkqueue")
+
+SECOND_SIGNAL_AFTER = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,10 +122,20 @@ class Worker:
         self.stop_acker = threading.Event()
         self.wake = threading.Event()
         self._signals = 0
+        self._first_signal_at = 0.0
 
     # -- the sequence ----------------------------------------------------------------------
 
     def run(self) -> int:
+        # Signals first: a stop requested during start-up still ends in a clean shutdown.
+        previous_handlers = self._install_signal_handlers()
+        try:
+            return self._run()
+        finally:
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
+
+    def _run(self) -> int:
         specs = resolve_specs(self.options.queues)
         sync_consumers(specs, self.using, self.options.takeover)
         queues = [queue(spec.queue, using=self.using, clock=self.clock) for spec in specs]
@@ -138,16 +151,22 @@ class Worker:
             queues, self.worker_id, inflight, lambda h: pool.submit(lambda: executor.run(h)),
             capacity, self.options.batch,
             PausedQueues(self.using, names, self.options.poll_interval),
-            self.options.max_jobs, {s.queue for s in specs if s.atomic},
+            self.options.max_jobs,
         )  # fmt: skip
         presence = Presence(
             self.using, self.worker_id, names, self.options.concurrency, stats, self.clock,
             get_settings().WORKER_HEARTBEAT_INTERVAL,
         )  # fmt: skip
-        leadership = Leadership(self.using, self.worker_id)
+        stat_deltas = QueueStatDeltas(
+            self.using, stats, self.clock, get_settings().WORKER_HEARTBEAT_INTERVAL
+        )
+        # The advisory lock lives on a session: behind a transaction-mode pooler that is the
+        # direct LISTEN_DATABASE connection, never a pooled one.
+        leadership = Leadership(get_settings().LISTEN_DATABASE or self.using, self.worker_id)
         leader_services: list[tuple[object, float]] = [
             (Reclaimer(self.using, self.clock), get_settings().RECLAIM_INTERVAL),
             (Sweeper(self.using, self.clock), get_settings().SWEEP_INTERVAL),
+            (QueueStatWriter(self.using, self.clock), STATS_INTERVAL),
         ]
         if get_settings().PERIODIC:
             leader_services.append(
@@ -161,6 +180,7 @@ class Worker:
         keeper = LeaseKeeper(inflight, self.using, keeper_interval([q.lease for q in queues]))
         services = [keeper.start(self.stop_services), presence.start(self.stop_services),
                     leader_loop.start(self.stop_services)]  # fmt: skip
+        services.append(stat_deltas.start(self.stop_services))
         listen_alias = get_settings().LISTEN_DATABASE or self.using
         if connections[listen_alias].vendor == "postgresql":
             services.append(Listener(listen_alias, set(names), self.wake).start(self.stop_services))
@@ -168,7 +188,6 @@ class Worker:
             reporter = StatusReporter(stats, inflight.count, lambda: _depth(self.using, names),
                                       self.stdout)  # fmt: skip
             services.append(reporter.start(self.stop_services))
-        previous_handlers = self._install_signal_handlers()
         logger.info(
             "worker %s serving %s with %d threads", self.worker_id, ", ".join(names),
             self.options.concurrency,
@@ -188,9 +207,8 @@ class Worker:
         for thread in services:
             thread.join(5.0)
         pool.join(0.5)
+        _quietly(stat_deltas.run_once)  # what finished since the last flush
         _quietly(presence.unregister)
-        for signum, handler in previous_handlers.items():
-            signal.signal(signum, handler)
         if self.options.burst:
             self.stdout.write(burst_table(stats, _depths(self.using, names)) + "\n")
         return 0
@@ -238,7 +256,13 @@ class Worker:
         }
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        # The same stop request can arrive twice at once (systemd signals the whole cgroup
+        # and the supervisor forwards it): only a signal a second later means "exit now".
+        if self._signals and now - self._first_signal_at < SECOND_SIGNAL_AFTER:
+            return
         self._signals += 1
+        self._first_signal_at = self._first_signal_at or now
         if self._signals > 1:
             # Second signal: leave now; the leases lapse and reclaim returns the jobs.
             os._exit(1)

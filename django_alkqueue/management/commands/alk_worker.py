@@ -11,6 +11,20 @@ from django_alkqueue.worker.runner import Worker, WorkerOptions
 from django_alkqueue.worker.supervisor import Supervisor
 
 
+def positive_seconds(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise ValueError(value)
+    return number
+
+
+def seconds(value: str) -> float:
+    number = float(value)
+    if not number >= 0:
+        raise ValueError(value)
+    return number
+
+
 def positive_int(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -49,13 +63,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--poll-interval",
-            type=float,
+            type=positive_seconds,
             default=1.0,
             help="seconds between polls when idle (default 1.0)",
         )
         parser.add_argument(
             "--shutdown-timeout",
-            type=float,
+            type=seconds,
             default=30.0,
             help="seconds to let in-flight jobs finish on SIGTERM (default 30)",
         )
