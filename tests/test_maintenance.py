@@ -256,3 +256,18 @@ def test_lease_keeper_ticks_within_a_third_of_the_shortest_lease_held(make_queue
     inflight.add(short.claim_one("w"))
     keeper.run_once()
     assert keeper.interval == 2
+
+
+def test_claimer_waits_until_half_its_capacity_is_free(make_queue):
+    from django_alkqueue.worker.claimer import Claimer, PausedQueues
+
+    q = make_queue("emails")
+    q.enqueue_many(range(10))
+    inflight = InFlight()
+    claimer = Claimer([q], "w", inflight, lambda h: None, 4, None,
+                      PausedQueues("default", ["emails"], 0), None)  # fmt: skip
+    assert claimer.run_once() == 4
+    inflight.handler_done(inflight.all()[0])
+    assert claimer.run_once() == 0  # one free slot of four: not worth a transaction yet
+    inflight.handler_done(inflight.all()[1])
+    assert claimer.run_once() == 2

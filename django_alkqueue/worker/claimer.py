@@ -53,8 +53,15 @@ class Claimer:
         self.batch = batch
         self.paused = paused
         self.max_jobs = max_jobs
+        self.refill = max(1, min(batch or capacity, capacity) // 2)
         self.claimed_total = 0
         self._next = 0
+
+    def worth_claiming(self) -> bool:
+        """Claim when half the capacity (or the batch) is free, or when nothing runs: topping
+        up one slot at a time would spend a transaction per job."""
+        free = self.room()
+        return free > 0 and (free >= self.refill or self.inflight.running() == 0)
 
     def room(self) -> int:
         """How many more jobs this worker may take now."""
@@ -65,6 +72,8 @@ class Claimer:
 
     def run_once(self) -> int:
         """Claim and dispatch once across the served, non-paused queues; returns jobs claimed."""
+        if not self.worth_claiming():
+            return 0
         paused = self.paused.current()
         active = [q for q in self.queues if q.name not in paused]
         claimed = 0

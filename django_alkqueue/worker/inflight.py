@@ -12,12 +12,13 @@ from ..queues import JobHandle
 
 
 class InFlight:
-    def __init__(self) -> None:
+    def __init__(self, changed: threading.Event | None = None) -> None:
         self._lock = threading.Lock()
         self._handles: dict[int, JobHandle] = {}
         self._atomic: set[int] = set()
         self._running: set[int] = set()
-        self.changed = threading.Event()
+        #: Set whenever a job stops running: the claimer's wake-up.
+        self.changed = changed or threading.Event()
 
     def add(self, handle: JobHandle) -> None:
         with self._lock:

@@ -142,7 +142,7 @@ class Worker:
         names = [q.name for q in queues]
 
         stats = WorkerStats()
-        inflight = InFlight()
+        inflight = InFlight(changed=self.wake)
         acker = Acker(self.using, inflight, stats, get_settings().ACK_WINDOW)
         executor = Executor({s.queue: s for s in specs}, acker, inflight, stats, self.using)
         capacity = max(self.options.concurrency, self.options.batch or 0)
@@ -232,13 +232,10 @@ class Worker:
                 return
             if self.options.burst and claimed == 0 and idle:
                 return
-            if claimed and claimer.room() > 0:
-                continue
-            if claimer.room() == 0 or (self.options.burst and not idle):
-                inflight.changed.wait(self.options.poll_interval)
-                inflight.changed.clear()
-            else:
-                claimer.wait(self.wake, self.options.poll_interval)
+            if claimed and claimer.worth_claiming():
+                continue  # more may be due right now
+            # Woken by a NOTIFY, a handler finishing or a signal; else poll.
+            claimer.wait(self.wake, self.options.poll_interval)
 
     def _drain(self, inflight: InFlight, timeout: float) -> None:
         deadline = time.monotonic() + timeout
