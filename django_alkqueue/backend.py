@@ -84,7 +84,7 @@ class AlkQueueBackend(BaseTaskBackend):
         payload = {"task": task.module_path, "args": args, "kwargs": kwargs,
                    "backend": self.alias}  # fmt: skip
         job = queue(task.queue_name, **self.job_options(task.queue_name)).enqueue(
-            payload, run_at=task.run_after, priority=task.priority
+            payload, run_at=task.run_after, priority=int(task.priority)
         )
         result: TaskResult[Any, Any] = TaskResult(
             task=task, id=str(job.id), status=TaskResultStatus.READY,

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, Min, Q
 
 from . import signals, validation
@@ -19,7 +20,7 @@ from .exceptions import AlkQueueError
 from .jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED, Job, QueueStats, Stamps
 from .models import Consumer, DeadLetter, QueueMessage
 from .payload import decode
-from .sql import Claim, Row, dialect_for
+from .sql import Claim, Dialect, Row, dialect_for
 from .sql.base import (
     BY_CLAIM,
     EXPIRED_ANYWHERE,
@@ -30,7 +31,7 @@ from .sql.base import (
 _KEY_RACE_RETRIES = 5
 
 
-def _dialect_and_connection(using: str) -> tuple[Any, Any]:
+def _dialect_and_connection(using: str) -> tuple[Dialect, BaseDatabaseWrapper]:
     connection = connections[using]
     return dialect_for(connection), connection
 

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, transaction
 from django.utils.module_loading import import_string
 
 from . import validation
@@ -27,6 +27,9 @@ from .models import PeriodicTick
 from .queues import queue
 
 logger = logging.getLogger("django_alkqueue")
+
+#: PeriodicTick.name holds at most this many characters.
+MAX_NAME_LENGTH = 200
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,14 +74,28 @@ def entry_errors(name: str, entry: Any) -> list[str]:
         validation.queue_name(entry.get("queue", "default"))
     except ValueError as exc:
         errors.append(f"periodic entry {name!r}: {exc}")
+    if len(name) > MAX_NAME_LENGTH:
+        errors.append(f"periodic entry name {name[:40]!r}... is over {MAX_NAME_LENGTH} chars")
     if entry.get("task"):
-        try:
-            import_string(entry["task"])
-        except ImportError:
-            errors.append(f"periodic entry {name!r} names an unknown task {entry['task']!r}")
+        errors.extend(_task_errors(name, entry))
     elif "payload" not in entry:
         errors.append(f"periodic entry {name!r} needs a 'task' or a 'payload'")
     return errors
+
+
+def _task_errors(name: str, entry: dict[str, Any]) -> list[str]:
+    try:
+        task = import_string(entry["task"])
+    except ImportError:
+        return [f"periodic entry {name!r} names an unknown task {entry['task']!r}"]
+    if not (hasattr(task, "enqueue") and hasattr(task, "using")):
+        return [f"periodic entry {name!r}: {entry['task']!r} is not a @task"]
+    if entry.get("queue"):
+        try:  # the task's backend decides which queues it accepts
+            task.using(queue_name=entry["queue"])
+        except Exception as exc:
+            return [f"periodic entry {name!r}: {exc}"]
+    return []
 
 
 def zone() -> ZoneInfo:
@@ -108,8 +125,19 @@ class Scheduler:
         self.clock = clock
 
     def run_once(self) -> list[str]:
+        """Enqueue every schedule's due tick; returns the names enqueued. A schedule that
+        fails is logged and skipped, so one bad entry cannot hold up the others."""
         now = self.clock()
-        return [s.name for s in schedules() if self.enqueue_due(s, latest_tick(s.cron, now))]
+        enqueued = []
+        for schedule in schedules():
+            try:
+                if self.enqueue_due(schedule, latest_tick(schedule.cron, now)):
+                    enqueued.append(schedule.name)
+            except (DatabaseError, InterfaceError):
+                raise
+            except Exception:
+                logger.exception("periodic %s: could not enqueue its tick", schedule.name)
+        return enqueued
 
     def enqueue_due(self, schedule: Schedule, tick: datetime) -> bool:
         ticks = PeriodicTick.objects.using(self.using)

@@ -14,12 +14,14 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from .backend import AlkQueueBackend, build_result
+from .backend import OPTION_DEFAULTS, AlkQueueBackend, build_result
 from .backoff import RetryPolicy
 from .clock import system_clock
 from .consumers import ConsumerSpec, registry
 from .jobs import Job
+from .models import DeadLetter, QueueMessage
 from .models import TaskResult as TaskResultRecord
+from .outcomes import Fail
 from .signals import announce
 from .tasks_compat import (
     TaskContext,
@@ -48,8 +50,9 @@ def run_task_job(payload: Any, job: Job) -> None:
         else:
             value = task.call(*payload["args"], **payload["kwargs"])
         value = normalize_json(value)
-    except Exception as error:
-        final = job.attempts >= job.max_attempts
+    except (Exception, SystemExit) as error:
+        # Fail dead-letters at once; any other error only on the last attempt.
+        final = isinstance(error, Fail) or job.attempts >= job.max_attempts
         _record_failure(record, error, system_clock(), final, backend)
         if final:
             _announce_finished(backend, job, record)
@@ -76,7 +79,7 @@ def _start_attempt(job: Job, payload: dict[str, Any], now: datetime) -> TaskResu
 
 
 def _record_failure(
-    record: TaskResultRecord, error: Exception, now: datetime, final: bool, backend: Any
+    record: TaskResultRecord, error: BaseException, now: datetime, final: bool, backend: Any
 ) -> None:
     kind = type(error)
     record.errors = [
@@ -105,6 +108,42 @@ def _announce_finished(backend: Any, job: Job, record: TaskResultRecord) -> None
     # The job is still live here (its ack or dead letter follows), so build from the record.
     result = build_result(backend.alias, str(job.id), None, record)
     announce(task_finished, type(backend), task_result=result)
+
+
+def close_orphaned_results(using: str, now: datetime) -> int:
+    """Result rows whose job left without the task runner closing them (a crash on the last
+    attempt that reclaim dead-lettered, a cancel, a purge): FAILED with the dead letter's
+    time when there is one, else deleted. Returns how many were closed. Only rows still
+    open (no expiry) are looked at: the tasks in progress."""
+    open_rows = TaskResultRecord.objects.using(using).filter(expires_at__isnull=True)
+    live = QueueMessage.objects.using(using).values("id")
+    orphans = list(open_rows.exclude(job_id__in=live))
+    died = dict(
+        DeadLetter.objects.using(using)
+        .filter(job_id__in=[r.job_id for r in orphans])
+        .values_list("job_id", "died_at")
+    )
+    for record in orphans:
+        died_at = died.get(record.job_id)
+        if died_at is None:
+            record.delete()
+            continue
+        retention = _retention(record)
+        record.status = TaskResultStatus.FAILED
+        record.finished_at = died_at
+        record.expires_at = max(died_at + timedelta(seconds=retention), now)
+        record.save(update_fields=["status", "finished_at", "expires_at"])
+    return len(orphans)
+
+
+def _retention(record: TaskResultRecord) -> float:
+    try:
+        backend = task_backends[record.backend]
+    except Exception:  # the backend left the settings: keep the result a day
+        return float(OPTION_DEFAULTS["result_retention"])
+    if isinstance(backend, AlkQueueBackend):
+        return backend.result_retention(record.queue)
+    return float(OPTION_DEFAULTS["result_retention"])
 
 
 # -- which queues are task queues ------------------------------------------------------------

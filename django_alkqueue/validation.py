@@ -10,6 +10,7 @@ import math
 import re
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
 from .exceptions import InvalidName, InvalidOption
@@ -122,8 +123,10 @@ def unique_key(value: object) -> str | None:
 def run_at(value: object, now: datetime) -> datetime:
     if not isinstance(value, datetime):
         raise InvalidOption(f"run_at must be a datetime, not {type(value).__name__}")
-    if timezone.is_naive(value):
+    if settings.USE_TZ and timezone.is_naive(value):
         raise InvalidOption("run_at must be timezone-aware")
+    if not settings.USE_TZ and timezone.is_aware(value):
+        raise InvalidOption("run_at must be naive when USE_TZ is False")
     if abs(value - now) > MAX_DURATION:
         raise InvalidOption(f"run_at must be within {MAX_DURATION.days} days of now")
     return value

@@ -128,3 +128,24 @@ def test_next_tick_follows_the_project_time_zone():
         tick = next_tick("0 3 * * *", datetime(2030, 1, 1, 12, 0, tzinfo=UTC))
     assert tick.utcoffset() == timedelta(hours=-5)
     assert (tick.hour, tick.astimezone(UTC).hour) == (3, 8)
+
+
+def test_one_failing_schedule_does_not_hold_up_the_others(caplog):
+    broken = {"a-broken": {"cron": "*/5 * * * *", "queue": "health", "payload": {1, 2}}}
+    with override_settings(ALKQUEUE={"PERIODIC": {**broken, **PING}}):
+        assert Scheduler("default", at(12, 7)).run_once() == ["ping"]
+    assert "a-broken" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"cron": "* * * * *", "task": "testproject.shop.tasks.add", "queue": "emails"},
+         "not valid for backend"),
+        ({"cron": "* * * * *", "task": "testproject.shop.consumers.send_email"}, "not a @task"),
+    ],
+)  # fmt: skip
+def test_a_task_entry_its_backend_cannot_run_fails_the_check(entry, message):
+    with override_settings(ALKQUEUE={"PERIODIC": {"bad-task": entry}}):
+        errors = [m for m in checks.run_checks() if m.id == "alkqueue.E002"]
+    assert len(errors) == 1 and message in errors[0].msg

@@ -23,7 +23,7 @@ from django_alkqueue.tasks_compat import (
     task_finished,
     task_started,
 )
-from django_alkqueue.worker.maintenance import Sweeper
+from django_alkqueue.worker.maintenance import Reclaimer, Sweeper
 from testproject.shop import tasks
 from testproject.shop.models import HandlerRun
 from tests.clocks import FakeClock
@@ -262,3 +262,28 @@ def test_result_retention_zero_keeps_no_result(transactional_db):
         drain()
         with pytest.raises(TaskResultDoesNotExist):
             task_backends["default"].get_result(result.id)
+
+
+def test_results_of_jobs_that_left_without_closing_them_are_closed_by_the_sweeper(
+    transactional_db,
+):
+    from django_alkqueue import queue
+
+    crashed = tasks.add.enqueue(1, 1)
+    cancelled = tasks.add.enqueue(2, 2)
+    for result in (crashed, cancelled):  # an attempt started, then the job left
+        job = queue("default").get_job(int(result.id))
+        TaskResultRecord.objects.create(
+            job_id=job.id, backend="default", task_path=job.payload["task"], queue="default",
+            status="RUNNING", enqueued_at=job.enqueued_at, worker_ids=["w"],
+        )  # fmt: skip
+    QueueMessage.objects.filter(pk=int(crashed.id)).update(max_attempts=1)
+    queue("default").claim("w", 1)  # its last attempt: the worker then crashes
+    clock = FakeClock(timezone.now() + timedelta(minutes=5))
+    Reclaimer("default", clock).run_once()  # the crashed worker's job is dead-lettered
+    queue("default").cancel(int(cancelled.id))
+    Sweeper("default", clock).run_once()
+    record = TaskResultRecord.objects.get(job_id=int(crashed.id))
+    assert record.status == "FAILED" and record.expires_at is not None
+    assert not TaskResultRecord.objects.filter(job_id=int(cancelled.id)).exists()
+    assert task_backends["default"].get_result(crashed.id).status == TaskResultStatus.FAILED

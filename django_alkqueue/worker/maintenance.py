@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 
-from django.db import connections
+from django.db import DatabaseError, InterfaceError, connections
 
 from .. import operations
 from ..clock import Clock
@@ -48,10 +49,19 @@ class Sweeper:
         moved = operations.sweep_everywhere(self.using, now)
         prune_after = get_settings().WORKER_PRUNE_AFTER
         Worker.objects.using(self.using).stale(now, prune_after).delete()
+        _close_orphaned_results(self.using, now)
         TaskResult.objects.using(self.using).filter(expires_at__lte=now).delete()
         if moved:
             logger.info("swept %d expired jobs to the dead letters", moved)
         return moved
+
+
+def _close_orphaned_results(using: str, now: datetime) -> None:
+    try:
+        from ..task_runner import close_orphaned_results
+    except ImportError:  # no Tasks framework installed: no task results either
+        return
+    close_orphaned_results(using, now)
 
 
 class LeaderLoop(Service):
@@ -80,6 +90,12 @@ class LeaderLoop(Service):
             return False
         for index, (service, every) in enumerate(self.services):
             if time.monotonic() - self._last_run[index] >= every:
-                service.run_once()  # type: ignore[attr-defined]
                 self._last_run[index] = time.monotonic()
+                try:
+                    service.run_once()  # type: ignore[attr-defined]
+                except (DatabaseError, InterfaceError):
+                    raise  # the loop reconnects, and re-checks leadership
+                except Exception:
+                    # One broken service must not stop the others.
+                    logger.exception("%s failed; the other services go on", service)
         return True

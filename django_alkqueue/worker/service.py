@@ -41,6 +41,11 @@ class Service:
                 wait = backoff
                 logger.warning("%s: database error, retrying in %.1fs: %s", self.name, wait, exc)
                 connections.close_all()
+            except Exception:
+                # A bug or bad configuration must not end the loop: log it, keep ticking.
+                backoff = min(max(backoff * 2, 0.1), MAX_BACKOFF)
+                wait = max(backoff, self.interval)
+                logger.exception("%s: unexpected error; retrying in %.1fs", self.name, wait)
             stop.wait(wait)
         connections.close_all()
 
