@@ -18,7 +18,6 @@ class LeaseKeeper(Service):
     def __init__(self, inflight: InFlight, using: str, interval: float) -> None:
         self.inflight = inflight
         self.using = using
-        self.default_interval = interval
         self.interval = interval
 
     def run_once(self) -> set[int]:
@@ -27,7 +26,7 @@ class LeaseKeeper(Service):
         handles = self.inflight.renewable()
         # Each job is renewed with its own lease, so the next tick comes within a third of
         # the shortest lease held (a job may carry a shorter lease than its queue's default).
-        self.interval = keeper_interval([h.job.lease for h in handles], self.default_interval)
+        self.interval = keeper_interval([h.job.lease for h in handles])
         renewed = renew_leases(handles, self.using)
         for handle in handles:
             if (
@@ -42,6 +41,11 @@ class LeaseKeeper(Service):
         return renewed
 
 
-def keeper_interval(leases: list[float], default: float = 10.0) -> float:
+#: How often an idle keeper looks for newly claimed jobs. An idle tick runs no query, and a
+#: job must not wait long for its first renewal: its lease may be shorter than its queue's.
+IDLE_INTERVAL = 0.25
+
+
+def keeper_interval(leases: list[float], default: float = IDLE_INTERVAL) -> float:
     """A third of the shortest lease, so two renewals can fail before a lease lapses."""
     return max(min(leases) / 3, 0.05) if leases else default

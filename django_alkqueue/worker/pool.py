@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from django.db import connections
@@ -35,8 +36,10 @@ class ThreadPool:
             self._tasks.put(None)
 
     def join(self, timeout: float) -> None:
+        """Wait up to `timeout` in all (not per thread) for the threads to end."""
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(deadline - time.monotonic(), 0))
 
     def _work(self) -> None:
         while (task := self._tasks.get()) is not None:

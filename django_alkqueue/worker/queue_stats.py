@@ -55,17 +55,24 @@ class QueueStatWriter:
         died = self._dead_lettered(minute - timedelta(minutes=1))
         rows = [
             QueueStat(
-                queue=row.queue, minute=minute, pending=row.pending, scheduled=row.scheduled,
-                claimed=row.claimed, dead=row.dead, dead_lettered=died[(row.queue, minute)],
+                queue=row.queue,
+                minute=minute,
+                pending=row.pending,
+                scheduled=row.scheduled,
+                claimed=row.claimed,
+                dead=row.dead,
+                dead_lettered=died[(row.queue, minute)],
             )
             for row in queue_overview(self.using, now)
-        ]  # fmt: skip
+        ]
         previous = {key: n for key, n in died.items() if key[1] != minute}
         with transaction.atomic(using=self.using):
             QueueStat.objects.using(self.using).bulk_create(
-                rows, update_conflicts=True, unique_fields=["queue", "minute"],
+                rows,
+                update_conflicts=True,
+                unique_fields=["queue", "minute"],
                 update_fields=[*_COUNTS, "dead_lettered"],
-            )  # fmt: skip
+            )
             # The previous minute's count is final now; its row exists if it had a reading.
             for (name, at), count in previous.items():
                 QueueStat.objects.using(self.using).filter(queue=name, minute=at).update(

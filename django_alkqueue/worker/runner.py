@@ -218,6 +218,9 @@ class Worker:
     def _claim_until_stopped(self, claimer: Claimer, inflight: InFlight, acker: Acker) -> None:
         backoff = 0.0
         while not self.stop_claiming.is_set():
+            # Idle is judged before the claim: a handler may retry a job (making it due) and
+            # leave between the claim and a later look, which would end a burst too early.
+            was_idle = inflight.count() == 0 and acker.pending() == 0
             try:
                 claimed = claimer.run_once()
                 backoff = 0.0
@@ -227,10 +230,9 @@ class Worker:
                 connections.close_all()
                 self.stop_claiming.wait(backoff)
                 continue
-            idle = inflight.count() == 0 and acker.pending() == 0
-            if claimer.exhausted() and idle:
+            if claimer.exhausted() and inflight.count() == 0 and acker.pending() == 0:
                 return
-            if self.options.burst and claimed == 0 and idle:
+            if self.options.burst and claimed == 0 and was_idle:
                 return
             if claimed and claimer.worth_claiming():
                 continue  # more may be due right now
