@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -218,6 +217,7 @@ def _revive(using: str, dead: Job, now: datetime) -> None:
                     id=dead.id, queue=dead.queue, payload=dead.payload, priority=dead.priority,
                     attempts=0, max_attempts=dead.max_attempts, backoff_base=dead.backoff_base,
                     lease=dead.lease, retention=dead.retention, run_at=now, enqueued_at=now,
+                    expires_at=_same_lifetime(dead, now),
                     unique_key=dead.unique_key, last_error=dead.last_error,
                 )  # fmt: skip
             return
@@ -231,6 +231,13 @@ def _revive(using: str, dead: Job, now: datetime) -> None:
             if holder is not None:
                 raise _KeyTaken(holder) from None
     raise AlkQueueError(f"unique key {dead.unique_key!r} kept changing hands; requeue again")
+
+
+def _same_lifetime(dead: Job, now: datetime) -> datetime | None:
+    """A requeued job gets the lifetime it was enqueued with, counted from now."""
+    if dead.expires_at is None:
+        return None
+    return now + (dead.expires_at - dead.enqueued_at)
 
 
 def sweep_expired(using: str, queue: str, now: datetime, retention: float | None) -> int:

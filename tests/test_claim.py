@@ -205,3 +205,22 @@ def test_claim_query_uses_the_partial_pending_index_on_100k_rows(transactional_d
     assert "alkqueue_pending_idx" in plan, plan
     assert "alkqueue_lease_idx" in plan, plan
     assert "Seq Scan" not in plan, plan
+
+
+def test_a_lapsed_higher_priority_job_is_handed_out_first(q, clock):
+    q.enqueue("low", priority=0)
+    high = q.enqueue("high", priority=5)
+    by_id = {h.job.id: h for h in q.claim("w1", 2)}
+    assert by_id[high.id].heartbeat(60)  # high lapses after low
+    clock.advance(61)
+    assert [h.job.id for h in q.claim("w2", 1)] == [high.id]
+
+
+def test_an_exhausted_lapsed_job_does_not_hide_a_reclaimable_one(q, clock):
+    spent = q.enqueue("spent", max_attempts=1)
+    again = q.enqueue("again", max_attempts=3)
+    handles = {h.job.id: h for h in q.claim("w1", 2)}
+    assert handles[again.id].heartbeat(60)
+    clock.advance(61)
+    assert [h.job.id for h in q.claim("w2", 1)] == [again.id]
+    assert q.get_job(spent.id).state == "dead"

@@ -253,3 +253,10 @@ def test_oldest_pending_age_is_measured_from_run_at(q, clock):
 
 def test_stats_of_an_empty_queue(q):
     assert q.stats() == QueueStats(0, 0, 0, 0, 0.0)
+
+
+def test_requeue_gives_the_job_its_lifetime_again(q, clock):
+    job = q.enqueue(1, expires=timedelta(minutes=10))
+    q.claim_one("w").fail()
+    clock.advance(hours=1)
+    assert q.requeue(job.id).expires_at == clock.now + timedelta(minutes=10)

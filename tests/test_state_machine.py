@@ -13,11 +13,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
+    initialize,
     invariant,
     multiple,
     precondition,
@@ -28,6 +30,7 @@ from hypothesis.stateful import (
 from django_alkqueue import queue
 from django_alkqueue.jobs import Job
 from django_alkqueue.models import DeadLetter, QueueMessage
+from django_alkqueue.queues import JobHandle
 from tests.clocks import FakeClock
 
 pytestmark = pytest.mark.django_db
@@ -39,17 +42,28 @@ EXPIRED = "expired"
 # Two queues with different stamps, so that per-queue rules (lease, max_attempts, retention,
 # claims and stats that see only their own queue) are exercised.
 QUEUES: dict[str, dict[str, Any]] = {
-    "alpha": {"lease": 30, "max_attempts": 2, "retention": 100},
-    "beta": {"lease": 10, "max_attempts": 3, "retention": None},
+    "alpha": {"lease": 10, "max_attempts": 2, "retention": 20},
+    "beta": {"lease": 3, "max_attempts": 3, "retention": None},
 }
 WORKERS = ("w1", "w2")
 # Large enough to mean "everything": a run never holds more jobs than it has steps.
 ALL = 1000
 
-queue_names = st.sampled_from(sorted(QUEUES))
+queue_names = st.sampled_from(["alpha", "alpha", "alpha", "beta"])  # mostly one, to crowd it
 errors = st.sampled_from([None, "boom", ""])
-# Durations chosen to land on and next to the lease boundaries (30 s and 10 s).
-seconds = st.sampled_from([0, 0.000001, 1, 5, 9.999999, 10, 29.999999, 30, 45, 120])
+# Clock moves chosen to land on and next to the lease boundaries (10 s and 3 s).
+seconds = st.sampled_from([0.000001, 1, 2.999999, 3, 5, 9.999999, 10, 30])
+# One enqueue call's arguments.
+job_specs = st.fixed_dictionaries(
+    {
+        "payload": st.integers(0, 99),
+        "delay": st.sampled_from([None, 0, 3, 10]),
+        "priority": st.sampled_from([None, -1, 0, 1]),
+        "max_attempts": st.sampled_from([None, 1, 2, 3]),
+        "expires": st.sampled_from([None, None, 5, 15, 60]),
+        "unique_key": st.sampled_from([None, None, None, "k1", "k2"]),
+    }
+)
 
 
 @dataclasses.dataclass
@@ -156,17 +170,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- rules -----------------------------------------------------------------------------
 
-    @rule(
-        target=jobs,
-        name=queue_names,
-        payload=st.integers(0, 99),
-        delay=st.sampled_from([None, 0, 5, 30]),
-        priority=st.sampled_from([None, -1, 0, 1]),
-        max_attempts=st.sampled_from([None, 1, 2, 3]),
-        expires=st.sampled_from([None, None, 5, 30, 60]),
-        unique_key=st.sampled_from([None, None, None, "k1", "k2"]),
-    )
-    def enqueue(self, name, payload, delay, priority, max_attempts, expires, unique_key):
+    def _enqueue(self, name, payload, delay, priority, max_attempts, expires, unique_key):
         options = {
             "delay": delay,
             "priority": priority,
@@ -185,7 +189,7 @@ class QueueMachine(RuleBasedStateMachine):
             id=job.id,
             queue=name,
             payload=payload,
-            priority=QUEUES[name].get("priority", 0) if priority is None else priority,
+            priority=0 if priority is None else priority,
             max_attempts=QUEUES[name]["max_attempts"] if max_attempts is None else max_attempts,
             unique_key=unique_key,
             run_at=now + timedelta(seconds=delay or 0),
@@ -196,35 +200,55 @@ class QueueMachine(RuleBasedStateMachine):
         agree(job, rec, now, "enqueue")
         return job.id
 
-    @rule(target=handles, name=queue_names, worker=st.sampled_from(WORKERS),
-          n=st.sampled_from([-1, 0, 1, 2, 3, ALL]))  # fmt: skip
-    def claim(self, name, worker, n):
-        got = self.queues[name].claim(worker, n)
-        now, lease = self.now, timedelta(seconds=QUEUES[name]["lease"])
-        expected: list[Rec] = []
-        if n > 0:
-            alive = [r for r in self.live(name) if not r.expired(now)]
-            for r in alive:  # a lapsed claim with no attempts left dies when a claim meets it
-                if r.token is not None and r.lapsed(now) and r.attempts >= r.max_attempts:
-                    self.bury(r, MAX, MAX)
-            due = [
-                r
-                for r in alive
-                if not r.dead and (r.lapsed(now) if r.token is not None else r.run_at <= now)
-            ]
-            expected = sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:n]
-        assert [h.job.id for h in got] == [r.id for r in expected], (
-            f"claim({worker!r}, {n}) on {name}: handed {[h.job.id for h in got]}, "
-            f"the model expected {[r.id for r in expected]}"
-        )
+    @initialize(target=jobs, specs=st.lists(job_specs, max_size=5))
+    def backlog(self, specs):
+        return multiple(*(self._enqueue("alpha", **spec) for spec in specs))
+
+    @rule(target=jobs, name=queue_names, specs=st.lists(job_specs, min_size=1, max_size=3))
+    def enqueue(self, name, specs):
+        return multiple(*(self._enqueue(name, **spec) for spec in specs))
+
+    def model_claim(self, name: str, n: int) -> list[Rec]:
+        """What a claim of n on `name` hands out now, best first; lapsed, spent claims die."""
+        if n <= 0:
+            return []
+        now = self.now
+        alive = [r for r in self.live(name) if not r.expired(now)]
+        for r in alive:  # a lapsed claim with no attempts left dies when a claim meets it
+            if r.lapsed(now) and r.attempts >= r.max_attempts:
+                self.bury(r, MAX, MAX)
+        due = [
+            r
+            for r in alive
+            if not r.dead and (r.lapsed(now) if r.token is not None else r.run_at <= now)
+        ]
+        return sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:n]
+
+    def handed_out(self, call: str, worker: str, got: list[JobHandle], expected: list[Rec]):
+        got_ids, expected_ids = [h.job.id for h in got], [r.id for r in expected]
+        assert got_ids == expected_ids, f"{call} handed out {got_ids}, model: {expected_ids}"
         out = []
         for handle, rec in zip(got, expected, strict=True):
             self.tokens += 1
             rec.attempts += 1
-            rec.token, rec.claimed_by, rec.lease_expires_at = self.tokens, worker, now + lease
-            agree(handle.job, rec, now, "claim")
+            rec.token, rec.claimed_by = self.tokens, worker
+            rec.lease_expires_at = self.now + timedelta(seconds=QUEUES[rec.queue]["lease"])
+            agree(handle.job, rec, self.now, call)
             out.append((handle, self.tokens))
         return multiple(*out)
+
+    @rule(target=handles, name=queue_names, worker=st.sampled_from(WORKERS),
+          n=st.sampled_from([-1, 0, 1, 2, 3, ALL]))  # fmt: skip
+    def claim(self, name, worker, n):
+        got = self.queues[name].claim(worker, n)
+        return self.handed_out(f"{name}.claim({worker!r}, {n})", worker, got,
+                               self.model_claim(name, n))  # fmt: skip
+
+    @rule(target=handles, name=queue_names, worker=st.sampled_from(WORKERS))
+    def claim_one(self, name, worker):
+        got = self.queues[name].claim_one(worker)
+        return self.handed_out(f"{name}.claim_one({worker!r})", worker,
+                               [] if got is None else [got], self.model_claim(name, 1))  # fmt: skip
 
     @rule(handle=handles)
     def ack(self, handle):
@@ -260,7 +284,7 @@ class QueueMachine(RuleBasedStateMachine):
         if expected:
             self.bury(rec, FAILED, FAILED if error is None else error)
 
-    @rule(handle=handles, extend=st.sampled_from([None, 0, 5, 60]))
+    @rule(handle=handles, extend=st.sampled_from([None, 1, 5, 60]))
     def heartbeat(self, handle, extend):
         real, token = handle
         rec = self.model.get(real.job.id)
@@ -272,45 +296,47 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(name=queue_names, picks=st.lists(st.integers(0, ALL), max_size=4))
     def ack_batch(self, name, picks):
-        ids = sorted(i for i in self.model if self.model[i].queue == name)
-        chosen = [ids[p % len(ids)] for p in picks] if ids else []
+        known = sorted([*self.model, *self.gone])
+        chosen = [known[p % len(known)] for p in picks] if known else []
         done = [
-            self.model[i]
-            for i in dict.fromkeys(chosen)
-            if self.model[i].token is not None and not self.model[i].lapsed(self.now)
+            rec
+            for rec in map(self.model.get, dict.fromkeys(chosen))
+            if rec is not None
+            and rec.queue == name
+            and rec.token is not None
+            and not rec.lapsed(self.now)
         ]
-        assert self.queues[name].ack_batch(chosen) == len(done), f"ack_batch({chosen})"
+        assert self.queues[name].ack_batch(chosen) == len(done), f"{name}.ack_batch({chosen})"
         for rec in done:
             self.forget(rec)
 
-    @rule(job_id=jobs)
-    def cancel(self, job_id):
+    # get_job, cancel, requeue and ack_batch see only the queue they are called on.
+
+    @rule(name=queue_names, job_id=jobs)
+    def cancel(self, name, job_id):
         rec = self.model.get(job_id)
-        expected = rec is not None and not rec.dead
-        name = rec.queue if rec is not None else "alpha"
-        assert self.queues[name].cancel(job_id) is expected, f"cancel({job_id})"
+        expected = rec is not None and rec.queue == name and not rec.dead
+        assert self.queues[name].cancel(job_id) is expected, f"{name}.cancel({job_id})"
         if expected:
             self.forget(rec)
 
-    @rule(job_id=jobs)
-    def requeue(self, job_id):
+    @rule(name=queue_names, job_id=jobs)
+    def requeue(self, name, job_id):
         rec = self.model.get(job_id)
-        name = rec.queue if rec is not None else "alpha"
         job = self.queues[name].requeue(job_id)
-        if rec is None or not rec.dead:
-            assert job is None, f"requeue({job_id}) of a job that is not dead gave {job}"
+        if rec is None or rec.queue != name or not rec.dead:
+            assert job is None, f"{name}.requeue({job_id}) of no dead letter gave {job}"
             return
-        holder = [
-            r for r in self.live(rec.queue) if rec.unique_key and r.unique_key == rec.unique_key
-        ]
-        if holder:  # the key is taken by a live job: that job comes back, the letter is gone
-            self.forget(rec)
+        key = rec.unique_key
+        holder = [r for r in self.live(name) if key is not None and r.unique_key == key]
+        if holder:  # a live job holds the key: it comes back, and the dead letter stays
             agree(job, holder[0], self.now, f"requeue({job_id}) onto a held unique key")
             return
         rec.dead, rec.reason, rec.died_at = False, None, None
         rec.attempts, rec.claimed_by = 0, None
+        if rec.expires_at is not None:  # the same lifetime, counted from the requeue
+            rec.expires_at = self.now + (rec.expires_at - rec.enqueued_at)
         rec.run_at = rec.enqueued_at = self.now
-        rec.expires_at = None  # expires_at is not carried over (it was absolute)
         agree(job, rec, self.now, f"requeue({job_id})")
 
     @rule(name=queue_names)
@@ -330,6 +356,10 @@ class QueueMachine(RuleBasedStateMachine):
     def advance(self, by):
         self.clock.advance(by)
 
+    @rule(name=queue_names)
+    def advance_by_a_lease(self, name):  # exactly: a lease that ends now has lapsed
+        self.clock.advance(QUEUES[name]["lease"])
+
     @precondition(lambda self: self.clock.now.microsecond != 0)
     @rule()
     def advance_to_the_next_whole_second(self):
@@ -339,11 +369,12 @@ class QueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_job_agrees(self):
-        q = self.queues["alpha"]
-        for job_id, rec in self.model.items():
-            agree(q.get_job(job_id), rec, self.now, f"get_job({job_id})")
-        for job_id in self.gone:
-            assert q.get_job(job_id) is None, f"get_job({job_id}) of a removed job"
+        for name, q in self.queues.items():
+            for job_id, rec in self.model.items():
+                mine = rec if rec.queue == name else None
+                agree(q.get_job(job_id), mine, self.now, f"{name}.get_job({job_id})")
+            for job_id in self.gone:
+                assert q.get_job(job_id) is None, f"{name}.get_job({job_id}) of a removed job"
 
     @invariant()
     def stats_agree(self):

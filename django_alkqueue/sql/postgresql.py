@@ -73,11 +73,11 @@ WITH due AS (
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
 ), lapsed AS (
+    -- Every lapsed row of the queue (few: the index holds only claimed rows), so that the
+    -- best of them competes with the due rows and every exhausted one is buried.
     SELECT id, attempts >= max_attempts AS exhausted FROM {MESSAGE_TABLE}
     WHERE queue = %(queue)s AND claim_token IS NOT NULL AND lease_expires_at <= %(now)s
       AND (expires_at IS NULL OR expires_at > %(now)s)
-    ORDER BY lease_expires_at
-    LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
 ), chosen AS (
     SELECT m.id FROM {MESSAGE_TABLE} m
