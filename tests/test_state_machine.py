@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
