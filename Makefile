@@ -25,7 +25,11 @@ postgres:
 	@for i in $$(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && exit 0; sleep 1; done; \
 	  echo "PostgreSQL is not reachable on 127.0.0.1:5432"; exit 1
 
-test: venv postgres
+# The admin's browser tests drive Debian's Chromium; Playwright never downloads a browser.
+/usr/bin/chromium:
+	apt-get update && apt-get install -y chromium
+
+test: venv postgres /usr/bin/chromium
 	$(MAKE) --no-print-directory test-pg
 	$(MAKE) --no-print-directory test-sqlite
 
@@ -40,7 +44,7 @@ test-sqlite: venv
 COMPAT_VENV := .venv-compat
 COMPAT_PY := $(COMPAT_VENV)/bin/python
 COMPAT_DEPS := "Django>=5.2,<6" "django-tasks>=0.8" "psycopg[binary]>=3.2" "croniter>=2.0" \
-	pytest pytest-django hypothesis dj-database-url django-extensions
+	pytest pytest-django hypothesis dj-database-url django-extensions playwright
 
 $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(COMPAT_VENV)
@@ -50,6 +54,18 @@ $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 
 test-compat: $(COMPAT_VENV)/.installed postgres
 	DATABASE_URL=$(PG_URL) PYTHONPATH=. $(COMPAT_PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite (those
+# that run there), then docs/reliability.md from their records, even when one failed (the
+# page shows it) before the target fails. Scenarios 3 and 4 need root (they skip otherwise).
+.PHONY: chaos
+chaos: venv postgres
+	rm -rf test-artifacts/chaos/long
+	CHAOS_LONG=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
+	pg=$$?; \
+	CHAOS_LONG=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
+	sqlite=$$?; \
+	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -68,3 +84,23 @@ admin: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The benchmark harness (bench/README.md): its own venv with the peers, then bench/run.py.
+# bench: the full run (N = 20,000, 3 repetitions, the 1M-row steps), which also rewrites
+# docs/benchmarks.md; bench-quick: N = 2,000, 1 repetition, no 1M steps (CI).
+.PHONY: bench bench-quick
+BENCH_VENV := bench/.venv
+BENCH_PY := $(BENCH_VENV)/bin/python
+
+$(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
+	@test -n "$(PYTHON_BOOT)" || { echo "no Python >= 3.12 found (tried python3.13, python3.12, pyenv 3.13.0)"; exit 1; }
+	"$(PYTHON_BOOT)" -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install -q --upgrade pip
+	$(BENCH_PY) -m pip install -q -e '.[postgres]' -r bench/requirements.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed postgres
+	$(BENCH_PY) -m bench.run $(BENCH_ARGS)
+
+bench-quick: $(BENCH_VENV)/.installed postgres
+	$(BENCH_PY) -m bench.run --quick $(BENCH_ARGS)

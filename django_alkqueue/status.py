@@ -13,10 +13,9 @@ from django.db.models.functions import Substr
 
 from .conf import get_settings
 from .models import (
+    CONSUMER_TABLE,
     DEAD_LETTER_TABLE,
-    LEASE_INDEX,
     MESSAGE_TABLE,
-    PENDING_INDEX,
     Consumer,
     DeadLetter,
     QueueMessage,
@@ -146,11 +145,15 @@ def throughput(using: str, now: datetime) -> dict[str, Throughput]:
         )
         .order_by()
     )
-    result = {}
-    for row in rows:
-        name = row.pop("queue")
-        result[name] = Throughput(**{figure: value or 0 for figure, value in row.items()})
-    return result
+    return {
+        row["queue"]: Throughput(
+            row["finished_5m"] or 0,
+            row["failed_5m"] or 0,
+            row["finished_1h"] or 0,
+            row["failed_1h"] or 0,
+        )
+        for row in rows
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,30 +224,31 @@ def frequent_errors(using: str, queue: str, limit: int = 10) -> tuple[list[Error
 
 # -- queue names, cheaply --------------------------------------------------------------------
 
-# A loose index scan: each step asks the index for the next name after the last one, so the
-# cost grows with the number of queues, not of rows. The same SQL runs on both vendors.
-_DISTINCT_QUEUES = """
-WITH RECURSIVE names(queue) AS (
+# A loose index scan: each step asks an index for the next name after the last one, so the
+# cost grows with the number of queues, not of rows. One statement; the same SQL runs on both
+# vendors. The scans walk both partial indexes of the live table and the dead letters' index.
+_NEXT_NAME = """{cte}(queue) AS (
     SELECT MIN(queue) FROM {table} WHERE {where}
     UNION ALL
-    SELECT (SELECT MIN(queue) FROM {table} WHERE {where} AND queue > names.queue)
-    FROM names WHERE names.queue IS NOT NULL
+    SELECT (SELECT MIN(queue) FROM {table} WHERE {where} AND queue > {cte}.queue)
+    FROM {cte} WHERE {cte}.queue IS NOT NULL
+)"""
+_QUEUE_SCANS = (
+    ("unclaimed", MESSAGE_TABLE, "claim_token IS NULL"),  # PENDING_INDEX
+    ("claimed", MESSAGE_TABLE, "claim_token IS NOT NULL"),  # LEASE_INDEX
+    ("dead", DEAD_LETTER_TABLE, "1 = 1"),  # alkqueue_dead_queue_idx
 )
-SELECT queue FROM names WHERE queue IS NOT NULL
-"""
-# The indexes each scan walks: both partial halves of the live table, then the dead letters.
-_QUEUE_INDEXES = (
-    (MESSAGE_TABLE, "claim_token IS NULL", PENDING_INDEX),
-    (MESSAGE_TABLE, "claim_token IS NOT NULL", LEASE_INDEX),
-    (DEAD_LETTER_TABLE, "1 = 1", "alkqueue_dead_queue_idx"),
+KNOWN_QUEUES_SQL = (
+    "WITH RECURSIVE "
+    + ",\n".join(_NEXT_NAME.format(cte=c, table=t, where=w) for c, t, w in _QUEUE_SCANS)
+    + "\n"
+    + "\nUNION ".join(f"SELECT queue FROM {c} WHERE queue IS NOT NULL" for c, _, _ in _QUEUE_SCANS)
+    + f"\nUNION SELECT queue FROM {CONSUMER_TABLE}"
 )
 
 
 def known_queues(using: str) -> list[str]:
     """Every queue named by a consumer, a live job or a dead letter, sorted; no table scan."""
-    names = set(Consumer.objects.using(using).values_list("queue", flat=True))
     with connections[using].cursor() as cursor:
-        for table, where, _index in _QUEUE_INDEXES:
-            cursor.execute(_DISTINCT_QUEUES.format(table=table, where=where))
-            names.update(row[0] for row in cursor.fetchall())
-    return sorted(names)
+        cursor.execute(KNOWN_QUEUES_SQL)
+        return sorted(row[0] for row in cursor.fetchall())

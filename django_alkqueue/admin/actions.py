@@ -9,22 +9,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin import ActionLocation, helpers
+from django.contrib.admin import helpers
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from .compat import BOTH_PLACES, FORM_ACTION, FORM_SELECT_ACROSS, detail_page_actions
+
+__all__ = ["BOTH_PLACES"]
 
 #: Rows one action run touches at most; the message says so when more matched.
 MAX_ACTION_ROWS = 10_000
 
-#: Actions offered on the changelist and on the detail page of one object.
-BOTH_PLACES = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
-
-_FORM_ACTION = f"{ActionLocation.CHANGE_FORM.value}-action"
-_FORM_SELECT_ACROSS = f"{ActionLocation.CHANGE_FORM.value}-select_across"
+_FORM_ACTION = FORM_ACTION
+_FORM_SELECT_ACROSS = FORM_SELECT_ACROSS
 
 
 def has_perm(request: HttpRequest, model: type[Model], codename: str) -> bool:
@@ -38,9 +40,7 @@ def refuse_forbidden_action(model_admin: admin.ModelAdmin[Any], request: HttpReq
         return
     asked = set(request.POST.getlist("action")) | set(request.POST.getlist(_FORM_ACTION))
     ours = {a if isinstance(a, str) else a.__name__ for a in model_admin.actions or ()}
-    allowed = set(model_admin.get_actions(request)) | set(
-        model_admin.get_actions(request, action_location=ActionLocation.CHANGE_FORM)
-    )
+    allowed = set(model_admin.get_actions(request)) | set(detail_page_actions(model_admin, request))
     if (asked & ours) - allowed:
         raise PermissionDenied
 
@@ -50,8 +50,27 @@ def all_matching(request: HttpRequest) -> bool:
     return request.POST.get("select_across") == "1" and _FORM_SELECT_ACROSS not in request.POST
 
 
+def from_detail_page(request: HttpRequest) -> bool:
+    """True when the action was run from an object's detail page (Django's change-form
+    actions), whose object may be gone afterwards."""
+    return _FORM_ACTION in request.POST
+
+
+def changelist_url(model: type[Model], query: str = "") -> str:
+    opts = model._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    return f"{url}?{query}" if query else url
+
+
 def confirmed(request: HttpRequest) -> bool:
     return request.POST.get("confirm") == "yes"
+
+
+def selection_count(request: HttpRequest, queryset: QuerySet[Any]) -> int:
+    """How many rows a run would touch: the selection, or every row matching the filter."""
+    if all_matching(request):
+        return queryset.count()
+    return len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
 
 
 def batch(queryset: QuerySet[Any], field: str = "pk", order: str = "pk") -> tuple[list[Any], bool]:
@@ -98,9 +117,19 @@ def confirmation(
         "button": button,
         "form": form,
         "carried": carried,
-        "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+        "matching": _filter_words(request) if all_matching(request) else None,
     }
     return TemplateResponse(request, "admin/django_alkqueue/confirm_action.html", context)
+
+
+def _filter_words(request: HttpRequest) -> str:
+    """The changelist filter in words: "queue = emails, reason = failed" (or "every row")."""
+    words = [
+        f"{'search' if key == 'q' else key} = {value}"
+        for key, value in request.GET.items()
+        if key not in ("p", "o", "_changelist_filters")
+    ]
+    return ", ".join(words) or "every row (no filter)"
 
 
 def record(
@@ -116,7 +145,7 @@ def record(
     summary = f"{verb}: {len(ids)} {noun}"
     message = f"{summary}; ids {', '.join(str(i) for i in ids)}"
     return LogEntry.objects.create(
-        user_id=request.user.pk,
+        user_id=request.user.pk or 0,  # admin views are for logged-in staff only
         content_type_id=ContentType.objects.get_for_model(model).pk,
         object_id=str(ids[0]) if len(ids) == 1 else None,
         object_repr=summary[:200],

@@ -27,7 +27,7 @@ def planner_estimate(queryset: QuerySet[Any]) -> int | None:
     return int(plan[0]["Plan"]["Plan Rows"])
 
 
-class EstimatedCountPaginator(Paginator):
+class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]  # not generic at run time
     """`count` is exact up to CAP; past it `estimated` (PostgreSQL) or `at_least` is set."""
 
     cap = CAP
@@ -39,10 +39,11 @@ class EstimatedCountPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        bounded = self.object_list[: self.cap + 1].count()  # type: ignore[index]
+        rows: QuerySet[Any] = self.object_list  # type: ignore[assignment]  # a QuerySet here
+        bounded = rows[: self.cap + 1].count()
         if bounded <= self.cap:
-            return int(bounded)
-        estimate = planner_estimate(self.object_list)  # type: ignore[arg-type]
+            return bounded
+        estimate = planner_estimate(rows)
         if estimate is None:
             self.at_least = True
             return self.cap + 1

@@ -98,8 +98,9 @@ class QueueStatWriter:
 class QueueStatDeltas(Service):
     """Every few seconds, add what this worker finished and failed to the current minute.
 
-    Finished = succeeded (acked); failed = attempts that failed (retried or dead-lettered),
-    the same split as the Worker row's counts. A failed write keeps the deltas for the next.
+    finished = jobs that succeeded (acked); failed = attempts that failed (retried or
+    dead-lettered), as in the Worker row's jobs_failed. A failed write keeps the deltas for
+    the next flush.
     """
 
     name = "alk-queue-stats"

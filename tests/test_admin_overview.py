@@ -1,0 +1,217 @@
+"""The queue overview and the queue detail page: their numbers equal the true counts of a
+seeded database; the throughput and the charts come from the QueueStat minutes."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from django_alkqueue import queue
+from django_alkqueue.admin import health
+from django_alkqueue.models import DeadLetter, QueueMessage, QueueStat
+from django_alkqueue.status import minute_of
+from tests.test_admin_helpers import (
+    OVERVIEW,
+    VIEW_PERMS,
+    add_worker,
+    bury,
+    client_for,
+    make_user,
+    queue_url,
+    seed,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seeded():
+    return seed(pending=4, dead=3)
+
+
+@pytest.fixture
+def root():
+    return client_for(make_user("root", superuser=True))
+
+
+def true_counts(name: str) -> dict[str, int]:
+    now = timezone.now()
+    live = QueueMessage.objects.filter(queue=name)
+    return {
+        "pending": live.pending(now).count(),
+        "scheduled": live.scheduled(now).count(),
+        "claimed": live.claimed().count(),
+        "dead": DeadLetter.objects.filter(queue=name).count(),
+    }
+
+
+def shown_figures(html: str, name: str) -> dict[str, int]:
+    row = re.search(rf'<tr data-queue="{name}">(.*?)</tr>', html, re.S).group(1)
+    cells = re.findall(r'data-figure="(\w+)">(?:<a [^>]*>)?([\d,]+)', row)
+    return {figure: int(value.replace(",", "")) for figure, value in cells}
+
+
+def test_the_overview_numbers_equal_the_true_counts(seeded, root):
+    queue("reports").enqueue_many([{}] * 3, delay=60)
+    html = root.get(OVERVIEW).content.decode()
+    for name in ("emails", "webhooks", "reports"):
+        shown = shown_figures(html, name)
+        assert {k: shown[k] for k in ("pending", "scheduled", "claimed", "dead")} == true_counts(
+            name
+        ), name
+
+
+def test_the_overview_has_a_totals_row(seeded, root):
+    response = root.get(OVERVIEW)
+    totals = response.context["totals"]
+    assert (totals["pending"], totals["scheduled"], totals["claimed"], totals["dead"]) == (
+        QueueMessage.objects.pending(timezone.now()).count(),
+        QueueMessage.objects.scheduled(timezone.now()).count(),
+        QueueMessage.objects.claimed().count(),
+        DeadLetter.objects.count(),
+    )
+    assert 'id="alk-totals"' in response.content.decode()
+
+
+def test_the_overview_lists_queues_known_only_from_a_consumer_or_dead_letters(seeded, root):
+    rows = {r.figures.queue: r for r in root.get(OVERVIEW).context["rows"]}
+    assert set(rows) == {"emails", "webhooks"}
+    assert rows["webhooks"].figures.paused
+    assert rows["webhooks"].figures.handler == "testproject.shop.consumers.deliver_webhook"
+
+
+def test_throughput_counts_the_last_5_and_60_minutes(seeded, root):
+    now = minute_of(timezone.now())
+    for minutes_ago, finished, failed in [
+        (0, 5, 1),
+        (4, 2, 0),
+        (5, 10, 3),
+        (59, 1, 1),
+        (60, 100, 100),
+    ]:
+        QueueStat.objects.create(
+            queue="emails",
+            minute=now - timedelta(minutes=minutes_ago),
+            finished=finished,
+            failed=failed,
+        )
+    row = next(r for r in root.get(OVERVIEW).context["rows"] if r.figures.queue == "emails")
+    assert (row.rate.finished_5m, row.rate.failed_5m) == (7, 1)
+    assert (row.rate.finished_1h, row.rate.failed_1h) == (18, 5)
+
+
+def test_each_queue_has_an_inline_svg_chart_of_the_last_24_hours(seeded, root):
+    now = minute_of(timezone.now())
+    for minutes_ago in (30, 20, 10):
+        QueueStat.objects.create(
+            queue="emails",
+            minute=now - timedelta(minutes=minutes_ago),
+            pending=minutes_ago,
+            finished=3,
+            failed=1,
+        )
+    QueueStat.objects.create(queue="emails", minute=now - timedelta(hours=25), pending=999)
+    html = root.get(OVERVIEW).content.decode()
+    row = re.search(r'<tr data-queue="emails">(.*?)</tr>', html, re.S).group(1)
+    assert "<svg" in row and "<path" in row
+    assert "depth now 10, max 30; finished 9, failed 3" in row
+    assert "http" not in re.sub(r'xmlns="http://www.w3.org/2000/svg"', "", row.split("<svg")[1])
+
+
+def test_the_overview_fetches_nothing_from_the_internet(seeded, root):
+    html = root.get(OVERVIEW).content.decode()
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+
+
+def test_auto_refresh_is_a_toggle(seeded, root):
+    off = root.get(OVERVIEW).content.decode()
+    assert 'http-equiv="refresh"' not in off and "?refresh=1" in off
+    on = root.get(OVERVIEW, {"refresh": "1"}).content.decode()
+    assert '<meta http-equiv="refresh" content="10">' in on
+
+
+def test_the_overview_summarises_the_workers(seeded, root):
+    add_worker("host:1")
+    add_worker("host:2", stale=True)
+    response = root.get(OVERVIEW)
+    assert (response.context["live_workers"], response.context["stale_workers"]) == (1, 1)
+    assert "no live leader" in response.content.decode()
+
+
+def test_the_overview_warns_about_jobs_held_by_a_stale_worker(root):
+    add_worker("host:gone", stale=True)
+    queue("emails").enqueue({})
+    queue("emails").claim_one("host:gone")
+    html = root.get(OVERVIEW).content.decode()
+    assert "1 job is claimed by workers that stopped heartbeating" in html
+
+
+def test_the_health_section_runs_the_catalog_checks_on_postgresql(seeded, root, is_postgres):
+    titles = [c.title for c in root.get(OVERVIEW).context["checks"]]
+    if is_postgres:
+        assert titles == [
+            "Dead tuples and autovacuum",
+            "Oldest transaction",
+            "Replication slots",
+            "Claims of stale workers",
+        ]
+    else:
+        assert titles == ["Claims of stale workers"]
+
+
+def test_the_queue_detail_shows_its_figures_consumer_and_links(seeded, root):
+    response = root.get(queue_url("emails"))
+    figures = response.context["figures"]
+    assert {k: getattr(figures, k) for k in ("pending", "scheduled", "claimed", "dead")} == (
+        true_counts("emails")
+    )
+    html = response.content.decode()
+    assert "testproject.shop.consumers.send_email" in html
+    assert 'href="/admin/django_alkqueue/queuemessage/?queue=emails"' in html
+    assert 'href="/admin/django_alkqueue/deadletter/?queue=emails"' in html
+
+
+def test_the_queue_detail_groups_its_most_frequent_errors(seeded, root):
+    bury("webhooks", {}, "TimeoutError: read timed out\n\nTraceback ...")
+    errors = root.get(queue_url("webhooks")).context["errors"]
+    groups = [(e.headline, e.count) for e in errors]
+    assert groups[0] == ("ConnectionError: refused 0", 2)
+    assert set(groups[1:]) == {
+        ("ConnectionError: refused 1", 1),
+        ("TimeoutError: read timed out", 1),
+    }
+
+
+def test_the_queue_detail_chart_has_scales(seeded, root):
+    QueueStat.objects.create(queue="emails", minute=minute_of(timezone.now()), pending=4)
+    html = root.get(queue_url("emails")).content.decode()
+    assert "24 h ago" in html and "depth (max 4)" in html
+
+
+def test_a_view_only_user_sees_the_overview_without_links_it_cannot_follow(seeded):
+    client = client_for(make_user("viewer", "view_queuestat"))
+    html = client.get(OVERVIEW).content.decode()
+    assert "/admin/django_alkqueue/deadletter/" not in html
+    assert client_for(make_user("all", *VIEW_PERMS)).get(OVERVIEW).status_code == 200
+
+
+def test_stale_claims_judgement_flags_lapsed_leases_nobody_reclaims():
+    now = timezone.now()
+    claims = [
+        {
+            "claimed_by": "host:9",
+            "jobs": 2,
+            "lapsed": 2,
+            "first_lapse": now - timedelta(minutes=5),
+        }
+    ]
+    check = health.judge_claims(claims, {"host:9": now - timedelta(minutes=10)}, now)
+    assert "2 jobs are claimed by workers that stopped heartbeating" in check.warning
+    assert "no worker is reclaiming" in check.warning
+    fresh = health.judge_claims(
+        [{**claims[0], "lapsed": 0, "first_lapse": None}], {"host:9": now}, now
+    )
+    assert fresh.warning is None
