@@ -14,7 +14,7 @@ from . import operations, validation
 from .backoff import exponential_delay
 from .clock import Clock, system_clock
 from .conf import get_settings
-from .exceptions import InvalidOption
+from .exceptions import InvalidOption, PayloadError
 from .jobs import FAILED, LIVE_STATES, MAX_ATTEMPTS_EXCEEDED, STATES, Job, QueueStats, Stamps
 from .payload import encode
 from .sql import Claim
@@ -90,7 +90,12 @@ class Queue:
         priority: int | None = None,
         unique_key: str | None = None,
     ) -> list[Job]:
-        """Many jobs, one clock read, one INSERT per thousand rows; all or nothing."""
+        """Many jobs, one clock read, one statement (COPY on PostgreSQL); all or nothing."""
+        if isinstance(payloads, str | bytes | dict):
+            raise PayloadError(
+                f"payloads must be an iterable of payloads, not a {type(payloads).__name__} "
+                "(to enqueue one payload, use enqueue())"
+            )
         limit = get_settings().MAX_PAYLOAD_BYTES
         texts = [encode(p, max_bytes=limit, path=f"payloads[{i}]") for i, p in enumerate(payloads)]
         return self._insert(texts, delay, run_at, expires, max_attempts, priority, unique_key)

@@ -74,7 +74,10 @@ def seconds(value: object, option: str, *, positive: bool = False) -> float:
     if isinstance(value, timedelta):
         result = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        result = float(value)
+        try:
+            result = float(value)
+        except OverflowError:  # an int beyond any float
+            raise InvalidOption(f"{option} must be at most {MAX_DURATION.days} days") from None
     else:
         raise InvalidOption(
             f"{option} must be a timedelta or a number of seconds, not {type(value).__name__}"

@@ -25,6 +25,7 @@ INSTALLED_APPS = [
     "django_extensions",
     "django_alkqueue",
     "testproject.shop",
+    "testproject.chaos",
 ]
 
 MIDDLEWARE = [

@@ -274,3 +274,10 @@ def test_a_claimer_cannot_see_an_uncommitted_job():
         assert seen == []
     [handle] = queue("tx").claim("other", 10)
     assert handle.ack()
+
+
+@pytest.mark.parametrize("payloads", ["abc", b"abc", {"a": 1}])
+def test_enqueue_many_refuses_a_single_payload_passed_as_the_batch(q, payloads):
+    with pytest.raises(PayloadError, match="iterable of payloads"):
+        q.enqueue_many(payloads)
+    assert QueueMessage.objects.count() == 0

@@ -7,11 +7,10 @@ was started with --takeover.
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
-
 from ..consumers import ConsumerSpec
 from ..models import Consumer
 from ..queues import DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
+from .startup import StartupRefused
 
 
 def sync_consumers(specs: list[ConsumerSpec], using: str, takeover: bool) -> None:
@@ -32,7 +31,7 @@ def sync_consumers(specs: list[ConsumerSpec], using: str, takeover: bool) -> Non
         if created:
             continue
         if row.handler != spec.path and not takeover:
-            raise CommandError(
+            raise StartupRefused(
                 f"queue {spec.queue!r} belongs to {row.handler} in the Consumer table, but this "
                 f"worker's consumer is {spec.path}; refusing to start (use --takeover to "
                 "replace it)"

@@ -54,6 +54,10 @@ class InFlight:
         with self._lock:
             return len(self._handles)
 
+    def is_running(self, handle: JobHandle) -> bool:
+        with self._lock:
+            return handle.job.id in self._running
+
     def running(self) -> int:
         with self._lock:
             return len(self._running)

@@ -30,9 +30,11 @@ class LeaseKeeper(Service):
         renewed = renew_leases(handles, self.using)
         for handle in handles:
             if (
+                # A job awaiting its ack may be acked between our UPDATE and now: only a
+                # job whose handler still runs has really lost its lease.
                 handle.job.id not in renewed
-                and not handle._finished
-                and not (self.inflight.in_transaction(handle))
+                and self.inflight.is_running(handle)
+                and not self.inflight.in_transaction(handle)
             ):
                 logger.warning(
                     "%s job %s: lease renewal refused (lease lost); its result will be discarded",

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from django.core.management.base import CommandError
 from django.db import DatabaseError, InterfaceError, connections
 
 from ..clock import Clock, system_clock
@@ -37,6 +36,7 @@ from .pool import ThreadPool
 from .presence import Presence
 from .queue_stats import STATS_INTERVAL, QueueStatDeltas, QueueStatWriter
 from .report import StatusReporter, Stream, burst_table
+from .startup import StartupRefused
 from .stats import WorkerStats
 
 logger = logging.getLogger("django_alkqueue")
@@ -66,22 +66,22 @@ def resolve_specs(names: tuple[str, ...]) -> list[ConsumerSpec]:
     """The consumers this worker serves: the named queues, or every @consumer queue and every
     queue an alkqueue task backend declares. Task queues get the built-in task consumer."""
     if registry.errors:
-        raise CommandError("; ".join(registry.errors))
+        raise StartupRefused("; ".join(registry.errors))
     tasks = _task_queues()
     mixed = [name for name in tasks.declared() if registry.get(name) is not None]
     if mixed:
-        raise CommandError(
+        raise StartupRefused(
             f"queue(s) {', '.join(mixed)} have a @consumer and are also task queues in "
             "TASKS QUEUES; a queue is one or the other"
         )
     if not names:
         names = tuple(s.queue for s in registry.all()) + tuple(tasks.declared())
         if not names:
-            raise CommandError("no @consumer is registered and no task queue is declared")
+            raise StartupRefused("no @consumer is registered and no task queue is declared")
     specs = {n: registry.get(n) or tasks.spec(n) for n in dict.fromkeys(names)}
     missing = [n for n, spec in specs.items() if spec is None]
     if missing:
-        raise CommandError(f"no @consumer or task backend for queue(s) {', '.join(missing)}")
+        raise StartupRefused(f"no @consumer or task backend for queue(s) {', '.join(missing)}")
     return [spec for spec in specs.values() if spec is not None]
 
 

@@ -15,14 +15,11 @@ import time
 from types import FrameType
 
 from .runner import WorkerOptions
+from .startup import EXIT_CONFIG
 
 logger = logging.getLogger("django_alkqueue")
 
 RESTART_DELAY = 1.0
-#: A child that exits non-zero within this many seconds of starting failed at start-up;
-#: after MAX_QUICK_FAILURES of those in a row the supervisor gives up instead of looping.
-QUICK_FAILURE = 5.0
-MAX_QUICK_FAILURES = 3
 
 
 def child_command(options: WorkerOptions, index: int, verbosity: int) -> list[str]:
@@ -56,8 +53,6 @@ class Supervisor:
         self.stopping = threading.Event()
         self._signals = 0
         self.children: dict[int, subprocess.Popen[bytes]] = {}
-        self.started_at: dict[int, float] = {}
-        self.quick_failures = 0
 
     def run(self) -> int:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -76,14 +71,11 @@ class Supervisor:
                 if self.stopping.is_set() or finished_cleanly:
                     done.add(index)
                     continue
-                if time.monotonic() - self.started_at[index] < QUICK_FAILURE:
-                    self.quick_failures += 1
-                    if self.quick_failures >= MAX_QUICK_FAILURES:
-                        logger.error("worker processes keep failing at start-up; giving up")
-                        self._stop_all()
-                        return 1
-                else:
-                    self.quick_failures = 0
+                if child.returncode == EXIT_CONFIG:
+                    # A configuration error: every restart would fail the same way.
+                    logger.error("a worker process refused to start; stopping them all")
+                    self._stop_all()
+                    return EXIT_CONFIG
                 logger.warning("worker process %d exited with %s; restarting it",
                                child.pid, child.returncode)  # fmt: skip
                 self.stopping.wait(RESTART_DELAY)
@@ -94,7 +86,6 @@ class Supervisor:
 
     def _spawn(self, index: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
         command = child_command(self.options, index, self.verbosity)
-        self.started_at[index] = time.monotonic()
         # Their own session: a Ctrl-C or a signal to our process group reaches the children
         # once, through us, not twice (which they would take as "exit now").
         return subprocess.Popen(command, env=env, start_new_session=True)

@@ -109,6 +109,8 @@ class Command(BaseCommand):
             using=options["database"],
         )
         if options["processes"] > 1:
-            Supervisor(worker_options, options["processes"], options["verbosity"]).run()
+            code = Supervisor(worker_options, options["processes"], options["verbosity"]).run()
+            if code:
+                raise SystemExit(code)
         else:
             Worker(worker_options, stdout=self.stdout).run()

@@ -1,0 +1,24 @@
+"""Faults the chaos suite injects inside a worker process (installed by ChaosConfig.ready()
+from environment variables that only the suite's worker subprocesses carry)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+def stop_lease_keeper_for(queues: set[str]) -> None:
+    """The worker's lease keeper stops renewing the leases of jobs on `queues`: a handler that
+    blocks there outlives its lease, as if the keeper had died. Other queues are unaffected."""
+    from django_alkqueue.queues import JobHandle
+    from django_alkqueue.worker import lease_keeper
+
+    renew = getattr(lease_keeper, "renew_leases", None)
+    if renew is None:  # the keeper changed shape: fail loudly rather than inject nothing
+        raise ImproperlyConfigured("chaos: lease_keeper.renew_leases is gone; update faults.py")
+
+    def renew_others(handles: Sequence[JobHandle], using: str) -> set[int]:
+        return renew([h for h in handles if h.job.queue not in queues], using)
+
+    lease_keeper.renew_leases = renew_others
