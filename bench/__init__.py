@@ -1,0 +1,1 @@
+"""The benchmark harness of django-alkqueue: `make bench` / `make bench-quick` (bench/README.md)."""

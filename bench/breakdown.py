@@ -1,0 +1,86 @@
+"""Where the time of one django-alkqueue enqueue goes: the same single-row enqueue, one
+transaction each, peeled layer by layer (jobs/s of each, same table, no worker running):
+
+1. psycopg, a plain INSERT of the same columns (the table and its indexes);
+2. psycopg, the library's own statement (INSERT ... RETURNING the row, pg_notify);
+3. the same statement through Django's cursor;
+4. `Queue.enqueue` (validation, encoding, `Job` values, the `job_enqueued` signal).
+
+The layers take turns in chunks of CHUNK calls, so that a commit latency that drifts
+during the run (other work on the machine) weighs on every layer alike.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from . import common
+
+QUEUE = "breakdown"
+CHUNK = 50
+
+
+def _row(i: int) -> list[Any]:
+    now = datetime.now(UTC)
+    return [QUEUE, json.dumps({"i": i}, separators=(",", ":")), 0, 0, 5, 5.0, 30.0, 604800.0,
+            now, now, None, None]  # fmt: skip
+
+
+def _library_statement(placeholders: str) -> str:
+    """The library's single-row enqueue statement, whichever name this version gives it."""
+    from django_alkqueue.sql import postgresql
+
+    one = getattr(postgresql, "_INSERT_ONE", None)
+    return one if one is not None else postgresql._INSERT.format(values=placeholders)
+
+
+def measure(database: str, n: int, reps: int) -> dict[str, Any]:
+    from django.db import connection
+
+    from django_alkqueue import queue
+    from django_alkqueue.sql.base import INSERT_FIELDS
+
+    placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
+    library_sql = _library_statement(placeholders)
+    plain_sql = f"INSERT INTO alkqueue_message ({', '.join(INSERT_FIELDS)}) VALUES {placeholders}"
+    conn = common.connect(database)
+    q = queue(QUEUE)
+
+    def psycopg_plain(i: int) -> None:
+        conn.execute(plain_sql, _row(i))
+
+    def psycopg_library_sql(i: int) -> None:
+        conn.execute(library_sql, [*_row(i), QUEUE]).fetchall()
+
+    def django_cursor(i: int) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(library_sql, [*_row(i), QUEUE])
+            cursor.fetchall()
+
+    def library(i: int) -> None:
+        q.enqueue({"i": i})
+
+    layers = [("psycopg: plain INSERT", psycopg_plain),
+              ("psycopg: the library's INSERT ... RETURNING + pg_notify", psycopg_library_sql),
+              ("Django cursor: the same statement", django_cursor),
+              ("Queue.enqueue", library)]  # fmt: skip
+    rates: dict[str, list[float]] = {label: [] for label, _ in layers}
+    try:
+        for _ in range(reps):
+            conn.execute("TRUNCATE alkqueue_message")
+            spent = dict.fromkeys(rates, 0.0)
+            for start in range(0, n, CHUNK):
+                for label, call in layers:
+                    started = time.perf_counter()
+                    for i in range(start, min(start + CHUNK, n)):
+                        call(i)
+                    spent[label] += time.perf_counter() - started
+            for label in rates:
+                rates[label].append(n / spent[label])
+        conn.execute("TRUNCATE alkqueue_message")
+    finally:
+        conn.close()
+    return {"n": n, "chunk": CHUNK, "layers": {k: common.figure(v) for k, v in rates.items()}}

@@ -1,0 +1,221 @@
+"""The measurements every system goes through, written once: enqueue, drain, pickup latency.
+
+Each returns plain dicts (JSON-ready). A drain starts the workers, waits until every worker
+process is connected and a few warm-up jobs have run, then makes N jobs visible in one
+commit and polls the database until none is left unfinished: N / (done - commit) jobs/s.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import common
+from .systems import Config, NotSupported, System
+from .vacuum import Vacuumer
+
+WARM_UP_JOBS = 20
+SETTLE_SECONDS = 1.0
+
+
+def payloads(n: int, start: int = 0) -> list[dict[str, Any]]:
+    return [{"i": i} for i in range(start, start + n)]
+
+
+# -- enqueue ----------------------------------------------------------------------------------
+
+
+def enqueue_single(system: System, n: int, reps: int) -> dict[str, Any]:
+    rates = []
+    for _ in range(reps):
+        system.reset()
+        batch = payloads(n)
+        started = time.perf_counter()
+        for payload in batch:
+            system.enqueue_one(payload)
+        rates.append(n / (time.perf_counter() - started))
+    system.reset()
+    return {"n": n, "jobs_per_s": common.figure(rates)}
+
+
+def enqueue_bulk(system: System, n: int, reps: int, method: str = "enqueue_bulk") -> dict[str, Any]:
+    rates = []
+    call = getattr(system, method)
+    for _ in range(reps):
+        system.reset()
+        batch = payloads(n)
+        started = time.perf_counter()
+        try:
+            call(batch)
+        except NotSupported:
+            return {"n": n, "supported": False}
+        rates.append(n / (time.perf_counter() - started))
+    system.reset()
+    return {"n": n, "supported": True, "jobs_per_s": common.figure(rates)}
+
+
+# -- workers ----------------------------------------------------------------------------------
+
+
+def start_workers(
+    system: System, processes: int, config: Config, tag: str, **env: str
+) -> common.Workers:
+    """Workers started, connected, warmed up and idle."""
+    workers = common.Workers(
+        system.worker_commands(processes, config), system.worker_env(config, **env),
+        f"{system.name}-{tag}",
+    )  # fmt: skip
+    try:
+        common.wait_until(lambda: workers.connected() or not workers.alive(), 60, 0.05)
+        if not workers.alive():
+            raise RuntimeError(f"worker exited at start:\n{workers.tail()}")
+        with system.connection() as conn:
+            system.seed(payloads(WARM_UP_JOBS * processes, start=10**9), config)
+            common.wait_until(lambda: not system.unfinished(conn), 120, 0.05)
+        time.sleep(SETTLE_SECONDS)
+    except BaseException:
+        workers.stop()
+        raise
+    return workers
+
+
+def drain(
+    system: System, n: int, processes: int, config: Config, tag: str, profile: Any = None
+) -> dict[str, Any]:
+    """One drain of n jobs; `profile(workers)` (optional) is started just before the seed."""
+    system.reset()
+    workers = start_workers(system, processes, config, tag)
+    try:
+        batch = payloads(n)
+        vacuumer = Vacuumer(system.database, system.vacuum_tables)
+        with system.connection() as conn, vacuumer:
+            cpu_before = workers.cpu_seconds()
+            if profile is not None:
+                profile.start(workers)
+            system.seed(batch, config)
+            committed = time.perf_counter()
+            idle_xact = oldest_idle_transaction(conn)
+            server_before = common.server_cpu()  # after the seed: its INSERTs do not count
+            timeout = max(120.0, n / 20)
+            try:
+                done = common.wait_until(
+                    lambda: not system.unfinished(conn), timeout, common.adaptive_interval
+                )
+            except TimeoutError:
+                left = system.unfinished_count(conn)
+                raise RuntimeError(f"{left} of {n} jobs left after {timeout:.0f}s:\n"
+                                   f"{workers.tail()}") from None  # fmt: skip
+            cpu = workers.cpu_seconds() - cpu_before
+            server = common.server_cpu_delta(server_before)
+        elapsed = done - committed
+        rss = workers.peak_rss_mb()
+    finally:
+        if profile is not None:
+            profile.stop()
+        workers.stop()
+    system.reset()
+    return {
+        "n": n,
+        "processes": processes,
+        "seconds": elapsed,
+        "jobs_per_s": n / elapsed,
+        "cpu_ms_per_job": cpu * 1000 / n,
+        "server_cpu_ms_per_job": server * 1000 / n,
+        "peak_rss_mb": rss,
+        "vacuums": vacuumer.vacuums,
+        "oldest_idle_transaction_s": idle_xact,
+    }
+
+
+def oldest_idle_transaction(conn: Any) -> float:
+    """Seconds the oldest idle-in-transaction session of the cluster has been open (another
+    database's included: it pins every snapshot's xmin; see vacuum.py)."""
+    row = conn.execute(
+        "SELECT coalesce(max(extract(epoch FROM now() - xact_start)), 0) FROM pg_stat_activity "
+        "WHERE state LIKE 'idle in transaction%%'"
+    ).fetchone()
+    return float(row[0])
+
+
+def drain_repeated(
+    system: System, n: int, processes: int, config: Config, reps: int
+) -> dict[str, Any]:
+    runs = [drain(system, n, processes, config, f"drain-p{processes}-r{r}") for r in range(reps)]
+    return drain_summary(runs, config, n, processes)
+
+
+def drain_summary(
+    runs: list[dict[str, Any]], config: Config, n: int, processes: int
+) -> dict[str, Any]:
+    """The repetitions of one drain as figures (median, min, max)."""
+    return {
+        "config": config.label,
+        "n": n,
+        "processes": processes,
+        "jobs_per_s": common.figure([r["jobs_per_s"] for r in runs]),
+        "cpu_ms_per_job": common.figure([r["cpu_ms_per_job"] for r in runs]),
+        "server_cpu_ms_per_job": common.figure([r["server_cpu_ms_per_job"] for r in runs]),
+        "peak_rss_mb": common.figure([r["peak_rss_mb"] for r in runs]),
+        "vacuums": [r["vacuums"] for r in runs],
+        "oldest_idle_transaction_s": [r["oldest_idle_transaction_s"] for r in runs],
+    }
+
+
+# -- pickup latency ---------------------------------------------------------------------------
+
+
+def latency(system: System, config: Config, jobs: int, gap: float) -> dict[str, Any]:
+    """An idle worker; `jobs` jobs enqueued `gap` s apart; each job's start minus enqueue."""
+    system.reset()
+    fd, name = tempfile.mkstemp(prefix=f"bench-latency-{system.name}-", suffix=".txt")
+    os.close(fd)
+    path = Path(name)
+    workers = start_workers(system, 1, config, "latency", BENCH_LATENCY_FILE=name)
+    try:
+        path.write_text("")  # the warm-up jobs carry no "t"; start clean all the same
+        first = time.perf_counter()
+        for i in range(jobs):
+            delay = first + i * gap - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            system.enqueue_for_latency({"i": i, "t": time.time()}, config)
+
+        def recorded() -> int:
+            return len(path.read_text().splitlines())
+
+        common.wait_until(lambda: recorded() >= jobs, 60, 0.05)
+    finally:
+        workers.stop()
+    pairs = [line.split() for line in path.read_text().splitlines()]
+    path.unlink()
+    waits = [(float(start) - float(t)) * 1000 for t, start in pairs]
+    system.reset()
+    return {
+        "jobs": jobs,
+        "gap_ms": gap * 1000,
+        "p50_ms": common.percentile(waits, 50),
+        "p95_ms": common.percentile(waits, 95),
+        "p99_ms": common.percentile(waits, 99),
+        "max_ms": max(waits),
+    }
+
+
+def latency_repeated(
+    system: System, config: Config, reps: int, jobs: int = 200, gap: float = 0.02
+) -> dict[str, Any]:
+    runs = [latency(system, config, jobs, gap) for _ in range(reps)]
+    return latency_summary(runs, config, jobs, gap)
+
+
+def latency_summary(
+    runs: list[dict[str, Any]], config: Config, jobs: int = 200, gap: float = 0.02
+) -> dict[str, Any]:
+    return {
+        "config": config.label,
+        "jobs": jobs,
+        "gap_ms": gap * 1000,
+        **{k: common.figure([r[k] for r in runs]) for k in ("p50_ms", "p95_ms", "p99_ms")},
+    }

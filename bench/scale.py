@@ -1,0 +1,249 @@
+"""Claim+ack cost against the size and the history of the table.
+
+One loop per batch size, in this process: claim k jobs (one statement, one commit), then ack
+them (one statement, one commit); the figure is microseconds per job. For django-alkqueue
+the loop goes through the library (`Queue.claim` + `ack_handles`, what the worker calls);
+for the raw ceiling through the psycopg statements of raw_worker.py. Rows are filled with
+generate_series; a scenario's rows are TRUNCATEd before the next one.
+
+Scenarios: 10k / 100k / 1M pending; 1M retained task results beside 10k pending; 1M dead
+letters beside 10k pending; right after 1M jobs were claimed and acked with autovacuum off
+on the queue table (dead tuples at the head of the claim index), then after a VACUUM.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import common
+
+BLOAT_BATCH = 10_000
+
+
+class Loops:
+    """The claim+ack loop of one system, and how to fill and empty its tables."""
+
+    def claim_ack(self, k: int) -> int:
+        raise NotImplementedError
+
+    def fill_pending(self, n: int) -> None:
+        raise NotImplementedError
+
+    def truncate(self) -> None:
+        raise NotImplementedError
+
+    def execute(self, sql: str) -> None:
+        raise NotImplementedError
+
+    table = ""
+    extras: dict[str, Callable[[int], None]] = {}
+
+
+def cost(loops: Loops, k: int, iterations: int, reps: int) -> dict[str, Any]:
+    """Microseconds per job of claim k + ack, median over `reps` runs of `iterations` loops."""
+    per_job = []
+    for _ in range(reps):
+        jobs = 0
+        started = time.perf_counter()
+        for _ in range(iterations):
+            jobs += loops.claim_ack(k)
+        elapsed = time.perf_counter() - started
+        if jobs < iterations * k:
+            raise RuntimeError(f"only {jobs} of {iterations * k} jobs were claimed")
+        per_job.append(elapsed * 1e6 / jobs)
+    return {"us_per_job": common.figure(per_job), "k": k, "iterations": iterations}
+
+
+def scenarios(
+    make_loops: Callable[[], Loops], quick: bool
+) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """The scenarios as separate steps (each makes its own loops, so that one interrupted by
+    a server restart is run again alone). Their dicts merge into the system's "scale"."""
+    reps = 1 if quick else 3
+    it1, it100 = (100, 10) if quick else (300, 20)
+    big = 100_000 if quick else 1_000_000
+    sizes = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
+
+    def both(loops: Loops) -> dict[str, Any]:
+        return {"b1": cost(loops, 1, it1, reps), "b100": cost(loops, 100, it100, reps)}
+
+    def pending(size: int) -> dict[str, Any]:
+        loops = make_loops()
+        loops.truncate()
+        loops.fill_pending(size)
+        loops.execute(f"ANALYZE {loops.table}")
+        out = {f"pending_{size}": both(loops)}
+        if size == sizes[-1] and hasattr(loops, "at_biggest"):
+            out.update(loops.at_biggest())
+        return out
+
+    def extra(name: str) -> dict[str, Any]:
+        loops = make_loops()
+        loops.truncate()
+        loops.fill_pending(10_000)
+        loops.extras[name](big)
+        loops.execute("ANALYZE")
+        out = {f"{name}_{big}": both(loops)}
+        if hasattr(loops, f"at_{name}"):
+            out.update(getattr(loops, f"at_{name}")())
+        return out
+
+    def after_acks() -> dict[str, Any]:
+        loops = make_loops()
+        out = bloat(loops, big, lambda: both(loops))
+        loops.truncate()
+        return out
+
+    steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        (f"{size:,} pending", lambda size=size: pending(size)) for size in sizes
+    ]
+    steps += [(f"{name} {big:,}", lambda name=name: extra(name)) for name in make_loops().extras]
+    steps.append((f"after {big:,} acks, no VACUUM", after_acks))
+    steps.append(("sizes", lambda: {"sizes": {"big": big}}))
+    return steps
+
+
+def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`big` jobs claimed and acked with autovacuum off, then the same after a VACUUM."""
+    loops.truncate()
+    loops.fill_pending(big + 20_000)
+    loops.execute(f"ANALYZE {loops.table}")
+    loops.execute(f"ALTER TABLE {loops.table} SET (autovacuum_enabled = off)")
+    try:
+        started = time.perf_counter()
+        done = 0
+        while done < big:
+            done += loops.claim_ack(min(BLOAT_BATCH, big - done))
+        ack_rate = big / (time.perf_counter() - started)
+        dead = _dead_tuples(loops)
+        after_acks = both()
+        loops.execute(f"VACUUM {loops.table}")
+        after_vacuum = both()
+    finally:
+        loops.execute(f"ALTER TABLE {loops.table} RESET (autovacuum_enabled)")
+    return {
+        f"after_{big}_acked_no_vacuum": after_acks,
+        f"after_{big}_acked_then_vacuum": after_vacuum,
+        "bloat_ack_jobs_per_s": ack_rate,
+        "bloat_dead_tuples": dead,
+    }
+
+
+def _dead_tuples(loops: Loops) -> int:
+    row = loops.query(  # type: ignore[attr-defined]
+        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = %s", [loops.table]
+    )
+    return int(row[0]) if row else -1
+
+
+# -- django-alkqueue ------------------------------------------------------------------------------
+
+FILL_MESSAGES = """
+INSERT INTO alkqueue_message (queue, payload, priority, attempts, max_attempts, backoff_base,
+    lease, retention, run_at, enqueued_at)
+SELECT 'scale', '{"i":' || g || '}', 0, 0, 5, 5.0, 30.0, 604800,
+    now() - interval '2 hours' + g * interval '1 microsecond', now()
+FROM generate_series(1, %s) g
+"""
+FILL_RESULTS = """
+INSERT INTO alkqueue_taskresult (job_id, backend, task_path, queue, status, args, kwargs,
+    return_value, errors, worker_ids, enqueued_at, started_at, finished_at, last_attempted_at,
+    expires_at)
+SELECT 10000000000 + g, 'default', 'bench.jobs.task', 'default', 'SUCCESSFUL', '[]', '{}',
+    'null', '[]', '["bench"]', now(), now(), now(), now(), now() + interval '7 days'
+FROM generate_series(1, %s) g
+"""
+FILL_DEAD = """
+INSERT INTO alkqueue_deadletter (job_id, queue, payload, priority, attempts, max_attempts,
+    backoff_base, lease, retention, run_at, enqueued_at, claimed_by, claimed_at, died_at,
+    reason, last_error)
+SELECT 20000000000 + g, 'scale', '{"i":1}', 0, 5, 5, 5.0, 30.0, 604800, now(), now(),
+    'bench', now(), now() - g * interval '1 millisecond', 'failed', 'failed'
+FROM generate_series(1, %s) g
+"""
+
+
+class AlkQueueLoops(Loops):
+    table = "alkqueue_message"
+
+    def __init__(self, admin: Callable[[str], dict[str, Any]] | None = None) -> None:
+        from django_alkqueue import queue
+
+        self.queue = queue("scale")
+        self.admin = admin
+        self.extras = {"retained_results": self.fill_results, "dead_letters": self.fill_dead}
+
+    def claim_ack(self, k: int) -> int:
+        from django_alkqueue.queues import ack_handles
+
+        handles = self.queue.claim("bench-scale", k)
+        return len(ack_handles(handles, "default"))
+
+    def execute(self, sql: str, params: list[Any] | None = None) -> None:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+
+    def query(self, sql: str, params: list[Any]) -> Any:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+
+    def fill_pending(self, n: int) -> None:
+        self.execute(FILL_MESSAGES, [n])
+
+    def fill_results(self, n: int) -> None:
+        self.execute(FILL_RESULTS, [n])
+
+    def fill_dead(self, n: int) -> None:
+        self.execute(FILL_DEAD, [n])
+
+    def truncate(self) -> None:
+        self.execute("TRUNCATE alkqueue_message, alkqueue_taskresult, alkqueue_deadletter")
+
+    def at_biggest(self) -> dict[str, Any]:
+        return {"admin_jobs": self.admin("jobs")} if self.admin else {}
+
+    def at_dead_letters(self) -> dict[str, Any]:
+        return {"admin_dead_letters": self.admin("dead_letters")} if self.admin else {}
+
+
+# -- raw psycopg ----------------------------------------------------------------------------------
+
+
+class RawLoops(Loops):
+    table = "raw_job"
+
+    def __init__(self, database: str) -> None:
+        from .systems.raw_worker import ACK, CLAIM
+
+        self.conn = common.connect(database)
+        self.claim_sql, self.ack_sql = CLAIM, ACK
+        self.extras = {}
+
+    def claim_ack(self, k: int) -> int:
+        rows = self.conn.execute(self.claim_sql, [k]).fetchall()
+        self.conn.execute(self.ack_sql, [[r[0] for r in rows]])
+        return len(rows)
+
+    def execute(self, sql: str, params: list[Any] | None = None) -> None:
+        self.conn.execute(sql, params)
+
+    def query(self, sql: str, params: list[Any]) -> Any:
+        return self.conn.execute(sql, params).fetchone()
+
+    def fill_pending(self, n: int) -> None:
+        self.execute(
+            "INSERT INTO raw_job (payload, run_at) SELECT json_build_object('i', g), "
+            "now() - interval '2 hours' + g * interval '1 microsecond' "
+            "FROM generate_series(1, %s) g",
+            [n],
+        )
+
+    def truncate(self) -> None:
+        self.execute("TRUNCATE raw_job")

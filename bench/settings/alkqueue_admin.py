@@ -1,0 +1,34 @@
+"""django-alkqueue in the suite process: the worker settings plus the admin, whose pages are
+timed with 1M rows (workers run without it, like the other systems' workers)."""
+
+from .alkqueue import *  # noqa: F403
+from .alkqueue import INSTALLED_APPS
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    *INSTALLED_APPS,
+    "django.contrib.sessions",
+    "django.contrib.messages",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "bench.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "static/"

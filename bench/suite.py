@@ -1,0 +1,205 @@
+"""One system's measurements, in a process of its own (Django set up with that system's
+settings): `python -m bench.suite SYSTEM --out FILE [--quick]`. Called by bench/run.py.
+
+A step that fails is recorded with its error, and the suite goes on with the next one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import common, measure
+from .systems import Config, System, load
+
+#: Times a step is run again after the server went away under it.
+RETRIES = 8
+
+
+class Suite:
+    def __init__(self, system: System, params: dict[str, Any]) -> None:
+        self.system = system
+        self.p = params
+        self.out: dict[str, Any] = {"system": system.name, "title": system.title, "errors": {}}
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run one measurement; run again (RETRIES times at most) when the server went away."""
+        started = time.monotonic()
+        print(f"[{self.system.name}] {name} ...", flush=True)
+        for attempt in range(RETRIES + 1):
+            try:
+                value = fn()
+                break
+            except Exception as exc:
+                if attempt < RETRIES and common.is_connection_error(exc):
+                    self.out.setdefault("retried", []).append(f"{name}: {exc!r}"[:300])
+                    print(f"[{self.system.name}] {name}: server gone ({exc!r}); retrying",
+                          flush=True)  # fmt: skip
+                    self.reconnect()
+                    continue
+                self.out["errors"][name] = f"{exc!r}\n{traceback.format_exc(limit=4)}"
+                print(f"[{self.system.name}] {name} FAILED: {exc!r}", flush=True)
+                return None
+        print(f"[{self.system.name}] {name} done in {time.monotonic() - started:.1f}s", flush=True)
+        return value
+
+    def reconnect(self) -> None:
+        common.wait_for_server()
+        time.sleep(2.0)
+        self.system.reconnect()
+
+    def run(self) -> dict[str, Any]:
+        s, p = self.system, self.p
+        self.out["versions"] = s.versions()
+        self.out["load_before"] = os.getloadavg()
+        self.out["enqueue_single"] = self.step(
+            "enqueue one at a time", lambda: measure.enqueue_single(s, p["n_single"], p["reps"])
+        )
+        self.out["enqueue_bulk"] = self.step(
+            "enqueue in bulk", lambda: measure.enqueue_bulk(s, p["n"], p["reps"])
+        )
+        if s.name == "raw":
+            self.out["enqueue_bulk_insert"] = self.step(
+                "enqueue multi-row INSERT",
+                lambda: measure.enqueue_bulk(s, p["n"], p["reps"], "insert_many"),
+            )
+        configs = s.configs(p["quick"])
+        chosen = configs if s.variants else [self.best(configs)]
+        self.out["variants"] = [self.variant(c) for c in chosen]
+        self.extras()
+        self.out["load_after"] = os.getloadavg()
+        return self.out
+
+    def best(self, configs: list[Config]) -> Config:
+        """The configuration with the fastest 1-process drain (a single run each)."""
+        if len(configs) == 1:
+            return configs[0]
+        n = min(self.p["n"], self.system.scan_n)
+        scan = []
+        for c in configs:
+            r = self.step(
+                f"scan {c.label}", lambda c=c: measure.drain(self.system, n, 1, c, "scan")
+            )
+            if r is not None:
+                scan.append({"config": c.label, "informational": c.informational, **r})
+        self.out["scan"] = scan
+        eligible = [r for r in scan if not r["informational"]]
+        if not eligible:
+            return configs[0]
+        top = max(eligible, key=lambda r: r["jobs_per_s"])
+        return next(c for c in configs if c.label == top["config"])
+
+    def variant(self, config: Config) -> dict[str, Any]:
+        s, p = self.system, self.p
+        out: dict[str, Any] = {"config": config.label}
+        # One step per repetition: a server restart costs that repetition only.
+        for procs in (1, 2):
+            runs = [
+                self.step(
+                    f"drain {procs} process(es), {config.label}, repetition {r + 1}",
+                    lambda procs=procs, r=r: measure.drain(
+                        s, p["n"], procs, config, f"drain-p{procs}-r{r}"
+                    ),
+                )
+                for r in range(p["reps"])
+            ]
+            done = [run for run in runs if run is not None]
+            out[f"drain_{procs}"] = (
+                measure.drain_summary(done, config, p["n"], procs) if done else None
+            )
+        runs = [
+            self.step(
+                f"pickup latency, {config.label}, repetition {r + 1}",
+                lambda: measure.latency(s, config, 200, 0.02),
+            )
+            for r in range(p["reps"])
+        ]
+        done = [run for run in runs if run is not None]
+        out["latency"] = measure.latency_summary(done, config) if done else None
+        out["options"] = config.options
+        return out
+
+    def extras(self) -> None:
+        """The measurements only some systems get: profile, claim+ack vs size, the admin."""
+        from . import scale
+
+        if self.system.name == "alkqueue":
+            from . import breakdown
+
+            self.out["enqueue_breakdown"] = self.step(
+                "enqueue breakdown",
+                lambda: breakdown.measure(self.system.database, self.p["n_single"], self.p["reps"]),
+            )
+            if self.p["profile"]:
+                self.out["profile"] = self.step("py-spy profile", self.profile)
+            self.scale(lambda: scale.AlkQueueLoops(self.admin))
+        if self.system.name == "raw":
+            self.scale(lambda: scale.RawLoops(self.system.database))
+
+    def scale(self, make_loops: Callable[[], Any]) -> None:
+        from . import scale
+
+        merged: dict[str, Any] = {}
+        for name, fn in scale.scenarios(make_loops, self.p["quick"]):
+            merged.update(self.step(f"claim+ack, {name}", fn) or {})
+        self.out["scale"] = merged
+
+    def admin(self, which: str) -> dict[str, Any]:
+        from . import admin_timing
+
+        return admin_timing.measure(which)
+
+    def profile(self) -> dict[str, Any]:
+        from .profiling import PySpy, summarise
+
+        variant = self.out["variants"][0]
+        config = next(c for c in self.system.configs(self.p["quick"])
+                      if c.label == variant["config"])  # fmt: skip
+        spy = PySpy(common.RESULTS / f"profile-{self.system.name}")
+        n = self.p["n"] * (2 if self.p["quick"] else 3)
+        run = measure.drain(self.system, n, 1, config, "profile", profile=spy)
+        stacks = spy.stacks()
+        summary = summarise(stacks)
+        # Keep the collapsed stacks (flamegraph.pl / speedscope read them) beside the results.
+        out = common.RESULTS / f"profile-{self.system.name}.txt"
+        out.write_text("".join(f"{';'.join(frames)} {count}\n" for frames, count in stacks))
+        for path in spy.files:
+            path.unlink(missing_ok=True)
+        return {"config": config.label, "drain_under_profiler": run, **summary}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("system")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--n-single", type=int, required=True)
+    parser.add_argument("--reps", type=int, required=True)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    # SIGTERM / SIGINT unwind like an error, so the workers started so far are stopped too.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: sys.exit(1))
+    system = load(args.system)
+    if os.environ.get("DJANGO_SETTINGS_MODULE"):
+        import django
+
+        django.setup()
+    system.install()
+    params = {"quick": args.quick, "n": args.n, "n_single": args.n_single, "reps": args.reps,
+              "profile": args.profile}  # fmt: skip
+    result = Suite(system, params).run()
+    Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

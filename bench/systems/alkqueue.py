@@ -1,0 +1,95 @@
+"""django-alkqueue, this project: `Queue.enqueue` / `enqueue_many`, worker `alk_worker`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management import call_command
+from django.db import transaction
+
+from . import Config, System, manage
+
+QUEUE = "bench"
+
+
+class AlkQueue(System):
+    name = "alkqueue"
+    title = "django-alkqueue"
+    settings = "bench.settings.alkqueue"
+    suite_settings = "bench.settings.alkqueue_admin"
+    scan_n = 20_000
+    unfinished_sql = f"SELECT 1 FROM alkqueue_message WHERE queue = '{QUEUE}' LIMIT 1"
+    unfinished_count_sql = f"SELECT count(*) FROM alkqueue_message WHERE queue = '{QUEUE}'"
+    vacuum_tables = ("alkqueue_message",)
+    reset_sql = (
+        "TRUNCATE alkqueue_message, alkqueue_deadletter, alkqueue_taskresult, alkqueue_worker",
+        "DELETE FROM alkqueue_consumer",
+    )
+
+    def install(self) -> None:
+        call_command("migrate", verbosity=0)
+
+    def versions(self) -> dict[str, str]:
+        import subprocess
+
+        from ..common import ROOT
+
+        def git(*args: str) -> str:
+            out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+            return out.stdout.strip()
+
+        dirty = (
+            " (+ uncommitted changes)"
+            if git("status", "--porcelain", "--", "django_alkqueue")
+            else ""
+        )
+        return {"django-alkqueue": f"{git('rev-parse', '--short', 'HEAD')}{dirty}"}
+
+    def _queue(self) -> Any:
+        from django_alkqueue import queue
+
+        return queue(QUEUE)
+
+    def enqueue_one(self, payload: dict[str, Any]) -> None:
+        self._queue().enqueue(payload)
+
+    def enqueue_bulk(self, payloads: list[dict[str, Any]]) -> None:
+        self._queue().enqueue_many(payloads)
+
+    def seed(self, payloads: list[dict[str, Any]], config: Config) -> None:
+        with transaction.atomic():
+            self._queue().enqueue_many(payloads)
+
+    def configs(self, quick: bool) -> list[Config]:
+        def cfg(c: int, b: int | None, **extra: Any) -> Config:
+            label = f"--concurrency {c}" + (f" --batch {b}" if b else "")
+            if "ack_window" in extra:
+                label += f", ACK_WINDOW {extra['ack_window']}"
+            if "synchronous_commit" in extra:
+                label += f", synchronous_commit={extra['synchronous_commit']}"
+            return Config(label, {"concurrency": c, "batch": b, **extra},
+                          informational="synchronous_commit" in extra)  # fmt: skip
+
+        if quick:
+            return [cfg(4, 200)]
+        return [
+            cfg(4, 200), cfg(4, 100), cfg(4, 500), cfg(8, 500),
+            cfg(4, 500, ack_window=0.0), cfg(4, 500, ack_window=0.01),
+            cfg(4, 500, synchronous_commit="off"),
+        ]  # fmt: skip
+
+    def worker_commands(self, processes: int, config: Config) -> list[list[str]]:
+        o = config.options
+        cmd = manage("alk_worker", "--queue", QUEUE, "--concurrency", str(o["concurrency"]),
+                     "--processes", str(processes), "-v", "0")  # fmt: skip
+        if o.get("batch"):
+            cmd += ["--batch", str(o["batch"])]
+        return [cmd]
+
+    def worker_env(self, config: Config, **extra: str) -> dict[str, str]:
+        o = config.options
+        if "ack_window" in o:
+            extra["BENCH_ACK_WINDOW"] = str(o["ack_window"])
+        if "synchronous_commit" in o:
+            extra["BENCH_SYNCHRONOUS_COMMIT"] = str(o["synchronous_commit"])
+        return self.env(**extra)

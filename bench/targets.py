@@ -1,0 +1,230 @@
+"""The targets of issue 6, read as ratios within one run, and whether this run meets them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PEERS = ("django_tasks_db", "procrastinate", "vtasks")
+
+
+def _get(d: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def _variant(results: dict[str, Any], system: str, config_prefix: str = "") -> dict[str, Any]:
+    for v in _get(results, "systems", system, "variants") or []:
+        if v.get("config", "").startswith(config_prefix):
+            return v  # type: ignore[no-any-return]
+    return {}
+
+
+def _median(fig: Any) -> float | None:
+    return fig["median"] if isinstance(fig, dict) and "median" in fig else None
+
+
+def _item(key: str, target: str, measured: str, ok: bool | None, **data: Any) -> dict[str, Any]:
+    return {"key": key, "target": target, "measured": measured, "ok": ok, **data}
+
+
+def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
+    ours = _variant(results, "alkqueue")
+    raw100 = _variant(results, "raw", "claim 100")
+    out = []
+
+    d2 = _median(_get(ours, "drain_2", "jobs_per_s"))
+    r2 = _median(_get(raw100, "drain_2", "jobs_per_s"))
+    peers = {p: _median(_get(_variant(results, p), "drain_2", "jobs_per_s")) for p in PEERS}
+    peers = {p: v for p, v in peers.items() if v}
+    best_peer = max(peers.items(), key=lambda kv: kv[1]) if peers else None
+    out.append(
+        _item(
+            "drain_abs",
+            "drain, 2 processes >= 10,000 jobs/s",
+            _n(d2) + " jobs/s",
+            _ge(d2, 10_000),
+            value=d2,
+            ratio=_ratio(d2, 10_000),
+        )
+    )
+    out.append(
+        _item(
+            "drain_raw",
+            "drain, 2 processes >= 50% of raw claim-100 (2 processes)",
+            f"{_n(d2)} / {_n(r2)} = {_pct(d2, r2)}",
+            _ge(_ratio(d2, r2), 0.5),
+            ratio=_ratio(d2, r2),
+        )
+    )
+    if best_peer:
+        title = _get(results, "systems", best_peer[0], "title")
+        out.append(
+            _item(
+                "drain_peers",
+                "drain, 2 processes >= 10x the fastest peer",
+                f"{_n(d2)} / {_n(best_peer[1])} ({title}) = {_x(d2, best_peer[1])}",
+                _ge(_ratio(d2, best_peer[1]), 10),
+                ratio=_ratio(d2, best_peer[1]),
+            )
+        )
+    bulk = _median(_get(results, "systems", "alkqueue", "enqueue_bulk", "jobs_per_s"))
+    raw_bulk = max(filter(None, [
+        _median(_get(results, "systems", "raw", "enqueue_bulk", "jobs_per_s")),
+        _median(_get(results, "systems", "raw", "enqueue_bulk_insert", "jobs_per_s")),
+    ]), default=None)  # fmt: skip
+    out.append(
+        _item(
+            "bulk",
+            "bulk enqueue >= 50% of raw (best of COPY, multi-row INSERT)",
+            f"{_n(bulk)} / {_n(raw_bulk)} = {_pct(bulk, raw_bulk)}",
+            _ge(_ratio(bulk, raw_bulk), 0.5),
+            ratio=_ratio(bulk, raw_bulk),
+        )
+    )
+    one = _median(_get(results, "systems", "alkqueue", "enqueue_single", "jobs_per_s"))
+    raw_one = _median(_get(results, "systems", "raw", "enqueue_single", "jobs_per_s"))
+    out.append(
+        _item(
+            "single",
+            "single enqueue >= 80% of raw one INSERT per call",
+            f"{_n(one)} / {_n(raw_one)} = {_pct(one, raw_one)}",
+            _ge(_ratio(one, raw_one), 0.8),
+            ratio=_ratio(one, raw_one),
+        )
+    )
+    p50 = _median(_get(ours, "latency", "p50_ms"))
+    p99 = _median(_get(ours, "latency", "p99_ms"))
+    out.append(_item("p50", "pickup p50 <= 5 ms", _ms(p50), _le(p50, 5), ratio=_ratio(p50, 5)))
+    out.append(_item("p99", "pickup p99 <= 25 ms", _ms(p99), _le(p99, 25), ratio=_ratio(p99, 25)))
+    out += _scale_items(results)
+    cpu = _median(_get(ours, "drain_1", "cpu_ms_per_job"))
+    out.append(
+        _item(
+            "cpu",
+            "worker CPU per no-op job <= 0.1 ms",
+            _ms(cpu, 3),
+            _le(cpu, 0.1),
+            ratio=_ratio(cpu, 0.1),
+        )
+    )
+    rss = _median(_get(ours, "drain_1", "peak_rss_mb"))
+    out.append(
+        _item(
+            "rss",
+            "worker RSS <= 80 MB (concurrency 4)",
+            f"{rss:.1f} MB" if rss else "-",
+            _le(rss, 80),
+            ratio=_ratio(rss, 80),
+        )
+    )
+    out += _admin_items(results)
+    return out
+
+
+def _scale_items(results: dict[str, Any]) -> list[dict[str, Any]]:
+    scale = _get(results, "systems", "alkqueue", "scale") or {}
+    big = _get(scale, "sizes", "big")
+    if not scale or not big:
+        return []
+    bign = "1M" if big == 1_000_000 else f"{big:,} (quick run)"
+    checks = [
+        (f"pending_{big}", f"claim+ack with {bign} pending within 1.5x of 10k", 1.5),
+        (f"retained_results_{big}", f"claim+ack with {bign} retained results within 1.2x", 1.2),
+        (f"dead_letters_{big}", f"claim+ack with {bign} dead letters within 1.2x", 1.2),
+        (f"after_{big}_acked_no_vacuum", f"claim+ack right after {bign} acked (no VACUUM) "
+         "within 3x", 3.0),
+    ]  # fmt: skip
+    out = []
+    for key, target, limit in checks:
+        if key not in scale:
+            continue
+        for b, label in (("b1", "claim 1"), ("b100", "claim 100")):
+            base = _median(_get(scale, "pending_10000", b, "us_per_job"))
+            val = _median(_get(scale, key, b, "us_per_job"))
+            r = _ratio(val, base)
+            out.append(_item(f"scale_{key}_{b}", f"{target} ({label})",
+                             f"{_n(val, 1)} / {_n(base, 1)} us per job = x{r:.2f}" if r else "-",
+                             _le(r, limit), ratio=r, limit=limit))  # fmt: skip
+    return out
+
+
+def _admin_items(results: dict[str, Any]) -> list[dict[str, Any]]:
+    scale = _get(results, "systems", "alkqueue", "scale") or {}
+    out = []
+    for key in ("admin_jobs", "admin_dead_letters"):
+        data = scale.get(key)
+        if data is None:
+            continue
+        if not data.get("measured"):
+            if key == "admin_jobs":
+                out.append(
+                    _item(
+                        "admin",
+                        "admin changelist and overview < 300 ms with 1M rows",
+                        data.get("reason", "not measured"),
+                        None,
+                    )
+                )
+            continue
+        for page, v in data["pages"].items():
+            ms = _median(v["ms"])
+            ok = _le(ms, 300) if v["status"] == 200 else None if v["status"] == 404 else False
+            out.append(
+                _item(
+                    f"admin_{page}",
+                    f"admin {page} < 300 ms",
+                    f"{_ms(ms)} (HTTP {v['status']})",
+                    ok,
+                    ratio=_ratio(ms, 300),
+                )
+            )
+    if not out:
+        out.append(
+            _item(
+                "admin",
+                "admin changelist and overview < 300 ms with 1M rows",
+                "not measured in this run",
+                None,
+            )
+        )
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _ge(a: float | None, b: float) -> bool | None:
+    return None if a is None else a >= b
+
+
+def _le(a: float | None, b: float) -> bool | None:
+    return None if a is None else a <= b
+
+
+def _n(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def _ms(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f} ms"
+
+
+def _pct(a: float | None, b: float | None) -> str:
+    r = _ratio(a, b)
+    return "-" if r is None else f"{r:.0%}"
+
+
+def _x(a: float | None, b: float | None) -> str:
+    r = _ratio(a, b)
+    return "-" if r is None else f"{r:.1f}x"
+
+
+def table(items: list[dict[str, Any]]) -> str:
+    mark = {True: "met", False: "**missed**", None: "not measured"}
+    lines = ["| target | measured | verdict |", "|---|---|---|"]
+    lines += [f"| {i['target']} | {i['measured']} | {mark[i['ok']]} |" for i in items]
+    return "\n".join(lines)
