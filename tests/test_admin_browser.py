@@ -18,6 +18,7 @@ from django.db import connections
 from django.utils import timezone
 
 from django_alkqueue import queue
+from django_alkqueue.admin.compat import DETAIL_PAGE_ACTIONS
 from django_alkqueue.models import Consumer, QueueMessage, QueueStat
 from django_alkqueue.status import minute_of
 from testproject.shop.models import HandlerRun
@@ -173,8 +174,15 @@ def test_an_operator_requeues_a_dead_letter_and_a_worker_runs_it(page):
     page.wait_for_selector(".field-last_error_text pre")
     shot(page, "dead-letter")
 
-    page.select_option("select[name='CHANGE_FORM-action']", "requeue")
-    page.click("#content-main .actions button")
+    if DETAIL_PAGE_ACTIONS:  # Django 6.1: straight from the dead letter's page
+        page.select_option("select[name='CHANGE_FORM-action']", "requeue")
+        page.click("#content-main .actions button")
+    else:  # Django 5.2: tick it on the list
+        page.go_back()
+        page.wait_for_selector("#result_list")
+        page.locator("#result_list tbody tr").first.locator("input.action-select").check()
+        page.select_option("select[name='action']", "requeue")
+        page.click("button[name='index']")
     page.wait_for_selector(".messagelist")
     assert "Requeued 1 dead letter." in page.inner_text(".messagelist")
     assert QueueMessage.objects.filter(pk=job_id).exists()
