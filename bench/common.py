@@ -52,7 +52,7 @@ def wait_for_server(timeout: float = 180.0) -> None:
 CONNECTION_ERRORS = (
     "terminating connection", "server closed the connection", "connection refused",
     "connection failed", "the connection is closed", "admin shutdown", "adminshutdown",
-    "consuming input failed", "the database system is",
+    "consuming input failed", "the database system is", "connectorexception",
 )  # fmt: skip
 
 

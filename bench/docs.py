@@ -138,6 +138,25 @@ def noise(results: dict[str, Any]) -> str:
             "index scans stop marking the entries of dead rows, and a claim-1-per-transaction "
             "drain walks past every row claimed before it."
         )
+    from .common import is_connection_error
+
+    for res in results["systems"].values():
+        title = res.get("title", res["system"])
+        errors = res.get("errors") or {}
+        if "suite" in errors:
+            lines.append(
+                f"{title}: not measured in this run. Its suite process ended ({errors['suite']}; "
+                "a negative code is the signal that ended it) before it wrote any figure: its "
+                "20,000-job drains take minutes, and the server restarts cut them short again "
+                "and again."
+            )
+        lost = [step for step, err in errors.items() if is_connection_error(Exception(err))]
+        if lost:
+            lines.append(
+                f"{title}: no figure from {'; '.join(lost)}. The server was restarted under "
+                "these steps more often than the harness retries them; the table's figure is "
+                "the median of the repetitions that completed (a dash when none did)."
+            )
     for merge in results.get("merged") or []:
         lines.append(f"{', '.join(merge['systems'])} were measured again from "
                      f"{merge['started']} (their first measurement in this run was cut short by "

@@ -286,7 +286,11 @@ def chart(results: dict[str, Any], path: Path) -> None:
     data = [r for r in rows(results) if r["drain_1"] or r["p50"]]
     names = [
         r["title"].replace(", ", "\n")
-        + ("" if r["name"] == "raw" else "\n" + r["config"].replace(", ", "\n")[:40])
+        + (
+            ""
+            if r["name"] == "raw"
+            else "\n" + r["config"].replace(", ", "\n").replace(" --", "\n--")
+        )
         for r in data
     ]
     x = range(len(data))
@@ -302,7 +306,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
                                      for k in ("drain_1", "drain_2")]) * 4)  # fmt: skip
     ax1.set_ylabel("jobs/s (log scale)")
     ax1.set_title(f"Drain of {results['params']['n']:,} no-op jobs")
-    ax1.set_xticks(list(x), names, fontsize=8)
+    ax1.set_xticks(list(x), names, fontsize=7)
     ax1.legend()
     w = 0.27
     for offset, key in ((-w, "p50"), (0, "p95"), (w, "p99")):
@@ -315,7 +319,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
                                       for k in ("p99",)]) * 4)  # fmt: skip
     ax2.set_ylabel("ms (log scale)")
     ax2.set_title("Pickup latency, idle worker, 200 jobs 20 ms apart")
-    ax2.set_xticks(list(x), names, fontsize=8)
+    ax2.set_xticks(list(x), names, fontsize=7)
     ax2.legend()
     fig.suptitle(f"{results['mode']} run, {results['started']}, "
                  f"{results['machine']['nproc']} cores", fontsize=10)  # fmt: skip
