@@ -36,6 +36,10 @@ class AlkQueueSettings:
     PERIODIC: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     #: Seconds between two scheduler passes over PERIODIC (leader only).
     SCHEDULE_INTERVAL: float = 1.0
+    #: Prepare the hot statements (enqueue, claim, ack, heartbeat) on PostgreSQL, once per
+    #: connection. Switch off behind a pooler that cannot keep prepared statements (PgBouncer
+    #: older than 1.21 in transaction mode).
+    PREPARED_STATEMENTS: bool = True
     #: Database alias used for LISTEN (a direct connection when claims go through PgBouncer).
     LISTEN_DATABASE: str | None = None
     #: Seconds of per-minute queue statistics (QueueStat, the admin charts) kept; the leader's

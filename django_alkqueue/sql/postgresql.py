@@ -6,7 +6,7 @@ never receive the same row. Indexes relied on are named beside each query (model
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from .base import (
     Row,
     insert_values,
 )
+from .hot_cursor import fetch_all
 
 #: Channel of the wake-up NOTIFY sent by every enqueue; the payload is the queue name.
 NOTIFY_CHANNEL = "alkqueue"
@@ -55,6 +56,31 @@ _RESERVE_IDS = (
     f"SELECT nextval(pg_get_serial_sequence('{MESSAGE_TABLE}', 'id')) FROM generate_series(1, %s)"
 )
 _COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
+
+_COPY_CHUNK = 10_000
+
+
+def _copy_lines(rows: Iterable[tuple[int, str]], queue: str, stamps: Stamps) -> str:
+    """Rows in COPY's text format, written here rather than by psycopg's write_row: only the
+    id and the payload differ from row to row, so the rest is formatted once."""
+    same = "\t".join(_copy_field(value) for value in insert_values(queue, "", stamps)[2:])
+    head = _copy_field(queue)
+    return "".join(f"{job_id}\t{head}\t{_copy_field(text)}\t{same}\n" for job_id, text in rows)
+
+
+def _copy_field(value: Any) -> str:
+    # COPY text format: \N is NULL; backslash, tab, newline and carriage return are escaped.
+    if value is None:
+        return "\\N"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    text = str(value)
+    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
+        text = text.translate(_COPY_ESCAPES)
+    return text
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 # The claim, in one statement:
 #   due     - unclaimed due rows in handout order: index alkqueue_pending_idx
@@ -99,7 +125,7 @@ WITH due AS (
     RETURNING m.*
 ), dead AS (
     INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
-    SELECT id, {_BURIED}, %(now)s, %(reason)s, %(reason)s FROM buried
+    SELECT id, {_BURIED}, %(now)s, %(reason)s::text, %(reason)s::text FROM buried
     RETURNING {_DEAD_AS_ROW}
 )
 SELECT *, NULL::timestamptz, NULL::varchar FROM claimed
@@ -163,19 +189,18 @@ class PostgresDialect(Dialect):
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             cursor.execute(_RESERVE_IDS, [len(texts)])
             ids = sorted(row[0] for row in cursor.fetchall())
+            rows = list(zip(ids, texts, strict=True))
             with cursor.cursor.copy(_COPY) as copy:
-                for job_id, text in zip(ids, texts, strict=True):
-                    copy.write_row((job_id, *insert_values(queue, text, stamps)))
+                for start in range(0, len(rows), _COPY_CHUNK):
+                    copy.write(_copy_lines(rows[start : start + _COPY_CHUNK], queue, stamps))
             cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
         return ids
 
     def insert_unique(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
     ) -> int | None:
-        with connection.cursor() as cursor:
-            cursor.execute(_INSERT_ONE, [*insert_values(queue, text, stamps), queue])
-            row = cursor.fetchone()
-        return None if row is None else int(row[0])
+        rows = fetch_all(connection, _INSERT_ONE, [*insert_values(queue, text, stamps), queue])
+        return int(rows[0][0]) if rows else None
 
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         with connection.cursor() as cursor:
@@ -193,9 +218,7 @@ class PostgresDialect(Dialect):
             "worker": worker_id,
             "reason": MAX_ATTEMPTS_EXCEEDED,
         }
-        with connection.cursor() as cursor:
-            cursor.execute(_CLAIM, params)
-            rows = cursor.fetchall()
+        rows = fetch_all(connection, _CLAIM, params)
         claimed = [row for row in rows if row[-2] is None]
         dead = [row for row in rows if row[-2] is not None]
         return claimed, dead
@@ -203,9 +226,8 @@ class PostgresDialect(Dialect):
     def ack(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
     ) -> list[int]:
-        with connection.cursor() as cursor:
-            cursor.execute(_ACK, [[c.id for c in claims], [c.token for c in claims], now])
-            return [row[0] for row in cursor.fetchall()]
+        params = [[c.id for c in claims], [c.token for c in claims], now]
+        return [row[0] for row in fetch_all(connection, _ACK, params)]
 
     def ack_ids(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
@@ -236,9 +258,8 @@ class PostgresDialect(Dialect):
         ids = [claim.id for claim, _ in renewals]
         tokens = [claim.token for claim, _ in renewals]
         expiries = [expires for _, expires in renewals]
-        with connection.cursor() as cursor:
-            cursor.execute(_HEARTBEAT, [ids, tokens, expiries, ids, now])
-            return [row[0] for row in cursor.fetchall()]
+        params = [ids, tokens, expiries, ids, now]
+        return [row[0] for row in fetch_all(connection, _HEARTBEAT, params)]
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
         with connection.cursor() as cursor:

@@ -1,0 +1,61 @@
+"""How the hot statements (enqueue, claim, ack, heartbeat) reach PostgreSQL.
+
+Django's psycopg backend binds parameters on the client (`ClientCursor`) and turns prepared
+statements off: every call formats the whole statement in Python, and the server parses
+and plans it anew. The claim is a large statement run thousands of times a second, and on
+a small machine planning it costs more than running it. So the hot statements go through a
+plain psycopg cursor on the same connection, with server-side binding, prepared on first
+use (ALKQUEUE["PREPARED_STATEMENTS"], default on; an explicit
+`OPTIONS["prepare_threshold"] = None` on the alias also keeps them unprepared). They run in
+the same session and transaction as Django's queries, so `transaction.atomic()` and
+rollbacks apply exactly as with `connection.cursor()`, and errors come back as Django's
+database exceptions.
+
+Django's own cursor is kept wherever something watches the queries: when queries are logged
+(`DEBUG = True`, `assertNumQueries`, the debug toolbar), when an execute wrapper is
+installed (`connection.execute_wrapper`), and with psycopg2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+from ..conf import get_settings
+
+Params = Sequence[Any] | dict[str, Any]
+
+# Django opens psycopg connections with prepare_threshold=None, and psycopg then refuses even
+# an explicit prepare=True. A threshold no statement reaches keeps automatic preparation off
+# for Django's own queries while the hot statements ask for it by name.
+_ONLY_WHEN_ASKED = 2**62
+
+
+def fetch_all(connection: BaseDatabaseWrapper, sql: str, params: Params) -> list[tuple[Any, ...]]:
+    """Run one hot statement and return its rows."""
+    with connection.cursor() as django_cursor:
+        if not is_psycopg3 or connection.queries_logged or connection.execute_wrappers:
+            django_cursor.execute(sql, params)
+            return list(django_cursor.fetchall())
+        import psycopg
+
+        # connection.cursor() above ran Django's checks (thread sharing, health check,
+        # connect); the plain cursor shares that connection and its type adapters.
+        prepare = True if _may_prepare(connection) else None
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(sql, params, prepare=prepare)
+            return cursor.fetchall()
+
+
+def _may_prepare(connection: BaseDatabaseWrapper) -> bool:
+    if not get_settings().PREPARED_STATEMENTS:
+        return False
+    conn = connection.connection
+    if conn.prepare_threshold is None:
+        if "prepare_threshold" in connection.settings_dict.get("OPTIONS", {}):
+            return False  # switched off on purpose for this alias
+        conn.prepare_threshold = _ONLY_WHEN_ASKED
+    return True

@@ -1,0 +1,89 @@
+"""The hot statements on PostgreSQL: server-side binding, prepared once per connection,
+Django's cursor kept where queries are watched, Django's exceptions either way."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+from django.db.utils import ProgrammingError
+from django.test.utils import CaptureQueriesContext, override_settings
+
+from django_alkqueue.models import QueueMessage
+from django_alkqueue.sql.hot_cursor import fetch_all
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only]
+
+
+def _prepared(fragment: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            [f"%{fragment}%"],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_the_claim_is_prepared_on_first_use(q):
+    q.enqueue(1)
+    q.claim("w")
+    assert _prepared("FOR UPDATE SKIP LOCKED") == 1
+
+
+def test_the_enqueue_and_the_ack_are_prepared(q):
+    q.enqueue(1)
+    q.claim_one("w").ack()
+    assert _prepared("pg_notify('alkqueue'") == 1
+    assert _prepared("USING unnest(") == 1
+
+
+@override_settings(ALKQUEUE={"PREPARED_STATEMENTS": False})
+def test_prepared_statements_off_prepares_nothing(q):
+    q.enqueue(1)
+    q.claim_one("w").ack()
+    assert _prepared("alkqueue_message") == 0
+
+
+def test_an_alias_with_prepare_threshold_none_prepares_nothing(q):
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    connection.ensure_connection()
+    connection.connection.prepare_threshold = None  # as Django opens it
+    options["prepare_threshold"] = None
+    try:
+        q.enqueue(1)
+        q.claim_one("w").ack()
+    finally:
+        del options["prepare_threshold"]
+    assert _prepared("alkqueue_message") == 0
+
+
+def test_captured_queries_see_the_hot_statements(q):
+    with CaptureQueriesContext(connection) as captured:
+        q.enqueue(1)
+        q.claim("w")
+    sqls = [query["sql"] for query in captured.captured_queries]
+    assert any("INSERT INTO alkqueue_message" in sql for sql in sqls)
+    assert any("FOR UPDATE SKIP LOCKED" in sql for sql in sqls)
+
+
+def test_execute_wrappers_see_the_hot_statements(q):
+    seen: list[str] = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        q.enqueue(1)
+    assert any("INSERT INTO alkqueue_message" in sql for sql in seen)
+
+
+def test_a_failing_hot_statement_raises_djangos_exception():
+    with pytest.raises(ProgrammingError):
+        fetch_all(connection, "SELECT * FROM alkqueue_no_such_table WHERE id = %s", [1])
+
+
+def test_an_enqueue_on_the_hot_path_rolls_back_with_the_callers_transaction(q):
+    with pytest.raises(DatabaseError), transaction.atomic():
+        q.enqueue(1)
+        fetch_all(connection, "SELECT 1 / (%s - 1)", [1])
+    assert QueueMessage.objects.count() == 0
