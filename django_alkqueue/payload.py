@@ -18,15 +18,18 @@ JSONValue = Any
 def encode(payload: JSONValue, *, max_bytes: int, path: str = "payload") -> str:
     """The stored text of `payload`; raises PayloadError naming the offending path."""
     try:
-        _check(payload, path)
+        if not _plain(payload):
+            raise _rejection(payload, path)
         text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate somewhere
+        raise _rejection(payload, path) from None
     except RecursionError:
         raise PayloadError(f"{path} is nested too deeply to store") from None
     except PayloadError:
         raise
     except ValueError as exc:  # e.g. an int beyond Python's int-to-str digit limit
         raise PayloadError(f"{path} cannot be encoded as JSON: {exc}") from None
-    size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise PayloadError(
             f"{path} is {size} bytes encoded, over the limit of {max_bytes} "
@@ -37,6 +40,31 @@ def encode(payload: JSONValue, *, max_bytes: int, path: str = "payload") -> str:
 
 def decode(text: str) -> JSONValue:
     return json.loads(text)
+
+
+def _plain(value: Any) -> bool:
+    """Whether `value` is made of the exact JSON types only: the quick yes of the common case,
+    without building a path per member. Strings are checked for lone surrogates by the UTF-8
+    encoding of the whole text."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is list:
+        return all(map(_plain, value))
+    if kind is dict:
+        return all(type(key) is str for key in value) and all(map(_plain, value.values()))
+    return False
+
+
+def _rejection(payload: JSONValue, path: str) -> PayloadError:
+    """The error naming the first offending path (`_check` walks again, slowly)."""
+    try:
+        _check(payload, path)
+    except PayloadError as exc:
+        return exc
+    return PayloadError(f"{path} cannot be encoded as UTF-8")
 
 
 def _check(value: object, path: str) -> None:

@@ -99,6 +99,36 @@ def test_enqueue_many_is_all_or_nothing_on_a_bad_payload(q):
     assert QueueMessage.objects.count() == 0
 
 
+def test_enqueue_many_round_trips_every_payload_exactly(q):
+    payloads = [
+        {"tab": "a\tb", "newline": "a\nb\r\n", "backslash": "C:\\dir\\", "quote": '"q"'},
+        "\\N",
+        ["\\", "\\\\t", None],
+        {"unicode": "ünïcødé ✓ \u2028 \u0000 inside"},
+        -1.5e308,
+        2**80,
+    ]
+    jobs = q.enqueue_many(payloads)
+    assert [q.get_job(job.id).payload for job in jobs] == payloads
+    assert [job.payload for job in jobs] == payloads
+
+
+def test_enqueue_many_stores_the_same_options_on_every_row(make_queue, clock):
+    many = make_queue("opts", retention=60.5, backoff_base=0.25, lease=12)
+    jobs = many.enqueue_many([1, 2, 3], delay=5, expires=3600, priority=-7, max_attempts=9)
+    single = many.enqueue(4, delay=5, expires=3600, priority=-7, max_attempts=9)
+    for job in jobs:
+        stored = many.get_job(job.id)
+        assert stored == job
+        assert (stored.run_at, stored.expires_at, stored.priority, stored.max_attempts) == (
+            single.run_at,
+            single.expires_at,
+            single.priority,
+            single.max_attempts,
+        )
+        assert (stored.lease, stored.backoff_base, stored.retention) == (12.0, 0.25, 60.5)
+
+
 def test_bare_none_is_a_valid_payload(q):
     job = q.enqueue(None)
     assert q.get_job(job.id).payload is None
@@ -134,6 +164,9 @@ def test_payload_round_trips_exactly(q, payload):
         ({1: "int key"}, "payload", "int"),
         (object(), "payload", "object"),
         ({"s": "\ud800"}, "payload['s']", "surrogate"),
+        ({"ok": 1, "\udc00": 1}, "payload[", "surrogate"),
+        ([1, __import__("collections").OrderedDict(a=1)], "payload[1]", "OrderedDict"),
+        ({"n": [1, True, __import__("enum").IntEnum("E", "A").A]}, "payload['n'][2]", "E"),
     ],
 )  # fmt: skip
 def test_non_json_payload_is_refused_with_its_path_and_nothing_is_written(q, payload, path, kind):
@@ -142,6 +175,15 @@ def test_non_json_payload_is_refused_with_its_path_and_nothing_is_written(q, pay
     assert path in str(info.value)
     assert kind in str(info.value)
     assert isinstance(info.value, ValueError)
+    assert QueueMessage.objects.count() == 0
+
+
+def test_a_payload_nested_too_deeply_is_refused_and_nothing_is_written(q):
+    payload: list = []
+    for _ in range(100_000):
+        payload = [payload]
+    with pytest.raises(PayloadError, match="nested too deeply"):
+        q.enqueue(payload)
     assert QueueMessage.objects.count() == 0
 
 
