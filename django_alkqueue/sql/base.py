@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -19,6 +19,7 @@ ROW_FIELDS = (
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claim_token",
     "claimed_by", "claimed_at", "lease_expires_at", "last_error", "died_at", "reason",
 )  # fmt: skip
+_TOKEN_AT = ROW_FIELDS.index("claim_token")
 INSERT_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key",
@@ -92,26 +93,35 @@ class Dialect:
     # -- rows ------------------------------------------------------------------------------
 
     def to_job(self, row: Row, now: datetime) -> Job:
-        values = dict(zip(ROW_FIELDS, row, strict=True))
-        for name in ("run_at", "enqueued_at", "expires_at", "claimed_at", "lease_expires_at",
-                     "died_at"):  # fmt: skip
-            values[name] = self.read_datetime(values[name])
-        token = self.read_token(values.pop("claim_token"))
-        values["payload"] = payload_codec.decode(values["payload"])
-        # SQLite hands back REAL columns as ints when they hold whole numbers.
-        values["backoff_base"] = float(values["backoff_base"])
-        values["lease"] = float(values["lease"])
-        if values["retention"] is not None:
-            values["retention"] = float(values["retention"])
+        # Unpacked by position (ROW_FIELDS order): the claim builds one Job per handed-out
+        # row, and a dict per row cost a tenth of a worker's time.
+        (
+            job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
+            retention, run_at, enqueued_at, expires_at, unique_key, token, claimed_by,
+            claimed_at, lease_expires_at, last_error, died_at, reason,
+        ) = row  # fmt: skip
+        read = self.read_datetime
+        # run_at and enqueued_at are NOT NULL columns.
+        run_at = cast(datetime, read(run_at))
+        died_at = read(died_at)
         state: State
-        if values["died_at"] is not None:
+        if died_at is not None:
             state = "dead"
         else:
-            state = live_state(token is not None, values["run_at"], now)
-        return Job(state=state, **values)
+            state = live_state(self.read_token(token) is not None, run_at, now)
+        # SQLite hands back REAL columns as ints when they hold whole numbers.
+        return Job(
+            id=job_id, queue=queue, payload=payload_codec.decode(payload), state=state,
+            priority=priority, attempts=attempts, max_attempts=max_attempts,
+            backoff_base=float(backoff_base), lease=float(lease), run_at=run_at,
+            enqueued_at=cast(datetime, read(enqueued_at)), expires_at=read(expires_at),
+            unique_key=unique_key, claimed_by=claimed_by, lease_expires_at=read(lease_expires_at),
+            last_error=last_error, died_at=died_at, claimed_at=read(claimed_at), reason=reason,
+            retention=None if retention is None else float(retention),
+        )  # fmt: skip
 
     def token_of(self, row: Row) -> uuid.UUID:
-        token = self.read_token(row[ROW_FIELDS.index("claim_token")])
+        token = self.read_token(row[_TOKEN_AT])
         assert token is not None
         return token
 
