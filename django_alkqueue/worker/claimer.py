@@ -55,6 +55,8 @@ class Claimer:
         self.max_jobs = max_jobs
         self.refill = max(1, min(batch or capacity, capacity) // 2)
         self.claimed_total = 0
+        #: Whether the last run_once filled a claim to the brim: more may be due right now.
+        self.came_back_full = False
         self._next = 0
 
     def worth_claiming(self) -> bool:
@@ -72,6 +74,7 @@ class Claimer:
 
     def run_once(self) -> int:
         """Claim and dispatch once across the served, non-paused queues; returns jobs claimed."""
+        self.came_back_full = False
         if not self.worth_claiming():
             return 0
         paused = self.paused.current()
@@ -85,7 +88,9 @@ class Claimer:
                 want = min(want, self.batch)
             if want <= 0:
                 break
-            for handle in queue.claim(self.worker_id, want):
+            handles = queue.claim(self.worker_id, want)
+            self.came_back_full = self.came_back_full or len(handles) == want
+            for handle in handles:
                 self.inflight.add(handle)
                 self.claimed_total += 1
                 claimed += 1

@@ -234,8 +234,10 @@ class Worker:
                 return
             if self.options.burst and claimed == 0 and was_idle:
                 return
-            if claimed and claimer.worth_claiming():
+            if claimer.came_back_full and claimer.worth_claiming():
                 continue  # more may be due right now
+            # A claim that came back short emptied the queue as of its snapshot: anything
+            # enqueued since sends a NOTIFY, which sets the wake-up event waited on below.
             # Woken by a NOTIFY, a handler finishing or a signal; else poll.
             claimer.wait(self.wake, self.options.poll_interval)
 
