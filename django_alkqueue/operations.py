@@ -57,8 +57,9 @@ def enqueue(
     if stamps.unique_key is None:
         ids = dialect.insert_many(connection, queue, texts, stamps)
         jobs = [stamps.new_job(i, queue, decode(t), now) for i, t in zip(ids, texts, strict=True)]
-        for job in jobs:
-            signals.announce(signals.job_enqueued, Job, job=job)
+        if signals.job_enqueued.has_listeners(Job):  # asked once, not once per job
+            for job in jobs:
+                signals.announce(signals.job_enqueued, Job, job=job)
         return jobs
     return [_enqueue_unique(using, queue, texts[0], stamps, now)] * len(texts)
 
