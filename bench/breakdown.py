@@ -3,8 +3,10 @@ transaction each, peeled layer by layer (jobs/s of each, same table, no worker r
 
 1. psycopg, a plain INSERT of the same columns (the table and its indexes);
 2. psycopg, the library's own statement (INSERT ... RETURNING the row, pg_notify);
-3. the same statement through Django's cursor;
-4. `Queue.enqueue` (validation, encoding, `Job` values, the `job_enqueued` signal).
+3. the same statement through Django's cursor (client-side binding, never prepared);
+4. the same statement through the library's hot path on Django's connection
+   (`sql/hot_cursor.py`: server-side binding, prepared);
+5. `Queue.enqueue` (validation, encoding, `Job` values, the `job_enqueued` signal).
 
 The layers take turns in chunks of CHUNK calls, so that a commit latency that drifts
 during the run (other work on the machine) weighs on every layer alike.
@@ -60,12 +62,19 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
             cursor.execute(library_sql, [*_row(i), QUEUE])
             cursor.fetchall()
 
+    def hot_path(i: int) -> None:
+        from django_alkqueue.sql.hot_cursor import fetch_all
+
+        fetch_all(connection, library_sql, [*_row(i), QUEUE])
+
     def library(i: int) -> None:
         q.enqueue({"i": i})
 
     layers = [("psycopg: plain INSERT", psycopg_plain),
               ("psycopg: the library's INSERT ... RETURNING + pg_notify", psycopg_library_sql),
               ("Django cursor: the same statement", django_cursor),
+              ("the library's hot path on Django's connection: the same statement, prepared",
+               hot_path),
               ("Queue.enqueue", library)]  # fmt: skip
     rates: dict[str, list[float]] = {label: [] for label, _ in layers}
     try:

@@ -300,12 +300,38 @@ def _peer_note(results: dict[str, Any]) -> str:
                 " Its one-task-per-call configurations reached at most "
                 f"{fmt_num(best['jobs_per_s'])} jobs/s with one process in the scan."
             )
+    text += _cpu_budget_note(results, rate)
     others = [r for r in rows[1:]]
     if others:
         text += (
             " The others, two processes: "
             + "; ".join(f"{t} {fmt_num(r)} jobs/s ({ours / r:.0f}x)" for r, t, _ in others)
             + "."
+        )
+    return text
+
+
+def _cpu_budget_note(results: dict[str, Any], peer_rate: float) -> str:
+    """Whether 10x the peer fits in this machine's cores at the measured CPU per job."""
+    ours = _ours(results)
+    worker = _m(get(ours, "drain_2", "cpu_ms_per_job"))
+    server = _m(get(ours, "drain_2", "server_cpu_ms_per_job"))
+    raw_server = _m(get(_raw(results, "claim 100"), "drain_2", "server_cpu_ms_per_job"))
+    if worker is None or server is None:
+        return ""
+    nproc = results["machine"]["nproc"]
+    needed = 10 * peer_rate
+    budget = nproc * 1000 / needed
+    text = (
+        f" 10x it is {fmt_num(needed)} jobs/s; the machine's {nproc} cores then allow "
+        f"{budget:.3f} ms of CPU per job for the workers and PostgreSQL together, and the drain "
+        f"spent {worker:.3f} ms in the workers and {server:.3f} ms in the server per job."
+    )
+    if raw_server is not None:
+        text += (
+            f" The raw claim-100 loop, with no Python per job to speak of, spent "
+            f"{raw_server:.3f} ms of server CPU per job"
+            + (": the server's share alone is over that budget." if raw_server > budget else ".")
         )
     return text
 
@@ -333,9 +359,9 @@ def _why_bulk(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str,
     text = (
         f"**Bulk enqueue** ({item['measured']}). The raw figure is `COPY` of one JSON column "
         "into a table with two indexes. `enqueue_many` writes the thirteen columns of a job "
-        "into a table with five indexes (COPY after reserving the ids, in the version measured), "
-        "and in Python it validates and encodes every payload, then builds a `Job` value per "
-        "row and announces each; that Python work is done once per row whatever the SQL."
+        "into a table with five indexes (one statement reserving the ids, then COPY of rows "
+        "formatted in Python), and in Python it validates and encodes every payload and builds "
+        "a `Job` value per row; that Python work is done once per row whatever the SQL."
     )
     if raw_insert and ours:
         text += (f" Against the raw multi-row INSERT ({fmt_num(raw_insert)}/s) it reached "
@@ -354,9 +380,9 @@ def _why_latency(results: dict[str, Any], item: dict[str, Any], bad: list[dict[s
         "worker's listener thread receives it and sets the wake-up event; the claim loop "
         "thread wakes, claims (one round trip, one commit) and hands the job to a handler "
         "thread. Each hand-off between threads (and processes) waits for a CPU and for the "
-        "GIL, which on a loaded 2-core machine costs milliseconds. Traced by hand outside "
-        "this run, the claim itself (a statement planned anew on every call, then its commit) "
-        "took the largest share of the path, then the enqueue's own commit and NOTIFY."
+        "GIL, which on a loaded 2-core machine costs milliseconds. The claim is prepared once "
+        "per connection; before it was (traced by hand), planning it anew on every call was "
+        "the largest share of the path, then the enqueue's own commit and NOTIFY."
     )
     p50 = get(ours, "latency", "p50_ms")
     if p50:
