@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from ..models import Consumer
-from ..queues import JobHandle, Queue
+from ..queues import MAX_CLAIM, JobHandle, Queue
 from .inflight import InFlight
 
 
@@ -83,7 +83,7 @@ class Claimer:
         # Start from a different queue each tick so that one busy queue cannot starve the rest.
         for offset in range(len(active)):
             queue = active[(self._next + offset) % len(active)]
-            want = self.room()
+            want = min(self.room(), MAX_CLAIM)
             if self.batch is not None:
                 want = min(want, self.batch)
             if want <= 0:
