@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -29,7 +28,7 @@ from django_alkqueue.models import Consumer, DeadLetter, QueueMessage, Worker
 from testproject.shop.consumers import deliver_webhook
 from testproject.shop.models import HandlerRun
 from tests.conftest import wait_until
-from tests.workers import start_worker
+from tests.workers import Watched, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,31 +39,8 @@ FOREIGN_HANDLER = "billing.consumers.send_invoice"
 # -- harness ---------------------------------------------------------------------------------
 
 
-class Running:
-    """A worker subprocess whose output is read continuously (so a chatty worker never blocks
-    on a full pipe) and kept for the assertion messages."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
-        self._lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._lines.append(line)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def output(self) -> str:
-        return "".join(self._lines)
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
+class Running(Watched):
+    """A worker started for one test: wait for its exit, or for a clean end of a burst."""
 
     def wait(self, timeout: float) -> int:
         """Wait for the exit; returns the exit code."""

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from django.conf import settings
@@ -42,6 +43,33 @@ def start_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Po
         text=True,
         start_new_session=True,
     )
+
+
+class Watched:
+    """A worker subprocess whose output is read continuously (so a chatty worker never blocks
+    on a full pipe) and kept for the assertion messages."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self._lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.append(line)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def output(self) -> str:
+        return "".join(self._lines)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
 
 def run_worker(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> str:

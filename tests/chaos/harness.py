@@ -11,7 +11,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -19,7 +18,7 @@ from typing import TypeVar
 
 from django.db import DatabaseError, InterfaceError, connections
 
-from tests.workers import database_env, worker_command
+from tests.workers import Watched, database_env, worker_command
 
 T = TypeVar("T")
 
@@ -45,7 +44,7 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-class ChaosWorker:
+class ChaosWorker(Watched):
     """One `alk_worker` process (or supervisor) whose output is read as it comes."""
 
     def __init__(
@@ -59,7 +58,7 @@ class ChaosWorker:
         command = [*prefix, *worker_command(*args)]
         if worker_id is not None:
             command += ["--worker-id", worker_id]
-        self.process = subprocess.Popen(
+        process = subprocess.Popen(
             command,
             env={**database_env(), **(env or {})},
             stdout=subprocess.PIPE,
@@ -68,25 +67,7 @@ class ChaosWorker:
             start_new_session=True,
         )
         self._terminated = False
-        self._lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._lines.append(line)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def output(self) -> str:
-        return "".join(self._lines)
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
+        super().__init__(process)
 
     def kill(self) -> None:
         """SIGKILL the process and every process it started."""
