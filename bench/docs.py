@@ -411,7 +411,15 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
             r100 = _m(get(vac, "b100", "us_per_job")) / _m(get(base, "b100", "us_per_job"))
             text += (f" After a VACUUM the ratios were x{r1:.2f} (claim 1) and x{r100:.2f} "
                      "(claim 100): the cost is the index entries of dead rows that each claim "
-                     "walks past at the head of the claim index.")  # fmt: skip
+                     "walks past at the head of the claim index (`alkqueue_pending_idx`). "
+                     "Their leaf pages are read on every claim even once the entries are "
+                     "marked dead, and no claim that keeps the strict handout order (priority, "
+                     "run_at, id) can start past them; a claim of 100 pays that walk once per "
+                     "100 jobs. The remedy is removing them: migration 0002's autovacuum "
+                     "settings, and the worker's leader, which runs VACUUM once PostgreSQL "
+                     "counts more dead row versions than ALKQUEUE[\"VACUUM_DEAD_TUPLES\"] "
+                     "(50,000). This loop runs with no worker and with autovacuum off on the "
+                     "table, so neither ran here.")  # fmt: skip
     return text
 
 

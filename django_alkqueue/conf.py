@@ -40,6 +40,10 @@ class AlkQueueSettings:
     #: connection. Switch off behind a pooler that cannot keep prepared statements (PgBouncer
     #: older than 1.21 in transaction mode).
     PREPARED_STATEMENTS: bool = True
+    #: The leader VACUUMs the live table when PostgreSQL counts more dead row versions than
+    #: this (checked every RECLAIM_INTERVAL): the backstop for an autovacuum that falls behind
+    #: a queue's churn. None: never.
+    VACUUM_DEAD_TUPLES: int | None = 50_000
     #: Database alias used for LISTEN (a direct connection when claims go through PgBouncer).
     LISTEN_DATABASE: str | None = None
     #: Seconds of per-minute queue statistics (QueueStat, the admin charts) kept; the leader's

@@ -198,6 +198,14 @@ class Dialect:
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         """Wake idle workers of `queue` (PostgreSQL NOTIFY; nothing elsewhere)."""
 
+    def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
+        """Dead row versions in the live table, as the server counts them; None where the
+        server keeps no such count (SQLite reuses freed pages itself)."""
+        return None
+
+    def vacuum(self, connection: BaseDatabaseWrapper) -> None:
+        """Reclaim the live table's dead row versions (PostgreSQL VACUUM; nothing elsewhere)."""
+
     # -- the state changes each vendor writes its own way ----------------------------------
 
     def insert_many(

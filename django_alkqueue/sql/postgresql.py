@@ -178,6 +178,15 @@ RETURNING {_DEAD_AS_ROW}
 """
 
 
+# The server's own count of dead row versions (the cumulative statistics, updated within
+# seconds). SKIP_LOCKED: when autovacuum is already on the table, leave it to it rather than
+# wait for its lock.
+_DEAD_TUPLES = (
+    f"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{MESSAGE_TABLE}'::regclass"
+)
+_VACUUM = f"VACUUM (SKIP_LOCKED) {MESSAGE_TABLE}"
+
+
 class PostgresDialect(Dialect):
     def insert_many(
         self, connection: BaseDatabaseWrapper, queue: str, texts: Sequence[str], stamps: Stamps
@@ -205,6 +214,16 @@ class PostgresDialect(Dialect):
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
+
+    def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
+        with connection.cursor() as cursor:
+            cursor.execute(_DEAD_TUPLES)
+            row = cursor.fetchone()
+        return None if row is None else int(row[0])
+
+    def vacuum(self, connection: BaseDatabaseWrapper) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(_VACUUM)
 
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime

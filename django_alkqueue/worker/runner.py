@@ -38,6 +38,7 @@ from .queue_stats import STATS_INTERVAL, QueueStatDeltas, QueueStatWriter
 from .report import StatusReporter, Stream, burst_table
 from .startup import StartupRefused
 from .stats import WorkerStats
+from .vacuumer import Vacuumer
 
 logger = logging.getLogger("django_alkqueue")
 
@@ -167,6 +168,7 @@ class Worker:
             (Reclaimer(self.using, self.clock), get_settings().RECLAIM_INTERVAL),
             (Sweeper(self.using, self.clock), get_settings().SWEEP_INTERVAL),
             (QueueStatWriter(self.using, self.clock), STATS_INTERVAL),
+            (Vacuumer(self.using), get_settings().RECLAIM_INTERVAL),
         ]
         if get_settings().PERIODIC:
             leader_services.append(

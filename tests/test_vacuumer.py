@@ -1,0 +1,80 @@
+"""The leader's VACUUM of the live table once PostgreSQL counts enough dead row versions."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import override_settings
+
+from django_alkqueue.queues import ack_handles
+from django_alkqueue.sql import dialect_for
+from django_alkqueue.worker.vacuumer import Vacuumer
+from tests.conftest import wait_until
+
+# VACUUM cannot run inside a transaction block: no test-wrapping transaction here.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _churn(q, jobs: int) -> None:
+    """Enqueue, claim and ack `jobs` jobs: two dead row versions each."""
+    q.enqueue_many(range(jobs))
+    ack_handles(q.claim("w", jobs), q.using)
+
+
+def _flush_own_statistics() -> None:
+    # This session's counts reach the shared statistics when it next goes idle.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+
+
+def _dead_tuples() -> int:
+    return dialect_for(connection).dead_tuples(connection) or 0
+
+
+def _manual_vacuums() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'alkqueue_message'"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.postgres_only
+def test_the_live_table_is_vacuumed_once_dead_rows_pass_the_threshold(q):
+    _churn(q, 300)
+    _flush_own_statistics()
+    wait_until(lambda: _dead_tuples() >= 300)
+    before = _manual_vacuums()
+    with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 300}):
+        assert Vacuumer("default").run_once() is True
+    wait_until(lambda: _manual_vacuums() == before + 1)
+
+
+@pytest.mark.postgres_only
+def test_below_the_threshold_the_table_is_left_alone(q):
+    _churn(q, 300)
+    _flush_own_statistics()
+    wait_until(lambda: _dead_tuples() >= 300)
+    before = _manual_vacuums()
+    with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 100_000}):
+        assert Vacuumer("default").run_once() is False
+    assert _manual_vacuums() == before
+
+
+@pytest.mark.postgres_only
+def test_vacuum_dead_tuples_none_never_vacuums(q):
+    _churn(q, 300)
+    _flush_own_statistics()
+    wait_until(lambda: _dead_tuples() >= 300)
+    before = _manual_vacuums()
+    with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": None}):
+        assert Vacuumer("default").run_once() is False
+    assert _manual_vacuums() == before
+
+
+def test_sqlite_has_nothing_to_vacuum(q, is_postgres):
+    if is_postgres:
+        pytest.skip("SQLite behaviour")
+    _churn(q, 10)
+    with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 1}):
+        assert Vacuumer("default").run_once() is False
