@@ -350,6 +350,14 @@ def _why_single(results: dict[str, Any], item: dict[str, Any], bad: list[dict[st
         parts = [f"{label}: {fmt_num(fig['median'])}/s" for label, fig in layers.items()]
         text += (" Measured in one time window, the layers taking turns (table below): "
                  + "; ".join(parts) + ".")  # fmt: skip
+        plain = next((f["median"] for k, f in layers.items() if "plain INSERT" in k), None)
+        ours = layers.get("Queue.enqueue", {}).get("median")
+        if plain and ours:
+            text += (f" In that window `Queue.enqueue` ran at {ours / plain:.0%} of a plain "
+                     "INSERT into the same table; the step from Django's cursor to the "
+                     "prepared hot path is the largest single gain, and what is left is the "
+                     "Python of the call (validation, encoding, the `Job` value) and "
+                     "Django's connection handling around the statement.")  # fmt: skip
     return text
 
 
