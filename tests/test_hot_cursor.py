@@ -3,8 +3,10 @@ Django's cursor kept where queries are watched, Django's exceptions either way."
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from django.db.utils import ProgrammingError
 from django.test.utils import CaptureQueriesContext, override_settings
 
@@ -87,3 +89,21 @@ def test_an_enqueue_on_the_hot_path_rolls_back_with_the_callers_transaction(q):
         q.enqueue(1)
         fetch_all(connection, "SELECT 1 / (%s - 1)", [1])
     assert QueueMessage.objects.count() == 0
+
+
+def test_a_connection_used_from_another_thread_is_refused_as_by_django():
+    main = connections["default"]  # this thread's wrapper, not the per-thread proxy
+    main.ensure_connection()
+    errors: list[Exception] = []
+
+    def use_the_main_threads_connection() -> None:
+        try:
+            fetch_all(main, "SELECT 1", [])
+        except DatabaseError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=use_the_main_threads_connection)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
+    assert "thread" in str(errors[0])

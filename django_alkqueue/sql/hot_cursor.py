@@ -36,18 +36,21 @@ _ONLY_WHEN_ASKED = 2**62
 
 def fetch_all(connection: BaseDatabaseWrapper, sql: str, params: Params) -> list[tuple[Any, ...]]:
     """Run one hot statement and return its rows."""
-    with connection.cursor() as django_cursor:
-        if not is_psycopg3 or connection.queries_logged or connection.execute_wrappers:
+    if not is_psycopg3 or connection.queries_logged or connection.execute_wrappers:
+        with connection.cursor() as django_cursor:
             django_cursor.execute(sql, params)
             return list(django_cursor.fetchall())
-        import psycopg
+    import psycopg
 
-        # connection.cursor() above ran Django's checks (thread sharing, health check,
-        # connect); the plain cursor shares that connection and its type adapters.
-        prepare = True if _may_prepare(connection) else None
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(sql, params, prepare=prepare)
-            return cursor.fetchall()
+    # The checks connection.cursor() runs first, without building a cursor left unused.
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    prepare = True if _may_prepare(connection) else None
+    # The plain cursor shares Django's connection, its session and its type adapters.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=prepare)
+        return cursor.fetchall()
 
 
 def _may_prepare(connection: BaseDatabaseWrapper) -> bool:
