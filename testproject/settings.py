@@ -98,6 +98,8 @@ if os.environ.get("ALKQUEUE_EVERY_SECOND"):  # used by the test of racing schedu
                                              "payload": {"ping": True}}}  # fmt: skip
 if os.environ.get("ALKQUEUE_BAD_CRON"):  # used by the test of the periodic system check
     ALKQUEUE["PERIODIC"] = {"nightly-broken": {"cron": "61 * * * *", "payload": {}}}
+if os.environ.get("ALKQUEUE_VACUUM_DEAD_TUPLES"):  # used by the test of the leader's vacuum
+    ALKQUEUE["VACUUM_DEAD_TUPLES"] = int(os.environ["ALKQUEUE_VACUUM_DEAD_TUPLES"])
 if os.environ.get("ALKQUEUE_EXTRA_CONSUMERS"):  # used by the tests of the duplicate check
     ALKQUEUE["CONSUMER_MODULES"] = os.environ["ALKQUEUE_EXTRA_CONSUMERS"].split(",")
 

@@ -76,8 +76,8 @@ def workers() -> Iterator[Callable[..., Running]]:
     """start(*alk_worker_args) -> Running; every process group is SIGKILLed at teardown."""
     started: list[Running] = []
 
-    def start(*args: str) -> Running:
-        running = Running(start_worker(*args))
+    def start(*args: str, env: dict[str, str] | None = None) -> Running:
+        running = Running(start_worker(*args, env=env))
         started.append(running)
         return running
 
@@ -327,6 +327,24 @@ def test_notify_wakes_an_idle_worker_long_before_its_poll_interval(workers):
     wait_until(is_gone(second), timeout=5)
 
     assert runs_of(first) == [1] and runs_of(second) == [1]
+    assert worker.stop() == 0, worker.output
+
+
+@pytest.mark.postgres_only
+def test_the_leader_vacuums_the_live_table_once_dead_rows_pile_up(workers):
+    def manual_vacuums() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'alkqueue_message'"
+            )
+            return int(cursor.fetchone()[0])
+
+    before = manual_vacuums()
+    jobs = queue("noop").enqueue_many([{"n": n} for n in range(200)])  # 400 dead rows, acked
+    worker = workers("--queue", "noop", env={"ALKQUEUE_VACUUM_DEAD_TUPLES": "300"})
+    wait_until(lambda: not QueueMessage.objects.filter(pk__in=[j.id for j in jobs]).exists())
+    # The acks reach PostgreSQL's statistics within seconds; the leader checks every 5 s.
+    wait_until(lambda: manual_vacuums() > before, timeout=40, every=0.5)
     assert worker.stop() == 0, worker.output
 
 
