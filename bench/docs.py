@@ -513,6 +513,16 @@ def knobs(results: dict[str, Any]) -> str:
         "through that alias inherit it). Measured: "
         + (rate(sync) or "not scanned in this run")
         + ".",
+        '- **`ALKQUEUE["PREPARED_STATEMENTS"]`** (default on): the enqueue of one job, the '
+        "claim, the ack and the lease renewal are prepared once per connection and bound by "
+        "the server (docs/worker.md, PgBouncer). Switch it off only behind a pooler that "
+        "cannot keep prepared statements; the layer table above shows what the prepared "
+        "path gains over Django's cursor for an enqueue.",
+        '- **`ALKQUEUE["VACUUM_DEAD_TUPLES"]`** (default 50,000): the leader VACUUMs the '
+        "queue table past this many dead row versions, the backstop for an autovacuum that "
+        "falls behind; the claim+ack table above shows what dead rows at the head of the "
+        "claim index cost. The drains here ran with the harness's own VACUUM stand-in for "
+        "every system alike.",
     ]
     return "\n".join(lines)
 
