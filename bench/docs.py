@@ -159,8 +159,9 @@ def noise(results: dict[str, Any]) -> str:
             )
     for merge in results.get("merged") or []:
         lines.append(f"{', '.join(merge['systems'])} were measured again from "
-                     f"{merge['started']} (their first measurement in this run was cut short by "
-                     "server restarts) and merged into this run's results.")  # fmt: skip
+                     f"{merge['started']} (`--merge`) and merged into this run's results: "
+                     "their figures come from a later time window than the other "
+                     "systems'.")  # fmt: skip
     return "\n\n".join(lines)
 
 
