@@ -39,37 +39,34 @@ def _manual_vacuums() -> int:
         return int(cursor.fetchone()[0])
 
 
-@pytest.mark.postgres_only
-def test_the_live_table_is_vacuumed_once_dead_rows_pass_the_threshold(q):
+@pytest.fixture
+def vacuums_before(q) -> int:
+    """300 jobs churned and counted by PostgreSQL; returns the manual vacuums so far."""
     _churn(q, 300)
     _flush_own_statistics()
     wait_until(lambda: _dead_tuples() >= 300)
-    before = _manual_vacuums()
+    return _manual_vacuums()
+
+
+@pytest.mark.postgres_only
+def test_the_live_table_is_vacuumed_once_dead_rows_pass_the_threshold(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 300}):
         assert Vacuumer("default").run_once() is True
-    wait_until(lambda: _manual_vacuums() == before + 1)
+    wait_until(lambda: _manual_vacuums() == vacuums_before + 1)
 
 
 @pytest.mark.postgres_only
-def test_below_the_threshold_the_table_is_left_alone(q):
-    _churn(q, 300)
-    _flush_own_statistics()
-    wait_until(lambda: _dead_tuples() >= 300)
-    before = _manual_vacuums()
+def test_below_the_threshold_the_table_is_left_alone(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 100_000}):
         assert Vacuumer("default").run_once() is False
-    assert _manual_vacuums() == before
+    assert _manual_vacuums() == vacuums_before
 
 
 @pytest.mark.postgres_only
-def test_vacuum_dead_tuples_none_never_vacuums(q):
-    _churn(q, 300)
-    _flush_own_statistics()
-    wait_until(lambda: _dead_tuples() >= 300)
-    before = _manual_vacuums()
+def test_vacuum_dead_tuples_none_never_vacuums(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": None}):
         assert Vacuumer("default").run_once() is False
-    assert _manual_vacuums() == before
+    assert _manual_vacuums() == vacuums_before
 
 
 def test_sqlite_has_nothing_to_vacuum(q, is_postgres):
