@@ -52,9 +52,12 @@ SELECT inserted.id FROM inserted, (SELECT pg_notify('{NOTIFY_CHANNEL}', %s)) AS 
 
 # The enqueue of many: ids first, then COPY, the fastest way into a table (no RETURNING,
 # no per-row statement), then one NOTIFY; all in one transaction.
-_RESERVE_IDS = (
-    f"SELECT nextval(pg_get_serial_sequence('{MESSAGE_TABLE}', 'id')) FROM generate_series(1, %s)"
-)
+# The sequence is looked up once, in a MATERIALIZED CTE: written inside nextval() the lookup
+# runs per row, and cost five times what the nextval does.
+_RESERVE_IDS = f"""
+WITH sequence AS MATERIALIZED (SELECT pg_get_serial_sequence('{MESSAGE_TABLE}', 'id')::regclass AS id)
+SELECT nextval(sequence.id) FROM sequence, generate_series(1, %s)
+"""
 _COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
 
 _COPY_CHUNK = 10_000
