@@ -14,14 +14,18 @@ from .exceptions import PayloadError
 
 JSONValue = Any
 
+# One encoder for every call: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
 
 def encode(payload: JSONValue, *, max_bytes: int, path: str = "payload") -> str:
     """The stored text of `payload`; raises PayloadError naming the offending path."""
     try:
         if not _plain(payload):
             raise _rejection(payload, path)
-        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        size = len(text.encode("utf-8"))
+        text = _ENCODER.encode(payload)
+        # An ASCII text is its own UTF-8; otherwise the encoding also finds lone surrogates.
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError:  # a lone surrogate somewhere
         raise _rejection(payload, path) from None
     except RecursionError:
@@ -42,19 +46,28 @@ def decode(text: str) -> JSONValue:
     return json.loads(text)
 
 
+
 def _plain(value: Any) -> bool:
     """Whether `value` is made of the exact JSON types only: the quick yes of the common case,
     without building a path per member. Strings are checked for lone surrogates by the UTF-8
     encoding of the whole text."""
     kind = type(value)
+    if kind is dict:  # the usual payload: scalar members are checked here, without a call
+        for key, member in value.items():
+            if type(key) is not str:
+                return False
+            member_kind = type(member)
+            if member_kind is str or member_kind is int or member_kind is bool or member is None:
+                continue
+            if not _plain(member):
+                return False
+        return True
     if kind is str or kind is int or kind is bool or value is None:
         return True
     if kind is float:
         return math.isfinite(value)
     if kind is list:
         return all(map(_plain, value))
-    if kind is dict:
-        return all(type(key) is str for key in value) and all(map(_plain, value.values()))
     return False
 
 
