@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
+
+from .payload import decode_encoded
 
 State = Literal["pending", "scheduled", "claimed", "dead"]
 LIVE_STATES: tuple[State, ...] = ("pending", "scheduled", "claimed")
@@ -75,6 +78,27 @@ class Stamps(NamedTuple):
             unique_key=self.unique_key, claimed_by=None, lease_expires_at=None,
             last_error=None, retention=self.retention,
         )  # fmt: skip
+
+    def new_jobs(
+        self, ids: Sequence[int], queue: str, texts: Sequence[str], now: datetime
+    ) -> list[Job]:
+        """new_job for each (id, payload text) of one enqueue_many.
+
+        The rows differ only in id and payload, so the first Job is built by the constructor
+        and the others take a copy of its fields with their own id and payload. That skips
+        the frozen constructor's one object.__setattr__ per field, most of the Python cost
+        of a bulk enqueue's row (3.6 of about 4 us)."""
+        if not ids:
+            return []
+        fields = vars(self.new_job(ids[0], queue, None, now))
+        jobs = []
+        for job_id, text in zip(ids, texts, strict=True):
+            job = object.__new__(Job)
+            object.__setattr__(
+                job, "__dict__", {**fields, "id": job_id, "payload": decode_encoded(text)}
+            )
+            jobs.append(job)
+        return jobs
 
 
 def live_state(claimed: bool, run_at: datetime, now: datetime) -> State:
