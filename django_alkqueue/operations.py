@@ -55,8 +55,12 @@ def enqueue(
     """
     dialect, connection = _dialect_and_connection(using)
     if stamps.unique_key is None:
-        ids = dialect.insert_many(connection, queue, texts, stamps)
-        jobs = [stamps.new_job(i, queue, decode(t), now) for i, t in zip(ids, texts, strict=True)]
+        jobs: list[Job] = []
+
+        def written(ids: Sequence[int], chunk: Sequence[str]) -> None:
+            jobs.extend(stamps.new_jobs(ids, queue, chunk, now))
+
+        dialect.insert_many(connection, queue, texts, stamps, written)
         if signals.job_enqueued.has_listeners(Job):  # asked once, not once per job
             for job in jobs:
                 signals.announce(signals.job_enqueued, Job, job=job)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
@@ -73,6 +73,9 @@ class Claim(NamedTuple):
 
 
 Row = tuple[Any, ...]
+
+#: insert_many's report of rows written: (their ids, their payload texts), in input order.
+Written = Callable[[Sequence[int], Sequence[str]], None]
 
 
 class Dialect:
@@ -209,10 +212,17 @@ class Dialect:
     # -- the state changes each vendor writes its own way ----------------------------------
 
     def insert_many(
-        self, connection: BaseDatabaseWrapper, queue: str, texts: Sequence[str], stamps: Stamps
-    ) -> list[int]:
-        """Insert one live job per payload text, all with the same stamps and no unique key;
-        returns their ids in input order."""
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        texts: Sequence[str],
+        stamps: Stamps,
+        written: Written,
+    ) -> None:
+        """Insert one live job per payload text, all with the same stamps and no unique key,
+        in one transaction. `written(ids, texts)` is called for consecutive runs of the input,
+        in order, once each run's rows are on their way: where the server takes rows in while
+        the caller goes on (COPY), the caller's own per-row work overlaps the server's."""
         raise NotImplementedError
 
     def insert_unique(

@@ -22,6 +22,7 @@ from .base import (
     Claim,
     Dialect,
     Row,
+    Written,
     insert_values,
 )
 from .hot_cursor import fetch_all
@@ -55,12 +56,15 @@ SELECT inserted.id FROM inserted, (SELECT pg_notify('{NOTIFY_CHANNEL}', %s)) AS 
 # The sequence is looked up once, in a MATERIALIZED CTE: written inside nextval() the lookup
 # runs per row, and cost five times what the nextval does.
 _RESERVE_IDS = f"""
-WITH sequence AS MATERIALIZED (SELECT pg_get_serial_sequence('{MESSAGE_TABLE}', 'id')::regclass AS id)
+WITH sequence AS MATERIALIZED (
+    SELECT pg_get_serial_sequence('{MESSAGE_TABLE}', 'id')::regclass AS id
+)
 SELECT nextval(sequence.id) FROM sequence, generate_series(1, %s)
 """
 _COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
 
-_COPY_CHUNK = 10_000
+# Small enough that the caller's work on one chunk overlaps the server's parsing of it.
+_COPY_CHUNK = 1_000
 
 
 def _copy_lines(rows: Iterable[tuple[int, str]], queue: str, stamps: Stamps) -> str:
@@ -192,21 +196,28 @@ _VACUUM = f"VACUUM (SKIP_LOCKED) {MESSAGE_TABLE}"
 
 class PostgresDialect(Dialect):
     def insert_many(
-        self, connection: BaseDatabaseWrapper, queue: str, texts: Sequence[str], stamps: Stamps
-    ) -> list[int]:
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        texts: Sequence[str],
+        stamps: Stamps,
+        written: Written,
+    ) -> None:
         if len(texts) == 1:
             job_id = self.insert_unique(connection, queue, texts[0], stamps)
             assert job_id is not None  # no unique key: nothing to conflict with
-            return [job_id]
+            written([job_id], texts)
+            return
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             cursor.execute(_RESERVE_IDS, [len(texts)])
             ids = sorted(row[0] for row in cursor.fetchall())
-            rows = list(zip(ids, texts, strict=True))
             with cursor.cursor.copy(_COPY) as copy:
-                for start in range(0, len(rows), _COPY_CHUNK):
-                    copy.write(_copy_lines(rows[start : start + _COPY_CHUNK], queue, stamps))
+                for start in range(0, len(texts), _COPY_CHUNK):
+                    chunk_ids = ids[start : start + _COPY_CHUNK]
+                    chunk = texts[start : start + _COPY_CHUNK]
+                    copy.write(_copy_lines(zip(chunk_ids, chunk, strict=True), queue, stamps))
+                    written(chunk_ids, chunk)  # while the server parses the chunk
             cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
-        return ids
 
     def insert_unique(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps

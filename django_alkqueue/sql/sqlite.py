@@ -26,6 +26,7 @@ from .base import (
     Claim,
     Dialect,
     Row,
+    Written,
     insert_values,
 )
 
@@ -108,9 +109,13 @@ class SqliteDialect(Dialect):
         return None if value is None else uuid.UUID(value)
 
     def insert_many(
-        self, connection: BaseDatabaseWrapper, queue: str, texts: Sequence[str], stamps: Stamps
-    ) -> list[int]:
-        ids: list[int] = []
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        texts: Sequence[str],
+        stamps: Stamps,
+        written: Written,
+    ) -> None:
         placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             for start in range(0, len(texts), _INSERT_CHUNK):
@@ -123,8 +128,7 @@ class SqliteDialect(Dialect):
                 cursor.execute(_INSERT.format(values=", ".join([placeholders] * len(chunk))),
                                params)  # fmt: skip
                 # RETURNING order is unspecified; rowids grow in insertion order.
-                ids.extend(sorted(row[0] for row in cursor.fetchall()))
-        return ids
+                written(sorted(row[0] for row in cursor.fetchall()), chunk)
 
     def insert_unique(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
