@@ -6,10 +6,11 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import override_settings
 
 from django_alkqueue import InvalidOption, PayloadError, enqueue, queue
+from django_alkqueue import payload as payload_codec
 from django_alkqueue.models import QueueMessage
 from tests.conftest import run_threads
 
@@ -86,6 +87,43 @@ def test_enqueue_many_reads_the_clock_once_and_keeps_input_order(q, clock):
     assert [j.payload for j in jobs] == [{"n": i} for i in range(25)]
     assert len({j.id for j in jobs}) == 25
     assert all(q.get_job(j.id).run_at == clock.now + timedelta(seconds=3) for j in jobs)
+
+
+def test_enqueue_many_across_several_write_chunks_keeps_ids_and_payloads_paired(q, clock):
+    # More rows than one COPY chunk (PostgreSQL) or one multi-row INSERT (SQLite).
+    payloads = [{"n": i, "text": "é" * (i % 3)} for i in range(2_345)]
+    jobs = q.enqueue_many(payloads)
+    assert [j.payload for j in jobs] == payloads
+    assert [j.id for j in jobs] == sorted(j.id for j in jobs)
+    stored = dict(QueueMessage.objects.values_list("id", "payload"))
+    assert [stored[j.id] for j in jobs] == payloads
+    assert jobs == [q.get_job(j.id) for j in jobs]
+
+
+def test_the_jobs_enqueue_many_returns_are_separate_values(q):
+    first, second = q.enqueue_many([{"same": [1]}, {"same": [1]}])
+    assert first.payload == second.payload
+    assert first.payload is not second.payload
+    assert first.payload["same"] is not second.payload["same"]
+    with pytest.raises(AttributeError):
+        first.payload = {}  # type: ignore[misc]
+
+
+def test_a_payload_is_stored_as_the_standard_librarys_compact_json(q):
+    payload = {"b": [1, 2.5, -0.0, None, True], "a": 'ünï\u0000\n"', "z": {}}
+    job = q.enqueue(payload)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT payload FROM alkqueue_message WHERE id = %s", [job.id])
+        [(text,)] = cursor.fetchall()
+    assert text == json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_the_size_limit_counts_utf8_bytes_not_characters(q):
+    with override_settings(ALKQUEUE={"MAX_PAYLOAD_BYTES": 10}):
+        q.enqueue("éééé")  # 8 bytes plus two quotes
+        with pytest.raises(PayloadError, match="11 bytes"):
+            q.enqueue("ééééx")
+    assert QueueMessage.objects.count() == 1
 
 
 def test_enqueue_many_of_nothing_writes_nothing(q):
@@ -323,3 +361,10 @@ def test_enqueue_many_refuses_a_single_payload_passed_as_the_batch(q, payloads):
     with pytest.raises(PayloadError, match="iterable of payloads"):
         q.enqueue_many(payloads)
     assert QueueMessage.objects.count() == 0
+
+
+def test_the_payload_encoder_without_the_c_accelerator_writes_the_same_text(monkeypatch):
+    payload = {"b": [1, 2.5, None, True], "a": "ünï\u0000\n", "z": {}}
+    fast = payload_codec._compact_encoder()
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    assert payload_codec._compact_encoder()(payload) == fast(payload)
