@@ -7,7 +7,8 @@ The SQL itself lives in `sql/`, once per vendor; this module adds the rules arou
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connections, transaction
@@ -28,6 +29,9 @@ from .sql.base import (
 )
 
 _KEY_RACE_RETRIES = 5
+#: Rows per write of a bulk enqueue: small enough that the work on the next chunk overlaps
+#: the server's on this one, large enough that each write is one cheap round of COPY.
+ENQUEUE_CHUNK = 1_000
 
 
 def _dialect_and_connection(using: str) -> tuple[Dialect, BaseDatabaseWrapper]:
@@ -46,26 +50,35 @@ def _announce_deaths(jobs: Iterable[Job]) -> None:
 
 
 def enqueue(
-    using: str, queue: str, texts: Sequence[str], stamps: Stamps, now: datetime
+    using: str, queue: str, texts: Iterable[str], count: int, stamps: Stamps, now: datetime
 ) -> list[Job]:
-    """Write one job per payload text, in input order.
+    """Write one job per payload text, in input order; `count` texts in all.
+
+    The texts are read ENQUEUE_CHUNK at a time while the rows before them are written, so a
+    lazily encoded iterable has its next chunk encoded while the server takes in the last;
+    a text that fails to come (a PayloadError) rolls every row back.
 
     With a unique key at most one row is written: if a live job holds the key, no row is
     written and every entry of the result is that job.
     """
     dialect, connection = _dialect_and_connection(using)
-    if stamps.unique_key is None:
-        jobs: list[Job] = []
+    if stamps.unique_key is not None:
+        every = list(texts)  # all of them valid before the one row is written
+        return [_enqueue_unique(using, queue, every[0], stamps, now)] * len(every)
+    jobs: list[Job] = []
+    with dialect.insert_many(connection, queue, stamps, count) as write:
+        for chunk in _chunks(texts, ENQUEUE_CHUNK):
+            jobs.extend(stamps.new_jobs(write(chunk), queue, chunk, now))
+    if signals.job_enqueued.has_listeners(Job):  # asked once, not once per job
+        for job in jobs:
+            signals.announce(signals.job_enqueued, Job, job=job)
+    return jobs
 
-        def written(ids: Sequence[int], chunk: Sequence[str]) -> None:
-            jobs.extend(stamps.new_jobs(ids, queue, chunk, now))
 
-        dialect.insert_many(connection, queue, texts, stamps, written)
-        if signals.job_enqueued.has_listeners(Job):  # asked once, not once per job
-            for job in jobs:
-                signals.announce(signals.job_enqueued, Job, job=job)
-        return jobs
-    return [_enqueue_unique(using, queue, texts[0], stamps, now)] * len(texts)
+def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 def _enqueue_unique(using: str, queue: str, text: str, stamps: Stamps, now: datetime) -> Job:

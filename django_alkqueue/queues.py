@@ -77,7 +77,7 @@ class Queue:
         """Write one job in the caller's transaction; see docs/queues.md for every rule."""
         text = encode(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES)
         options = (delay, run_at, expires, max_attempts, priority, unique_key)
-        return self._insert([text], *options)[0]
+        return self._insert([text], 1, *options)[0]
 
     def enqueue_many(
         self,
@@ -96,13 +96,17 @@ class Queue:
                 f"payloads must be an iterable of payloads, not a {type(payloads).__name__} "
                 "(to enqueue one payload, use enqueue())"
             )
+        items = list(payloads)
         limit = get_settings().MAX_PAYLOAD_BYTES
-        texts = [encode(p, max_bytes=limit, path=f"payloads[{i}]") for i, p in enumerate(payloads)]
-        return self._insert(texts, delay, run_at, expires, max_attempts, priority, unique_key)
+        # Encoded lazily, chunk by chunk, while the rows before are written (operations.enqueue)
+        texts = (encode(p, max_bytes=limit, path=f"payloads[{i}]") for i, p in enumerate(items))
+        options = (delay, run_at, expires, max_attempts, priority, unique_key)
+        return self._insert(texts, len(items), *options)
 
     def _insert(
         self,
-        texts: list[str],
+        texts: Iterable[str],
+        count: int,
         delay: object,
         run_at: object,
         expires: object,
@@ -110,11 +114,11 @@ class Queue:
         priority: object,
         unique_key: object,
     ) -> list[Job]:
-        if not texts:
+        if not count:
             return []
         now = self.clock()
         stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
-        return operations.enqueue(self.using, self.name, texts, stamps, now)
+        return operations.enqueue(self.using, self.name, texts, count, stamps, now)
 
     def _stamps(
         self,

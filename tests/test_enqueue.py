@@ -100,6 +100,29 @@ def test_enqueue_many_across_several_write_chunks_keeps_ids_and_payloads_paired(
     assert jobs == [q.get_job(j.id) for j in jobs]
 
 
+def test_a_bad_payload_past_the_first_write_chunk_rolls_back_the_rows_before_it(q):
+    payloads: list[object] = [{"n": i} for i in range(2_500)]
+    payloads[2_100] = {"n": float("inf")}
+    with pytest.raises(PayloadError, match=r"payloads\[2100\]\['n'\]"):
+        q.enqueue_many(payloads)
+    assert QueueMessage.objects.count() == 0
+    assert len(q.enqueue_many([{"n": i} for i in range(1_500)])) == 1_500
+
+
+def test_a_bad_payload_in_enqueue_many_keeps_the_callers_transaction_usable(q):
+    with transaction.atomic():
+        kept = q.enqueue({"before": True})
+        with pytest.raises(PayloadError):
+            q.enqueue_many([*({"n": i} for i in range(1_500)), {1, 2}])
+        after = q.enqueue({"after": True})
+    assert sorted(QueueMessage.objects.values_list("id", flat=True)) == [kept.id, after.id]
+
+
+def test_enqueue_many_takes_any_iterable_of_payloads(q):
+    jobs = q.enqueue_many({"n": i} for i in range(1_200))
+    assert [j.payload for j in jobs] == [{"n": i} for i in range(1_200)]
+
+
 def test_the_jobs_enqueue_many_returns_are_separate_values(q):
     first, second = q.enqueue_many([{"same": [1]}, {"same": [1]}])
     assert first.payload == second.payload
@@ -222,6 +245,12 @@ def test_a_payload_nested_too_deeply_is_refused_and_nothing_is_written(q):
         payload = [payload]
     with pytest.raises(PayloadError, match="nested too deeply"):
         q.enqueue(payload)
+    assert QueueMessage.objects.count() == 0
+
+
+def test_an_int_past_pythons_digit_limit_is_refused_and_nothing_is_written(q):
+    with pytest.raises(PayloadError, match="cannot be encoded as JSON.*4300 digits"):
+        q.enqueue({"n": 10**5000})
     assert QueueMessage.objects.count() == 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
@@ -74,8 +75,8 @@ class Claim(NamedTuple):
 
 Row = tuple[Any, ...]
 
-#: insert_many's report of rows written: (their ids, their payload texts), in input order.
-Written = Callable[[Sequence[int], Sequence[str]], None]
+#: Writes one chunk of payload texts as new rows (insert_many); returns their ids in order.
+WriteChunk = Callable[[Sequence[str]], list[int]]
 
 
 class Dialect:
@@ -212,17 +213,14 @@ class Dialect:
     # -- the state changes each vendor writes its own way ----------------------------------
 
     def insert_many(
-        self,
-        connection: BaseDatabaseWrapper,
-        queue: str,
-        texts: Sequence[str],
-        stamps: Stamps,
-        written: Written,
-    ) -> None:
-        """Insert one live job per payload text, all with the same stamps and no unique key,
-        in one transaction. `written(ids, texts)` is called for consecutive runs of the input,
-        in order, once each run's rows are on their way: where the server takes rows in while
-        the caller goes on (COPY), the caller's own per-row work overlaps the server's."""
+        self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
+    ) -> AbstractContextManager[WriteChunk]:
+        """One transaction inserting up to `count` live jobs, all with the same stamps and
+        no unique key. The block writes the payload texts through the function it is given,
+        chunk by chunk, and gets each chunk's ids back in input order. Rows go out as each
+        chunk is written, so where the server takes them in while the caller goes on (COPY),
+        the caller's work on the next chunk overlaps the server's on this one. An exception
+        in the block rolls every row back."""
         raise NotImplementedError
 
     def insert_unique(

@@ -6,7 +6,9 @@ never receive the same row. Indexes relied on are named beside each query (model
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +24,7 @@ from .base import (
     Claim,
     Dialect,
     Row,
-    Written,
+    WriteChunk,
     insert_values,
 )
 from .hot_cursor import fetch_all
@@ -62,9 +64,6 @@ WITH sequence AS MATERIALIZED (
 SELECT nextval(sequence.id) FROM sequence, generate_series(1, %s)
 """
 _COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
-
-# Small enough that the caller's work on one chunk overlaps the server's parsing of it.
-_COPY_CHUNK = 1_000
 
 
 def _copy_lines(rows: Iterable[tuple[int, str]], queue: str, stamps: Stamps) -> str:
@@ -195,29 +194,32 @@ _VACUUM = f"VACUUM (SKIP_LOCKED) {MESSAGE_TABLE}"
 
 
 class PostgresDialect(Dialect):
+    @contextmanager
     def insert_many(
-        self,
-        connection: BaseDatabaseWrapper,
-        queue: str,
-        texts: Sequence[str],
-        stamps: Stamps,
-        written: Written,
-    ) -> None:
-        if len(texts) == 1:
-            job_id = self.insert_unique(connection, queue, texts[0], stamps)
-            assert job_id is not None  # no unique key: nothing to conflict with
-            written([job_id], texts)
+        self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
+    ) -> Iterator[WriteChunk]:
+        if count == 1:
+            yield lambda texts: [self._insert_one(connection, queue, texts[0], stamps)]
             return
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            cursor.execute(_RESERVE_IDS, [len(texts)])
-            ids = sorted(row[0] for row in cursor.fetchall())
+            cursor.execute(_RESERVE_IDS, [count])
+            unused = iter(sorted(row[0] for row in cursor.fetchall()))
             with cursor.cursor.copy(_COPY) as copy:
-                for start in range(0, len(texts), _COPY_CHUNK):
-                    chunk_ids = ids[start : start + _COPY_CHUNK]
-                    chunk = texts[start : start + _COPY_CHUNK]
-                    copy.write(_copy_lines(zip(chunk_ids, chunk, strict=True), queue, stamps))
-                    written(chunk_ids, chunk)  # while the server parses the chunk
+
+                def write(texts: Sequence[str]) -> list[int]:
+                    ids = list(itertools.islice(unused, len(texts)))
+                    copy.write(_copy_lines(zip(ids, texts, strict=True), queue, stamps))
+                    return ids  # the server parses the chunk while the caller goes on
+
+                yield write
             cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
+
+    def _insert_one(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int:
+        job_id = self.insert_unique(connection, queue, text, stamps)
+        assert job_id is not None  # no unique key: nothing to conflict with
+        return job_id
 
     def insert_unique(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps

@@ -6,7 +6,8 @@ with a write (a DELETE that may match nothing still takes the lock), never read-
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +27,7 @@ from .base import (
     Claim,
     Dialect,
     Row,
-    Written,
+    WriteChunk,
     insert_values,
 )
 
@@ -108,27 +109,29 @@ class SqliteDialect(Dialect):
     def read_token(self, value: Any) -> uuid.UUID | None:
         return None if value is None else uuid.UUID(value)
 
+    @contextmanager
     def insert_many(
-        self,
-        connection: BaseDatabaseWrapper,
-        queue: str,
-        texts: Sequence[str],
-        stamps: Stamps,
-        written: Written,
-    ) -> None:
+        self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
+    ) -> Iterator[WriteChunk]:
         placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            for start in range(0, len(texts), _INSERT_CHUNK):
-                chunk = texts[start : start + _INSERT_CHUNK]
-                params = [
-                    self._param(connection, value)
-                    for text in chunk
-                    for value in insert_values(queue, text, stamps)
-                ]
-                cursor.execute(_INSERT.format(values=", ".join([placeholders] * len(chunk))),
-                               params)  # fmt: skip
-                # RETURNING order is unspecified; rowids grow in insertion order.
-                written(sorted(row[0] for row in cursor.fetchall()), chunk)
+
+            def write(texts: Sequence[str]) -> list[int]:
+                ids: list[int] = []
+                for start in range(0, len(texts), _INSERT_CHUNK):
+                    chunk = texts[start : start + _INSERT_CHUNK]
+                    params = [
+                        self._param(connection, value)
+                        for text in chunk
+                        for value in insert_values(queue, text, stamps)
+                    ]
+                    sql = _INSERT.format(values=", ".join([placeholders] * len(chunk)))
+                    cursor.execute(sql, params)
+                    # RETURNING order is unspecified; rowids grow in insertion order.
+                    ids.extend(sorted(row[0] for row in cursor.fetchall()))
+                return ids
+
+            yield write
 
     def insert_unique(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
