@@ -1,7 +1,9 @@
 """Where the time of one django-alkqueue enqueue goes: the same single-row enqueue, one
-transaction each, peeled layer by layer (jobs/s of each, same table, no worker running):
+transaction each, peeled layer by layer (jobs/s of each, no worker running):
 
-1. psycopg, a plain INSERT of the same columns (the table and its indexes);
+0. the raw ceiling's own call (bench/systems/raw.py: one INSERT of one JSON column into
+   its raw_job table, created beside the library's table for this measurement);
+1. psycopg, a plain INSERT of the library's columns (the table and its indexes);
 2. psycopg, the library's own statement (INSERT ... RETURNING the row, pg_notify);
 3. the same statement through Django's cursor (client-side binding, never prepared);
 4. the same statement through the library's hot path on Django's connection
@@ -9,7 +11,8 @@ transaction each, peeled layer by layer (jobs/s of each, same table, no worker r
 5. `Queue.enqueue` (validation, encoding, `Job` values, the `job_enqueued` signal).
 
 The layers take turns in chunks of CHUNK calls, so that a commit latency that drifts
-during the run (other work on the machine) weighs on every layer alike.
+during the run (other work on the machine) weighs on every layer alike. Layers 0 and 5 give
+the single-enqueue target its side-by-side ratio (bench/targets.py).
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import common
+from .systems import raw
 
 QUEUE = "breakdown"
 CHUNK = 50
+RAW_LAYER = "the raw ceiling's call: INSERT of one JSON column into raw_job"
+LIBRARY_LAYER = "Queue.enqueue"
 
 
 def _row(i: int) -> list[Any]:
@@ -49,7 +55,11 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
     library_sql = _library_statement(placeholders)
     plain_sql = f"INSERT INTO alkqueue_message ({', '.join(INSERT_FIELDS)}) VALUES {placeholders}"
     conn = common.connect(database)
+    raw.create_table(conn)
     q = queue(QUEUE)
+
+    def raw_ceiling(i: int) -> None:
+        conn.execute(raw.INSERT, [json.dumps({"i": i})])
 
     def psycopg_plain(i: int) -> None:
         conn.execute(plain_sql, _row(i))
@@ -70,16 +80,17 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
     def library(i: int) -> None:
         q.enqueue({"i": i})
 
-    layers = [("psycopg: plain INSERT", psycopg_plain),
+    layers = [(RAW_LAYER, raw_ceiling),
+              ("psycopg: plain INSERT", psycopg_plain),
               ("psycopg: the library's INSERT ... RETURNING + pg_notify", psycopg_library_sql),
               ("Django cursor: the same statement", django_cursor),
               ("the library's hot path on Django's connection: the same statement, prepared",
                hot_path),
-              ("Queue.enqueue", library)]  # fmt: skip
+              (LIBRARY_LAYER, library)]  # fmt: skip
     rates: dict[str, list[float]] = {label: [] for label, _ in layers}
     try:
         for _ in range(reps):
-            conn.execute("TRUNCATE alkqueue_message")
+            conn.execute(f"TRUNCATE alkqueue_message, {raw.TABLE}")
             spent = dict.fromkeys(rates, 0.0)
             for start in range(0, n, CHUNK):
                 for label, call in layers:
@@ -91,5 +102,6 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
                 rates[label].append(n / spent[label])
         conn.execute("TRUNCATE alkqueue_message")
     finally:
+        conn.execute(f"DROP TABLE IF EXISTS {raw.TABLE}")
         conn.close()
     return {"n": n, "chunk": CHUNK, "layers": {k: common.figure(v) for k, v in rates.items()}}

@@ -158,7 +158,7 @@ def breakdown_table(results: dict[str, Any]) -> str:
         return "(not measured in this run)"
     lines = [f"{data['n']:,} single-row enqueues per layer and repetition, one transaction each, "
              f"the layers taking turns every {data.get('chunk', 1)} calls.", "",
-             "| layer | jobs/s | vs the plain INSERT |", "|---|---:|---:|"]  # fmt: skip
+             "| layer | jobs/s | vs the first layer |", "|---|---:|---:|"]  # fmt: skip
     base = None
     for label, fig in data["layers"].items():
         base = base or fig["median"]

@@ -22,6 +22,8 @@ from .systems import Config, System, load
 
 #: Times a step is run again after the server went away under it.
 RETRIES = 8
+#: Pairs of bulk enqueues (raw COPY, enqueue_many) in the side-by-side step of a full run.
+SIDE_BY_SIDE_REPS = 7
 
 
 class Suite:
@@ -132,11 +134,17 @@ class Suite:
         from . import scale
 
         if self.system.name == "alkqueue":
-            from . import breakdown
+            from . import breakdown, bulk_side_by_side
 
             self.out["enqueue_breakdown"] = self.step(
                 "enqueue breakdown",
                 lambda: breakdown.measure(self.system.database, self.p["n_single"], self.p["reps"]),
+            )
+            self.out["bulk_side_by_side"] = self.step(
+                "bulk enqueue side by side with the raw COPY",
+                lambda: bulk_side_by_side.measure(
+                    self.system.database, self.p["n"], 1 if self.p["quick"] else SIDE_BY_SIDE_REPS
+                ),
             )
             if self.p["profile"]:
                 self.out["profile"] = self.step("py-spy profile", self.profile)

@@ -33,6 +33,21 @@ INSERT_NOTIFY = (
 )
 
 
+def create_table(conn: Any) -> None:
+    """The raw table, afresh (also beside django-alkqueue's, for its side-by-side figures)."""
+    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    conn.execute(SCHEMA)
+
+
+def copy_rows(conn: Any, payloads: list[dict[str, Any]]) -> None:
+    """The raw bulk enqueue: COPY of the payloads, then one NOTIFY, in one transaction."""
+    with conn.transaction(), conn.cursor() as cur:
+        with cur.copy(f"COPY {TABLE} (payload) FROM STDIN") as copy:
+            for payload in payloads:
+                copy.write_row((json.dumps(payload),))
+        cur.execute(f"SELECT pg_notify('{CHANNEL}', '')")
+
+
 class Raw(System):
     name = "raw"
     title = "raw psycopg"
@@ -58,7 +73,7 @@ class Raw(System):
 
     def install(self) -> None:
         with self.connection() as conn:
-            conn.execute(SCHEMA)
+            create_table(conn)
 
     def versions(self) -> dict[str, str]:
         import psycopg
@@ -75,12 +90,7 @@ class Raw(System):
         self.copy(payloads)
 
     def copy(self, payloads: list[dict[str, Any]]) -> None:
-        conn = self.conn()
-        with conn.transaction(), conn.cursor() as cur:
-            with cur.copy(f"COPY {TABLE} (payload) FROM STDIN") as copy:
-                for payload in payloads:
-                    copy.write_row((json.dumps(payload),))
-            cur.execute(f"SELECT pg_notify('{CHANNEL}', '')")
+        copy_rows(self.conn(), payloads)
 
     def insert_many(self, payloads: list[dict[str, Any]]) -> None:
         """One multi-row INSERT per 1,000 rows, in one transaction."""
