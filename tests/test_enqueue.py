@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, transaction
@@ -12,6 +12,7 @@ from django.test import override_settings
 from django_alkqueue import InvalidOption, PayloadError, enqueue, queue
 from django_alkqueue import payload as payload_codec
 from django_alkqueue.models import QueueMessage
+from tests.clocks import FakeClock
 from tests.conftest import run_threads
 
 pytestmark = pytest.mark.django_db
@@ -121,6 +122,32 @@ def test_a_bad_payload_in_enqueue_many_keeps_the_callers_transaction_usable(q):
 def test_enqueue_many_takes_any_iterable_of_payloads(q):
     jobs = q.enqueue_many({"n": i} for i in range(1_200))
     assert [j.payload for j in jobs] == [{"n": i} for i in range(1_200)]
+
+
+def test_enqueue_many_keeps_microseconds_and_times_before_2000(q):
+    # PostgreSQL's binary COPY counts microseconds from 2000-01-01 UTC.
+    before = datetime(1999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
+    jobs = q.enqueue_many([1, 2], run_at=before, expires=timedelta(microseconds=1))
+    stored = [q.get_job(j.id) for j in jobs]
+    assert stored == jobs
+    assert {job.run_at for job in stored} == {before}
+
+
+@override_settings(USE_TZ=False, TIME_ZONE="America/New_York")
+def test_enqueue_many_with_use_tz_off_stores_local_times_in_the_sites_time_zone(make_queue):
+    clock = FakeClock(datetime(2030, 1, 15, 9, 30, 0, 250_000))  # naive: New York time
+    naive = make_queue("naive", clock=clock)
+    jobs = naive.enqueue_many([1, 2, 3], delay=60)
+    single = naive.enqueue(4, delay=60)
+    assert [naive.get_job(j.id) for j in jobs] == jobs
+    assert {j.run_at for j in jobs} == {single.run_at} == {datetime(2030, 1, 15, 9, 31, 0, 250_000)}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT DISTINCT run_at AT TIME ZONE 'UTC' FROM alkqueue_message WHERE queue = %s",
+                ["naive"],
+            )
+            assert cursor.fetchall() == [(datetime(2030, 1, 15, 14, 31, 0, 250_000),)]
 
 
 def test_the_jobs_enqueue_many_returns_are_separate_values(q):
@@ -249,7 +276,7 @@ def test_a_payload_nested_too_deeply_is_refused_and_nothing_is_written(q):
 
 
 def test_an_int_past_pythons_digit_limit_is_refused_and_nothing_is_written(q):
-    with pytest.raises(PayloadError, match="cannot be encoded as JSON.*4300 digits"):
+    with pytest.raises(PayloadError, match=r"cannot be encoded as JSON.*4300 digits"):
         q.enqueue({"n": 10**5000})
     assert QueueMessage.objects.count() == 0
 

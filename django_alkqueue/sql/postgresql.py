@@ -7,7 +7,7 @@ never receive the same row. Indexes relied on are named beside each query (model
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -27,6 +27,7 @@ from .base import (
     WriteChunk,
     insert_values,
 )
+from .copy_rows import CopyRows
 from .hot_cursor import fetch_all
 
 #: Channel of the wake-up NOTIFY sent by every enqueue; the payload is the queue name.
@@ -56,37 +57,16 @@ SELECT inserted.id FROM inserted, (SELECT pg_notify('{NOTIFY_CHANNEL}', %s)) AS 
 # The enqueue of many: ids first, then COPY, the fastest way into a table (no RETURNING,
 # no per-row statement), then one NOTIFY; all in one transaction.
 # The sequence is looked up once, in a MATERIALIZED CTE: written inside nextval() the lookup
-# runs per row, and cost five times what the nextval does.
+# runs per row, and cost five times what the nextval does. The ids come back as one array,
+# not a row each.
 _RESERVE_IDS = f"""
 WITH sequence AS MATERIALIZED (
     SELECT pg_get_serial_sequence('{MESSAGE_TABLE}', 'id')::regclass AS id
 )
-SELECT nextval(sequence.id) FROM sequence, generate_series(1, %s)
+SELECT array_agg(nextval(sequence.id)) FROM sequence, generate_series(1, %s)
 """
 _COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
 
-
-def _copy_lines(rows: Iterable[tuple[int, str]], queue: str, stamps: Stamps) -> str:
-    """Rows in COPY's text format, written here rather than by psycopg's write_row: only the
-    id and the payload differ from row to row, so the rest is formatted once."""
-    same = "\t".join(_copy_field(value) for value in insert_values(queue, "", stamps)[2:])
-    head = _copy_field(queue)
-    return "".join(f"{job_id}\t{head}\t{_copy_field(text)}\t{same}\n" for job_id, text in rows)
-
-
-def _copy_field(value: Any) -> str:
-    # COPY text format: \N is NULL; backslash, tab, newline and carriage return are escaped.
-    if value is None:
-        return "\\N"
-    if isinstance(value, datetime):
-        return value.isoformat()
-    text = str(value)
-    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
-        text = text.translate(_COPY_ESCAPES)
-    return text
-
-
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 # The claim, in one statement:
 #   due     - unclaimed due rows in handout order: index alkqueue_pending_idx
@@ -203,15 +183,20 @@ class PostgresDialect(Dialect):
             return
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             cursor.execute(_RESERVE_IDS, [count])
-            unused = iter(sorted(row[0] for row in cursor.fetchall()))
-            with cursor.cursor.copy(_COPY) as copy:
+            unused = iter(sorted(cursor.fetchone()[0]))
+            rows = CopyRows(queue, stamps)
+            with cursor.cursor.copy(_COPY + rows.options) as copy:
 
                 def write(texts: Sequence[str]) -> list[int]:
                     ids = list(itertools.islice(unused, len(texts)))
-                    copy.write(_copy_lines(zip(ids, texts, strict=True), queue, stamps))
+                    copy.write(rows.rows(ids, texts))
                     return ids  # the server parses the chunk while the caller goes on
 
+                if rows.header:
+                    copy.write(rows.header)
                 yield write
+                if rows.trailer:
+                    copy.write(rows.trailer)
             cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
 
     def _insert_one(
