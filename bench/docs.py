@@ -541,6 +541,9 @@ def knobs(results: dict[str, Any]) -> str:
         "through that alias inherit it). Measured: "
         + (rate(sync) or "not scanned in this run")
         + ".",
+        "- **`enqueue_many`** for many jobs at once: one transaction, one binary `COPY` and "
+        "one notification for the batch, where each `enqueue()` is one statement and, outside "
+        "`transaction.atomic()`, one commit; compare the bulk and 1-by-1 columns.",
         '- **`ALKQUEUE["PREPARED_STATEMENTS"]`** (default on): the enqueue of one job, the '
         "claim, the ack and the lease renewal are prepared once per connection and bound by "
         "the server (docs/worker.md, PgBouncer). Switch it off only behind a pooler that "
