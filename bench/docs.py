@@ -65,9 +65,11 @@ one commit), then ack them (one statement, one commit); the figure is microsecon
 the ratio to the 10k-pending row. django-alkqueue goes through the library
 (`Queue.claim` + `ack_handles`, what the worker calls); the raw ceiling through the
 psycopg statements of its worker loop. The rows are written with `generate_series`, then
-`ANALYZE`. The "acked, no VACUUM" rows: autovacuum is switched off on the queue table
-(`ALTER TABLE ... SET (autovacuum_enabled = off)`), the first rows are claimed and acked
-in batches of 10,000 through the same code, the loops are timed over the remaining
+`VACUUM (ANALYZE)` and a `CHECKPOINT`, so that neither the autovacuum of a table just
+filled nor a checkpoint writing its pages runs during the timed loops. The "acked, no
+VACUUM" rows: autovacuum is switched off on the queue table (`ALTER TABLE ... SET
+(autovacuum_enabled = off)`), the first rows are claimed and acked in batches of 10,000
+through the same code, a `CHECKPOINT` (no VACUUM), the loops are timed over the remaining
 20,000 rows, then the table is vacuumed and timed again, and autovacuum is reset."""
 
 SCAN_INTRO = """Before the repeated figures, each system's worker configurations are tried once
