@@ -69,7 +69,7 @@ def enqueue(
     with dialect.insert_many(connection, queue, stamps, count) as write:
         for chunk in _chunks(texts, ENQUEUE_CHUNK):
             jobs.extend(stamps.new_jobs(write(chunk), queue, chunk, now))
-    if signals.job_enqueued.has_listeners(Job):  # asked once, not once per job
+    if signals.listened(signals.job_enqueued, Job):  # asked once, not once per job
         for job in jobs:
             signals.announce(signals.job_enqueued, Job, job=job)
     return jobs

@@ -22,9 +22,15 @@ job_retried = Signal()
 job_dead_lettered = Signal()
 
 
+def listened(signal: Signal, sender: Any) -> bool:
+    """Whether `signal` has a live receiver for `sender`. A signal nobody connected to
+    answers without has_listeners' lookup, as Signal.send does."""
+    return bool(signal.receivers) and signal.has_listeners(sender)
+
+
 def announce(signal: Signal, sender: Any, **kwargs: Any) -> None:
     """Send `signal` to every receiver; log, don't raise, what a receiver raises."""
-    if not signal.has_listeners(sender):
+    if not listened(signal, sender):
         return
     for receiver, response in signal.send_robust(sender=sender, **kwargs):
         if isinstance(response, Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -9,8 +10,9 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from django_alkqueue import InvalidOption, PayloadError, enqueue, queue
+from django_alkqueue import InvalidOption, PayloadError, enqueue, queue, signals
 from django_alkqueue import payload as payload_codec
+from django_alkqueue.jobs import Job
 from django_alkqueue.models import QueueMessage
 from tests.clocks import FakeClock
 from tests.conftest import run_threads
@@ -148,6 +150,16 @@ def test_enqueue_many_with_use_tz_off_stores_local_times_in_the_sites_time_zone(
                 ["naive"],
             )
             assert cursor.fetchall() == [(datetime(2030, 1, 15, 14, 31, 0, 250_000),)]
+
+
+def test_a_new_job_holds_every_field_of_job_as_its_constructor_would(q):
+    jobs = [q.enqueue({"one": 1}), *q.enqueue_many([{"many": 1}, {"many": 2}])]
+    for job in jobs:
+        assert set(vars(job)) == {field.name for field in dataclasses.fields(Job)}
+        assert dataclasses.replace(job) == job  # replace() goes through the constructor
+        assert repr(job).startswith("Job(id=")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            job.priority = 5  # type: ignore[misc]
 
 
 def test_the_jobs_enqueue_many_returns_are_separate_values(q):
@@ -424,3 +436,47 @@ def test_the_payload_encoder_without_the_c_accelerator_writes_the_same_text(monk
     fast = payload_codec._compact_encoder()
     monkeypatch.setattr(json.encoder, "c_make_encoder", None)
     assert payload_codec._compact_encoder()(payload) == fast(payload)
+
+
+@pytest.fixture
+def enqueued():
+    """The jobs job_enqueued announces while the test runs."""
+    seen: list[tuple[object, Job]] = []
+
+    def receiver(sender: object, job: Job, **kwargs: object) -> None:
+        seen.append((sender, job))
+
+    signals.job_enqueued.connect(receiver)
+    yield seen
+    signals.job_enqueued.disconnect(receiver)
+
+
+def test_job_enqueued_is_sent_once_per_row_written(q, enqueued):
+    one = q.enqueue({"one": 1})
+    many = q.enqueue_many([{"many": i} for i in range(3)])
+    assert enqueued == [(Job, job) for job in [one, *many]]
+
+
+def test_job_enqueued_is_not_sent_for_a_unique_key_hit(q, enqueued):
+    first = q.enqueue({"n": 1}, unique_key="k")
+    assert q.enqueue({"n": 2}, unique_key="k") == first
+    assert enqueued == [(Job, first)]
+
+
+def test_job_enqueued_is_not_sent_when_enqueue_many_writes_nothing(q, enqueued):
+    with pytest.raises(PayloadError):
+        q.enqueue_many([{"ok": 1}, {"bad": float("nan")}])
+    assert enqueued == []
+
+
+def test_a_raising_job_enqueued_receiver_does_not_undo_the_enqueue(q, caplog):
+    def broken(sender: object, **kwargs: object) -> None:
+        raise RuntimeError("alerting is down")
+
+    signals.job_enqueued.connect(broken)
+    try:
+        job = q.enqueue({"n": 1})
+    finally:
+        signals.job_enqueued.disconnect(broken)
+    assert q.get_job(job.id) == job
+    assert "alerting is down" in caplog.text
