@@ -162,6 +162,15 @@ def test_a_new_job_holds_every_field_of_job_as_its_constructor_would(q):
             job.priority = 5  # type: ignore[misc]
 
 
+@override_settings(USE_TZ=False)
+def test_enqueue_many_with_use_tz_off_round_trips_copys_special_characters(make_queue):
+    # With naive datetimes the PostgreSQL COPY is in text format, which escapes these.
+    naive = make_queue("naive", clock=FakeClock(datetime(2030, 1, 15, 9, 30)))
+    payloads = [{"tab": "a\tb", "newline": "a\nb\r\n", "backslash": "C:\\dir\\"}, "\\N", None]
+    jobs = naive.enqueue_many(payloads)
+    assert [naive.get_job(j.id).payload for j in jobs] == payloads
+
+
 def test_the_jobs_enqueue_many_returns_are_separate_values(q):
     first, second = q.enqueue_many([{"same": [1]}, {"same": [1]}])
     assert first.payload == second.payload
