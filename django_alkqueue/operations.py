@@ -107,8 +107,8 @@ def claim(using: str, queue: str, worker_id: str, n: int, now: datetime) -> list
     return handed
 
 
-def ack(using: str, claims: Sequence[Claim], now: datetime) -> set[int]:
-    """The jobs are done: delete each whose claim is still valid. Returns the ids acked."""
+def ack(using: str, claims: Sequence[Claim], now: datetime) -> set[Claim]:
+    """The jobs are done: delete each whose claim is still valid. Returns the claims acked."""
     if not claims:
         return set()
     dialect, connection = _dialect_and_connection(using)
@@ -144,8 +144,8 @@ def dead_letter(using: str, claim: Claim, now: datetime, reason: str, error: str
     return jobs[0] if jobs else None
 
 
-def heartbeat(using: str, renewals: Sequence[tuple[Claim, datetime]], now: datetime) -> set[int]:
-    """Reset each valid claim's lease to its new expiry; returns the ids renewed."""
+def heartbeat(using: str, renewals: Sequence[tuple[Claim, datetime]], now: datetime) -> set[Claim]:
+    """Reset each valid claim's lease to its new expiry; returns the claims renewed."""
     if not renewals:
         return set()
     dialect, connection = _dialect_and_connection(using)

@@ -237,7 +237,7 @@ class JobHandle:
         """The job is done: it leaves the live table."""
         if self._finished:
             return False
-        done = self.job.id in operations.ack(self.queue.using, [self.claim], self.queue.clock())
+        done = self.claim in operations.ack(self.queue.using, [self.claim], self.queue.clock())
         return self._finish(done)
 
     def retry(self, error: str | None = None, delay: Duration | None = None) -> bool:
@@ -281,7 +281,7 @@ class JobHandle:
         now = self.queue.clock()
         expires = now + timedelta(seconds=seconds)
         renewed = operations.heartbeat(self.queue.using, [(self.claim, expires)], now)
-        if self.job.id in renewed:
+        if self.claim in renewed:
             self.lease_expires_at = expires
             return True
         return False
@@ -297,27 +297,29 @@ class JobHandle:
         return done
 
 
-def ack_handles(handles: Sequence[JobHandle], using: str) -> set[int]:
-    """Ack many handles in one statement (one commit); each still fenced by its own claim."""
+def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
+    """Ack many handles in one statement (one commit); each still fenced by its own claim.
+    Returns the claims acked: a batch may hold two claims of one job (an old one whose lease
+    lapsed, and the reclaim), and only the live one is acked."""
     live = [h for h in handles if not h._finished]
     if not live:
         return set()
     acked = operations.ack(using, [h.claim for h in live], live[0].queue.clock())
     for handle in live:
-        handle._finish(handle.job.id in acked)
+        handle._finish(handle.claim in acked)
     return acked
 
 
-def renew_leases(handles: Sequence[JobHandle], using: str) -> set[int]:
-    """Heartbeat many handles in one statement; returns the ids whose lease was renewed."""
+def renew_leases(handles: Sequence[JobHandle], using: str) -> set[Claim]:
+    """Heartbeat many handles in one statement; returns the claims whose lease was renewed."""
     live = [h for h in handles if not h._finished]
     if not live:
         return set()
     now = live[0].queue.clock()
     renewals = [(h.claim, now + timedelta(seconds=h.job.lease)) for h in live]
     renewed = operations.heartbeat(using, renewals, now)
-    for handle, (_, expires) in zip(live, renewals, strict=True):
-        if handle.job.id in renewed:
+    for handle, (claim, expires) in zip(live, renewals, strict=True):
+        if claim in renewed:
             handle.lease_expires_at = expires
     return renewed
 

@@ -222,6 +222,44 @@ def test_acks_of_many_jobs_go_in_one_flush(work, django_assert_max_num_queries):
     assert work.depth() == 0
 
 
+def test_one_flush_acking_a_job_claimed_twice_by_this_worker_succeeds_it_once(work, clock, events):
+    # The first ack waited until the lease lapsed (a locked table), and this worker's own
+    # claimer took the job again: the flush holds both claims of it.
+    harness = Harness(lambda payload, job: None)
+    job = work.enqueue(1)
+    old = work.claim_one("w")
+    harness.inflight.add(old)
+    harness.executor.run(old)
+    clock.advance(31)
+    new = work.claim_one("w")
+    harness.inflight.add(new)
+    harness.executor.run(new)
+    events.clear()
+    assert harness.acker.run_once() == 1
+    assert events == [("succeeded", job.id)]
+    assert (
+        harness.stats.snapshot()["work"]["succeeded"],
+        harness.stats.snapshot()["work"]["lost"],
+    ) == (1, 1)
+    assert harness.inflight.count() == 0
+    assert work.get_job(job.id) is None
+
+
+def test_the_old_and_the_new_claim_of_one_job_are_held_apart(work, clock):
+    inflight = InFlight()
+    work.enqueue(1)
+    old = work.claim_one("w")
+    inflight.add(old)
+    clock.advance(31)
+    new = work.claim_one("w")
+    inflight.add(new)
+    assert inflight.count() == 2
+    inflight.handler_done(old)
+    assert inflight.is_running(new) and inflight.running() == 1
+    inflight.remove(old)
+    assert inflight.all() == [new]
+
+
 def test_job_values_handed_to_handlers_are_jobs(work):
     got = []
     work.enqueue({"a": 1}, priority=4)

@@ -8,6 +8,7 @@ import pytest
 
 from django_alkqueue import InvalidOption
 from django_alkqueue.models import QueueMessage
+from django_alkqueue.queues import ack_handles, renew_leases
 
 pytestmark = pytest.mark.django_db
 
@@ -138,3 +139,28 @@ def test_release_returns_the_job_and_refunds_the_attempt(q):
     assert handle.release() is True
     stored = q.get_job(job.id)
     assert (stored.state, stored.attempts, stored.claimed_by) == ("pending", 0, None)
+
+
+def test_a_batch_ack_holding_the_old_and_the_new_claim_of_a_job_acks_only_the_new(q, clock):
+    # One worker can hold both: its ack waited (a locked table) until the lease lapsed, and
+    # its own claimer took the job again.
+    job = q.enqueue(1)
+    old = q.claim_one("w")
+    clock.advance(31)
+    new = q.claim_one("w")
+    assert ack_handles([old, new], q.using) == {new.claim}
+    assert new.ack() is False  # already acked
+    assert old.ack() is False
+    assert q.get_job(job.id) is None
+
+
+def test_a_batch_renewal_holding_the_old_and_the_new_claim_of_a_job_renews_only_the_new(q, clock):
+    q.enqueue(1)
+    old = q.claim_one("w")
+    clock.advance(31)
+    new = q.claim_one("w")
+    lapsed_at = old.lease_expires_at
+    clock.advance(10)
+    assert renew_leases([old, new], q.using) == {new.claim}
+    assert old.lease_expires_at == lapsed_at
+    assert new.lease_expires_at == clock.now + timedelta(seconds=30)

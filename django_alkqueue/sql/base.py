@@ -75,6 +75,13 @@ class Claim(NamedTuple):
 
 Row = tuple[Any, ...]
 
+
+def returned_claim(row: Row) -> Claim:
+    """The claim in a row returned as (id, claim_token); SQLite stores the token as hex."""
+    token = row[1]
+    return Claim(row[0], token if isinstance(token, uuid.UUID) else uuid.UUID(token))
+
+
 #: Writes one chunk of payload texts as new rows (insert_many); returns their ids in order.
 WriteChunk = Callable[[Sequence[str]], list[int]]
 
@@ -237,8 +244,9 @@ class Dialect:
 
     def ack(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
-    ) -> list[int]:
-        """Delete the jobs whose claims are still valid; returns their ids."""
+    ) -> list[Claim]:
+        """Delete the jobs whose claims are still valid; returns those claims. Claims, not
+        ids: one worker can hold an old lapsed claim and the new claim of the same job."""
         raise NotImplementedError
 
     def ack_ids(
@@ -264,8 +272,8 @@ class Dialect:
         connection: BaseDatabaseWrapper,
         renewals: Sequence[tuple[Claim, datetime]],
         now: datetime,
-    ) -> list[int]:
-        """Set each valid claim's lease_expires_at; returns the ids renewed."""
+    ) -> list[Claim]:
+        """Set each valid claim's lease_expires_at; returns the claims renewed."""
         raise NotImplementedError
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:

@@ -26,6 +26,7 @@ from .base import (
     Row,
     WriteChunk,
     insert_values,
+    returned_claim,
 )
 from .copy_rows import CopyRows
 from .hot_cursor import fetch_all
@@ -124,7 +125,7 @@ _ACK = f"""
 DELETE FROM {MESSAGE_TABLE} m
 USING unnest(%s::bigint[], %s::uuid[]) AS c(id, token)
 WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
-RETURNING m.id
+RETURNING m.id, m.claim_token
 """
 
 _ACK_IDS = f"""
@@ -151,7 +152,7 @@ WHERE m.id = c.id AND m.id IN (
     WHERE id = ANY(%s::bigint[]) AND claim_token IS NOT NULL AND lease_expires_at > %s
     FOR NO KEY UPDATE SKIP LOCKED
 ) AND m.claim_token = c.token
-RETURNING m.id
+RETURNING m.id, m.claim_token
 """
 
 _BURY = f"""
@@ -245,9 +246,9 @@ class PostgresDialect(Dialect):
 
     def ack(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
-    ) -> list[int]:
+    ) -> list[Claim]:
         params = [[c.id for c in claims], [c.token for c in claims], now]
-        return [row[0] for row in fetch_all(connection, _ACK, params)]
+        return [returned_claim(row) for row in fetch_all(connection, _ACK, params)]
 
     def ack_ids(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
@@ -274,12 +275,12 @@ class PostgresDialect(Dialect):
         connection: BaseDatabaseWrapper,
         renewals: Sequence[tuple[Claim, datetime]],
         now: datetime,
-    ) -> list[int]:
+    ) -> list[Claim]:
         ids = [claim.id for claim, _ in renewals]
         tokens = [claim.token for claim, _ in renewals]
         expiries = [expires for _, expires in renewals]
         params = [ids, tokens, expiries, ids, now]
-        return [row[0] for row in fetch_all(connection, _HEARTBEAT, params)]
+        return [returned_claim(row) for row in fetch_all(connection, _HEARTBEAT, params)]
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
         with connection.cursor() as cursor:

@@ -29,6 +29,7 @@ from .base import (
     Row,
     WriteChunk,
     insert_values,
+    returned_claim,
 )
 
 _INSERT_CHUNK = 500
@@ -66,7 +67,7 @@ RETURNING {_ROW_FROM_LIVE}
 _ACK = f"""
 DELETE FROM {MESSAGE_TABLE}
 WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
-RETURNING id
+RETURNING id, claim_token
 """
 _ACK_CHUNK = 400
 
@@ -80,7 +81,7 @@ WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 _HEARTBEAT = f"""
 UPDATE {MESSAGE_TABLE} SET lease_expires_at = %s
 WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
-RETURNING id
+RETURNING id, claim_token
 """
 
 _TAKE_FOR_BURIAL = f"DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING id, {_BURIED}"
@@ -166,16 +167,16 @@ class SqliteDialect(Dialect):
 
     def ack(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
-    ) -> list[int]:
+    ) -> list[Claim]:
         at = self.param_datetime(connection, now)
-        done: list[int] = []
+        done: list[Claim] = []
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             for start in range(0, len(claims), _ACK_CHUNK):
                 chunk = claims[start : start + _ACK_CHUNK]
                 params = [v for claim in chunk for v in (claim.id, claim.token.hex)]
                 cursor.execute(_ACK.format(pairs=", ".join(["(%s, %s)"] * len(chunk))),
                                [*params, at])  # fmt: skip
-                done.extend(row[0] for row in cursor.fetchall())
+                done.extend(returned_claim(row) for row in cursor.fetchall())
         return done
 
     def ack_ids(
@@ -216,16 +217,16 @@ class SqliteDialect(Dialect):
         connection: BaseDatabaseWrapper,
         renewals: Sequence[tuple[Claim, datetime]],
         now: datetime,
-    ) -> list[int]:
+    ) -> list[Claim]:
         at = self.param_datetime(connection, now)
-        renewed: list[int] = []
+        renewed: list[Claim] = []
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             for claim, expires in renewals:
                 cursor.execute(
                     _HEARTBEAT,
                     [self.param_datetime(connection, expires), claim.id, claim.token.hex, at],
                 )
-                renewed.extend(row[0] for row in cursor.fetchall())
+                renewed.extend(returned_claim(row) for row in cursor.fetchall())
         return renewed
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:

@@ -53,7 +53,7 @@ class Acker:
                 self._pending[:0] = batch
             raise
         for handle, started in batch:
-            if handle.job.id in acked:
+            if handle.claim in acked:
                 report_outcome(self.stats, handle.job, "succeeded", started)
                 signals.announce(signals.job_succeeded, Job, job=handle.job)
             else:

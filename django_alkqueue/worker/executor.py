@@ -111,7 +111,7 @@ class Executor:
                     raise LostClaim
                 spec.handler(job.payload, job)
                 acked = operations.ack(self.using, [handle.claim], handle.queue.clock())
-                if job.id not in acked:
+                if handle.claim not in acked:
                     raise LostClaim
         except LostClaim:
             handle._finish(False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from ..queues import renew_leases
+from ..sql import Claim
 from .inflight import InFlight
 from .service import Service
 
@@ -20,8 +21,8 @@ class LeaseKeeper(Service):
         self.using = using
         self.interval = interval
 
-    def run_once(self) -> set[int]:
-        """Renew every renewable lease; returns the ids renewed. Refusals are logged: those
+    def run_once(self) -> set[Claim]:
+        """Renew every renewable lease; returns the claims renewed. Refusals are logged: those
         jobs' results will be discarded, since their ack will be refused too."""
         handles = self.inflight.renewable()
         # Each job is renewed with its own lease, so the next tick comes within a third of
@@ -32,7 +33,7 @@ class LeaseKeeper(Service):
             if (
                 # A job awaiting its ack may be acked between our UPDATE and now: only a
                 # job whose handler still runs has really lost its lease.
-                handle.job.id not in renewed
+                handle.claim not in renewed
                 and self.inflight.is_running(handle)
                 and not self.inflight.in_transaction(handle)
             ):
