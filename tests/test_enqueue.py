@@ -202,6 +202,24 @@ def test_enqueue_many_of_nothing_writes_nothing(q):
     assert q.depth() == 0
 
 
+def test_a_single_enqueue_is_one_statement(q, django_assert_num_queries):
+    with django_assert_num_queries(1):
+        q.enqueue({"a": 1})
+
+
+def test_enqueue_many_of_one_payload_writes_the_job_enqueue_would(q, clock):
+    [many] = q.enqueue_many([{"a": 1}], priority=3)
+    one = q.enqueue({"a": 1}, priority=3)
+    assert dataclasses.replace(many, id=one.id) == one
+    assert q.get_job(many.id) == many
+
+
+def test_enqueue_many_of_one_bad_payload_writes_nothing(q):
+    with pytest.raises(PayloadError, match=r"payloads\[0\]"):
+        q.enqueue_many([{1, 2}])
+    assert QueueMessage.objects.count() == 0
+
+
 def test_enqueue_many_is_all_or_nothing_on_a_bad_payload(q):
     with pytest.raises(PayloadError, match=r"payloads\[1\]"):
         q.enqueue_many([{"ok": 1}, {1, 2}, {"ok": 3}])

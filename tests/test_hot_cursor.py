@@ -107,3 +107,24 @@ def test_a_connection_used_from_another_thread_is_refused_as_by_django():
     thread.join()
     assert len(errors) == 1
     assert "thread" in str(errors[0])
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit: Django reconnects outside a transaction
+def test_the_hot_statements_keep_working_after_django_reconnects(q):
+    q.enqueue(1)
+    connection.close()  # the kept cursor belonged to the closed connection
+    q.enqueue(2)
+    assert [h.job.payload for h in q.claim("w", 2)] == [1, 2]
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit: the failure aborts no outer transaction
+def test_a_failed_hot_statement_leaves_the_next_one_working(q):
+    with pytest.raises(ProgrammingError):
+        fetch_all(connection, "SELECT * FROM alkqueue_no_such_table WHERE id = %s", [1])
+    assert fetch_all(connection, "SELECT %s::int + 1", [1]) == [(2,)]
+
+
+def test_a_hot_statement_returns_its_own_rows_not_the_last_ones(q):
+    q.enqueue_many([1, 2, 3])
+    assert len(q.claim("w", 3)) == 3
+    assert fetch_all(connection, "SELECT 1 WHERE false", []) == []

@@ -236,6 +236,14 @@ class Dialect:
         """Insert one job with stamps.unique_key; None when a live job holds that key."""
         raise NotImplementedError
 
+    def insert_one(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int:
+        """Insert one job without a unique key, in one statement; returns its id."""
+        job_id = self.insert_unique(connection, queue, text, stamps)
+        assert job_id is not None  # no unique key: nothing to conflict with
+        return job_id
+
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
     ) -> tuple[list[Row], list[Row]]:

@@ -179,9 +179,6 @@ class PostgresDialect(Dialect):
     def insert_many(
         self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
     ) -> Iterator[WriteChunk]:
-        if count == 1:
-            yield lambda texts: [self._insert_one(connection, queue, texts[0], stamps)]
-            return
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             cursor.execute(_RESERVE_IDS, [count])
             unused = iter(sorted(cursor.fetchone()[0]))
@@ -199,13 +196,6 @@ class PostgresDialect(Dialect):
                 if rows.trailer:
                     copy.write(rows.trailer)
             cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
-
-    def _insert_one(
-        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
-    ) -> int:
-        job_id = self.insert_unique(connection, queue, text, stamps)
-        assert job_id is not None  # no unique key: nothing to conflict with
-        return job_id
 
     def insert_unique(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
