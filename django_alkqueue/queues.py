@@ -223,15 +223,13 @@ class JobHandle:
         self.queue = queue
         self.job = job
         self.token = token
+        #: What fences this handle's operations; made once, it is looked up per finished job.
+        self.claim = Claim(job.id, token)
         self.lease_expires_at = job.lease_expires_at
         self._finished = False
 
     def __repr__(self) -> str:
         return f"<JobHandle {self.job.queue}#{self.job.id} attempt {self.job.attempts}>"
-
-    @property
-    def claim(self) -> Claim:
-        return Claim(self.job.id, self.token)
 
     def ack(self) -> bool:
         """The job is done: it leaves the live table."""

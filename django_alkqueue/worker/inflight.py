@@ -3,9 +3,9 @@
 A job is *running* from its claim until its handler returns, then *awaiting its ack* until the
 Acker's next commit. Only running jobs take capacity, so claiming goes on during the ack window.
 
-Handles are kept by claim, not by job id: a job whose lease lapsed while its ack waited (a
-locked table, a slow commit) can be claimed again by this very worker, and then the old
-handle and the new one are held at once, each with its own fate.
+Handles are kept as themselves (one handle per claim), not by job id: a job whose lease
+lapsed while its ack waited (a locked table, a slow commit) can be claimed again by this very
+worker, and then the old handle and the new one are held at once, each with its own fate.
 """
 
 from __future__ import annotations
@@ -13,56 +13,53 @@ from __future__ import annotations
 import threading
 
 from ..queues import JobHandle
-from ..sql import Claim
 
 
 class InFlight:
     def __init__(self, changed: threading.Event | None = None) -> None:
         self._lock = threading.Lock()
-        self._handles: dict[Claim, JobHandle] = {}
-        self._atomic: set[Claim] = set()
-        self._running: set[Claim] = set()
+        self._held: dict[JobHandle, None] = {}  # a dict for its order: oldest claim first
+        self._atomic: set[JobHandle] = set()
+        self._running: set[JobHandle] = set()
         #: Set whenever a job stops running: the claimer's wake-up.
         self.changed = changed or threading.Event()
 
     def add(self, handle: JobHandle) -> None:
         with self._lock:
-            self._handles[handle.claim] = handle
-            self._running.add(handle.claim)
+            self._held[handle] = None
+            self._running.add(handle)
 
     def hold_in_transaction(self, handle: JobHandle) -> None:
         """An atomic handler's transaction is about to lock the job's row until it commits:
         from now on the lease keeper leaves it alone (nobody else can claim a locked row)."""
         with self._lock:
-            self._atomic.add(handle.claim)
+            self._atomic.add(handle)
 
     def in_transaction(self, handle: JobHandle) -> bool:
         with self._lock:
-            return handle.claim in self._atomic
+            return handle in self._atomic
 
     def handler_done(self, handle: JobHandle) -> None:
         """The handler returned; the job may still await its ack."""
         with self._lock:
-            self._running.discard(handle.claim)
+            self._running.discard(handle)
         self.changed.set()
 
     def remove(self, handle: JobHandle) -> None:
         with self._lock:
-            claim = handle.claim
-            if self._handles.get(claim) is handle:
-                del self._handles[claim]
-                self._atomic.discard(claim)
-                self._running.discard(claim)
+            self._held.pop(handle, None)
+            self._atomic.discard(handle)
+            self._running.discard(handle)
         self.changed.set()
 
     def count(self) -> int:
         """Jobs held: running or awaiting their ack."""
         with self._lock:
-            return len(self._handles)
+            return len(self._held)
 
     def is_running(self, handle: JobHandle) -> bool:
         with self._lock:
-            return handle.claim in self._running
+            return handle in self._running
 
     def running(self) -> int:
         with self._lock:
@@ -71,8 +68,8 @@ class InFlight:
     def renewable(self) -> list[JobHandle]:
         """Handles whose lease the keeper renews: all but those held in an atomic transaction."""
         with self._lock:
-            return [h for c, h in self._handles.items() if c not in self._atomic]
+            return [h for h in self._held if h not in self._atomic]
 
     def all(self) -> list[JobHandle]:
         with self._lock:
-            return list(self._handles.values())
+            return list(self._held)
