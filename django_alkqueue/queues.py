@@ -166,7 +166,7 @@ class Queue:
             return []
         now = self.clock()
         handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now)
-        return [JobHandle(self, job, claim.token) for job, claim in handed]
+        return [JobHandle(self, job, claim) for job, claim in handed]
 
     def claim_one(self, worker_id: str) -> JobHandle | None:
         handles = self.claim(worker_id, 1)
@@ -219,17 +219,20 @@ class JobHandle:
     another token, or the lease lapsed. A refusal is never an exception.
     """
 
-    def __init__(self, queue: Queue, job: Job, token: uuid.UUID) -> None:
+    def __init__(self, queue: Queue, job: Job, claim: Claim) -> None:
         self.queue = queue
         self.job = job
-        self.token = token
-        #: What fences this handle's operations; made once, it is looked up per finished job.
-        self.claim = Claim(job.id, token)
+        #: What fences this handle's operations (the job id and its claim token).
+        self.claim = claim
         self.lease_expires_at = job.lease_expires_at
         self._finished = False
 
     def __repr__(self) -> str:
         return f"<JobHandle {self.job.queue}#{self.job.id} attempt {self.job.attempts}>"
+
+    @property
+    def token(self) -> uuid.UUID:
+        return self.claim.token
 
     def ack(self) -> bool:
         """The job is done: it leaves the live table."""
