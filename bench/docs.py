@@ -447,6 +447,14 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
         if vac and base:
             r1 = _m(get(vac, "b1", "us_per_job")) / _m(get(base, "b1", "us_per_job"))
             r100 = _m(get(vac, "b100", "us_per_job")) / _m(get(base, "b100", "us_per_job"))
+            bloated = _m(get(scale, f"after_{scale['sizes']['big']}_acked_no_vacuum", "b1",
+                             "us_per_job"))  # fmt: skip
+            clean = _m(get(base, "b1", "us_per_job"))
+            if bloated is not None and clean is not None:
+                text += (f" A claim+ack of 1 cost {bloated - clean:,.0f} us more than at 10k "
+                         "pending: server work that does not shrink with the rest of the "
+                         "loop, so the ratio moves with the machine's commit latency (two "
+                         "commits per claim+ack).")  # fmt: skip
             text += (f" After a VACUUM the ratios were x{r1:.2f} (claim 1) and x{r100:.2f} "
                      "(claim 100): the cost is the index entries of dead rows that each claim "
                      "walks past at the head of the claim index (`alkqueue_pending_idx`). "
@@ -456,7 +464,10 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
                      "100 jobs. The claim also looks for lapsed leases in "
                      "`alkqueue_lease_idx`, where the acked rows' claimed versions left dead "
                      "entries too; once their leases would have lapsed, that scan walks them "
-                     "as well. The remedy is removing them: migration 0002's autovacuum "
+                     "as well (and the first claim past each newly lapsed one visits its heap "
+                     "row to learn it is dead, so the timed loops cost more while the acked "
+                     "jobs' 30 s leases are still lapsing)." + _claim_pages_text(scale) +
+                     " The remedy is removing them: migration 0002's autovacuum "
                      "settings, and the worker's leader, which runs VACUUM once PostgreSQL "
                      "counts more dead row versions than ALKQUEUE[\"VACUUM_DEAD_TUPLES\"] "
                      "(50,000). This loop runs with no worker and with autovacuum off on the "
@@ -482,6 +493,23 @@ WHY = {"drain": _why_drain, "single": _why_single, "bulk": _why_bulk, "latency":
        "scale": _why_scale, "cpu": _why_cpu}  # fmt: skip
 
 
+def _pages(probe: dict[str, Any]) -> str:
+    by_index = probe["pages_by_index"]
+    return ", ".join(f"{pages:,} for `{name}`" for name, pages in sorted(by_index.items()))
+
+
+def _claim_pages_text(scale: dict[str, Any]) -> str:
+    """What one claim of 1 touched on the server, from EXPLAIN (ANALYZE, BUFFERS)."""
+    probe = scale.get("bloat_claim_pages")
+    if not probe:
+        return ""
+    before, after = probe["no_vacuum"], probe["vacuumed"]
+    return (f" Measured with EXPLAIN (ANALYZE, BUFFERS) of one claim of 1 after the timed "
+            f"loops, the pages (index and heap) each index scan touched: {_pages(before)}, "
+            f"{before['execution_ms']:.2f} ms of execution; after the VACUUM: "
+            f"{_pages(after)}, {after['execution_ms']:.2f} ms.")  # fmt: skip
+
+
 def scale_notes(results: dict[str, Any]) -> str:
     lines = []
     for name in ("alkqueue", "raw"):
@@ -491,7 +519,8 @@ def scale_notes(results: dict[str, Any]) -> str:
             lines.append(f"- {title}: the {big:,} acks before the bloat rows ran at "
                          f"{fmt_num(scale['bloat_ack_jobs_per_s'])} "
                          f"jobs/s (claim and ack 10,000 per statement); the table then held "
-                         f"{scale.get('bloat_dead_tuples', -1):,} dead tuples.")  # fmt: skip
+                         f"{scale.get('bloat_dead_tuples', -1):,} dead tuples."
+                         + _claim_pages_text(scale))  # fmt: skip
     return "\n".join(lines)
 
 

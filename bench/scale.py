@@ -13,6 +13,7 @@ on the queue table (dead tuples at the head of the claim index), then after a VA
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,10 @@ class Loops:
         raise NotImplementedError
 
     def execute(self, sql: str) -> None:
+        raise NotImplementedError
+
+    def explain_claim(self) -> Any:
+        """EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) of one claim of 1, rolled back."""
         raise NotImplementedError
 
     table = ""
@@ -129,8 +134,10 @@ def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[st
         dead = _dead_tuples(loops)
         settle(loops)  # no VACUUM: the dead rows are what this scenario measures
         after_acks = both()
+        pages_after_acks = claim_pages(loops.explain_claim())
         settle(loops, f"VACUUM {loops.table}")
         after_vacuum = both()
+        pages_after_vacuum = claim_pages(loops.explain_claim())
     finally:
         loops.execute(f"ALTER TABLE {loops.table} RESET (autovacuum_enabled)")
     return {
@@ -138,7 +145,27 @@ def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[st
         f"after_{big}_acked_then_vacuum": after_vacuum,
         "bloat_ack_jobs_per_s": ack_rate,
         "bloat_dead_tuples": dead,
+        "bloat_claim_pages": {"no_vacuum": pages_after_acks, "vacuumed": pages_after_vacuum},
     }
+
+
+def claim_pages(explained: Any) -> dict[str, Any]:
+    """Where one claim's time goes on the server: the pages (buffers hit or read, index and
+    heap together) each index scan of the plan touched, keyed by index name, and the
+    statement's execution time. A claim that walks past dead index entries shows here as
+    thousands of pages where a clean index needs a handful."""
+    root = explained[0] if isinstance(explained, list) else json.loads(explained)[0]
+    pages: dict[str, int] = {}
+
+    def walk(node: dict[str, Any]) -> None:
+        if "Index Name" in node:
+            touched = node.get("Shared Hit Blocks", 0) + node.get("Shared Read Blocks", 0)
+            pages[node["Index Name"]] = pages.get(node["Index Name"], 0) + touched
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(root["Plan"])
+    return {"pages_by_index": pages, "execution_ms": root["Execution Time"]}
 
 
 def _dead_tuples(loops: Loops) -> int:
@@ -204,6 +231,21 @@ class AlkQueueLoops(Loops):
             cursor.execute(sql, params)
             return cursor.fetchone()
 
+    def explain_claim(self) -> Any:
+        from django.db import connection, transaction
+        from django.utils import timezone
+
+        from django_alkqueue.jobs import MAX_ATTEMPTS_EXCEEDED
+        from django_alkqueue.sql.postgresql import CLAIM
+
+        params = {"queue": "scale", "now": timezone.now(), "n": 1, "worker": "bench-scale",
+                  "reason": MAX_ATTEMPTS_EXCEEDED}  # fmt: skip
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + CLAIM, params)
+            explained = cursor.fetchone()[0]
+            transaction.set_rollback(True)
+        return explained
+
     def fill_pending(self, n: int) -> None:
         self.execute(FILL_MESSAGES, [n])
 
@@ -246,6 +288,13 @@ class RawLoops(Loops):
 
     def query(self, sql: str, params: list[Any]) -> Any:
         return self.conn.execute(sql, params).fetchone()
+
+    def explain_claim(self) -> Any:
+        with self.conn.transaction(force_rollback=True):
+            explained = self.conn.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + self.claim_sql, [1]
+            ).fetchone()
+        return explained[0] if explained else None
 
     def fill_pending(self, n: int) -> None:
         self.execute(

@@ -77,7 +77,7 @@ _COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
 #   chosen  - the best n of both, still in handout order;
 #   claimed - stamps attempts + 1, a fresh claim token, claimed_by and the lease;
 #   buried  - lapsed rows with no attempts left go to the dead letters instead.
-_CLAIM = f"""
+CLAIM = f"""
 WITH due AS (
     SELECT id FROM {MESSAGE_TABLE}
     WHERE queue = %(queue)s AND claim_token IS NULL AND run_at <= %(now)s
@@ -229,7 +229,7 @@ class PostgresDialect(Dialect):
             "worker": worker_id,
             "reason": MAX_ATTEMPTS_EXCEEDED,
         }
-        rows = fetch_all(connection, _CLAIM, params)
+        rows = fetch_all(connection, CLAIM, params)
         claimed = [row for row in rows if row[-2] is None]
         dead = [row for row in rows if row[-2] is not None]
         return claimed, dead
