@@ -1,10 +1,11 @@
 """Claim+ack cost against the size and the history of the table.
 
 One loop per batch size, in this process: claim k jobs (one statement, one commit), then ack
-them (one statement, one commit); the figure is microseconds per job. For django-alkqueue
-the loop goes through the library (`Queue.claim` + `ack_handles`, what the worker calls);
-for the raw ceiling through the psycopg statements of raw_worker.py. Rows are filled with
-generate_series; a scenario's rows are TRUNCATEd before the next one.
+them (one statement, one commit); the figure is microseconds per job. After the loops, one
+claim of 1 runs under EXPLAIN (ANALYZE, BUFFERS), rolled back: the pages it touched. For
+django-alkqueue the loop goes through the library (`Queue.claim` + `ack_handles`, what the
+worker calls); for the raw ceiling through the psycopg statements of raw_worker.py. Rows are
+filled with generate_series; a scenario's rows are TRUNCATEd before the next one.
 
 Scenarios: 10k / 100k / 1M pending; 1M retained task results beside 10k pending; 1M dead
 letters beside 10k pending; right after 1M jobs were claimed and acked with autovacuum off
@@ -72,7 +73,8 @@ def scenarios(
     sizes = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
 
     def both(loops: Loops) -> dict[str, Any]:
-        return {"b1": cost(loops, 1, it1, reps), "b100": cost(loops, 100, it100, reps)}
+        timed = {"b1": cost(loops, 1, it1, reps), "b100": cost(loops, 100, it100, reps)}
+        return {**timed, "claim_pages": claim_pages(loops.explain_claim())}
 
     def pending(size: int) -> dict[str, Any]:
         loops = make_loops()
@@ -134,10 +136,8 @@ def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[st
         dead = _dead_tuples(loops)
         settle(loops)  # no VACUUM: the dead rows are what this scenario measures
         after_acks = both()
-        pages_after_acks = claim_pages(loops.explain_claim())
         settle(loops, f"VACUUM {loops.table}")
         after_vacuum = both()
-        pages_after_vacuum = claim_pages(loops.explain_claim())
     finally:
         loops.execute(f"ALTER TABLE {loops.table} RESET (autovacuum_enabled)")
     return {
@@ -145,15 +145,14 @@ def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[st
         f"after_{big}_acked_then_vacuum": after_vacuum,
         "bloat_ack_jobs_per_s": ack_rate,
         "bloat_dead_tuples": dead,
-        "bloat_claim_pages": {"no_vacuum": pages_after_acks, "vacuumed": pages_after_vacuum},
     }
 
 
 def claim_pages(explained: Any) -> dict[str, Any]:
-    """Where one claim's time goes on the server: the pages (buffers hit or read, index and
-    heap together) each index scan of the plan touched, keyed by index name, and the
-    statement's execution time. A claim that walks past dead index entries shows here as
-    thousands of pages where a clean index needs a handful."""
+    """Where one claim's time goes on the server, taken after a scenario's timed loops: the
+    pages (buffers hit or read, index and heap together) each index scan of the plan touched,
+    keyed by index name, and the statement's execution time. A claim that walks past dead
+    index entries shows here as thousands of pages where a clean index needs a handful."""
     root = explained[0] if isinstance(explained, list) else json.loads(explained)[0]
     pages: dict[str, int] = {}
 
