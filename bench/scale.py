@@ -234,11 +234,9 @@ class AlkQueueLoops(Loops):
         from django.db import connection, transaction
         from django.utils import timezone
 
-        from django_alkqueue.jobs import MAX_ATTEMPTS_EXCEEDED
-        from django_alkqueue.sql.postgresql import CLAIM
+        from django_alkqueue.sql.postgresql import CLAIM, claim_params
 
-        params = {"queue": "scale", "now": timezone.now(), "n": 1, "worker": "bench-scale",
-                  "reason": MAX_ATTEMPTS_EXCEEDED}  # fmt: skip
+        params = claim_params("scale", "bench-scale", 1, timezone.now())
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + CLAIM, params)
             explained = cursor.fetchone()[0]

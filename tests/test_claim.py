@@ -186,7 +186,7 @@ def test_four_processes_draining_2000_jobs_get_each_exactly_once(transactional_d
 
 @pytest.mark.postgres_only
 def test_claim_query_uses_the_partial_pending_index_on_100k_rows(transactional_db):
-    from django_alkqueue.sql.postgresql import _CLAIM
+    from django_alkqueue.sql.postgresql import CLAIM, claim_params
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -198,9 +198,7 @@ def test_claim_query_uses_the_partial_pending_index_on_100k_rows(transactional_d
             """
         )
         cursor.execute("ANALYZE alkqueue_message")
-        params = {"queue": "q3", "now": queue("q3").clock(), "n": 10, "worker": "w",
-                  "reason": "max attempts exceeded"}  # fmt: skip
-        cursor.execute("EXPLAIN " + _CLAIM, params)
+        cursor.execute("EXPLAIN " + CLAIM, claim_params("q3", "w", 10, queue("q3").clock()))
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "alkqueue_pending_idx" in plan, plan
     assert "alkqueue_lease_idx" in plan, plan
