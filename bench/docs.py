@@ -440,18 +440,18 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
     if "retained_results" in item["key"] or "dead_letters" in item["key"]:
         text += _beside_other_table(scale, item["key"].removeprefix("scale_").rsplit("_b", 1)[0])
     if "acked" in item["key"]:
+        big = scale["sizes"]["big"]
         dead = scale.get("bloat_dead_tuples")
-        vac = get(scale, f"after_{scale['sizes']['big']}_acked_then_vacuum")
+        vac = get(scale, f"after_{big}_acked_then_vacuum")
         base = get(scale, "pending_10000")
         if dead is not None and dead >= 0:
             text += (f" The table held {dead:,} dead tuples when the loops ran (two per acked "
                      "job: the version the claim replaced and the deleted row).")  # fmt: skip
         if vac and base:
-            r1 = _m(get(vac, "b1", "us_per_job")) / _m(get(base, "b1", "us_per_job"))
-            r100 = _m(get(vac, "b100", "us_per_job")) / _m(get(base, "b100", "us_per_job"))
-            bloated = _m(get(scale, f"after_{scale['sizes']['big']}_acked_no_vacuum", "b1",
-                             "us_per_job"))  # fmt: skip
             clean = _m(get(base, "b1", "us_per_job"))
+            r1 = _m(get(vac, "b1", "us_per_job")) / clean
+            r100 = _m(get(vac, "b100", "us_per_job")) / _m(get(base, "b100", "us_per_job"))
+            bloated = _m(get(scale, f"after_{big}_acked_no_vacuum", "b1", "us_per_job"))
             if bloated is not None and clean is not None:
                 text += (f" A claim+ack of 1 cost {bloated - clean:,.0f} us more than at 10k "
                          "pending: server work that does not shrink with the rest of the "
