@@ -3,6 +3,7 @@ Django's cursor kept where queries are watched, Django's exceptions either way."
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -128,3 +129,82 @@ def test_a_hot_statement_returns_its_own_rows_not_the_last_ones(q):
     q.enqueue_many([1, 2, 3])
     assert len(q.claim("w", 3)) == 3
     assert fetch_all(connection, "SELECT 1 WHERE false", []) == []
+
+
+def _plans(fragment: str) -> tuple[int, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE %s",
+            [f"%{fragment}%"],
+        )
+        generic, custom = cursor.fetchone()
+    return int(generic), int(custom)
+
+
+def _settings() -> tuple[str, ...]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan'), "
+            "current_setting('enable_bitmapscan')"
+        )
+        return tuple(cursor.fetchone())
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as the worker's claims and acks run
+def test_in_autocommit_the_claim_and_the_ack_are_never_planned_again(q):
+    q.enqueue_many(list(range(12)))
+    for _ in range(12):
+        q.claim_one("w").ack()
+    assert _plans("FOR UPDATE SKIP LOCKED") == (12, 0)
+    assert _plans("USING unnest(") == (12, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_plan_settings_end_with_the_statement_that_asked_for_them(q):
+    before = _settings()
+    q.enqueue(1)
+    q.claim_one("w").ack()
+    assert _settings() == before == ("auto", "on", "on")
+
+
+def test_inside_the_callers_transaction_the_claim_is_planned_as_usual(q):
+    q.enqueue_many(list(range(7)))
+    for _ in range(7):
+        q.claim_one("w")
+    assert _settings() == ("auto", "on", "on")
+    assert _plans("FOR UPDATE SKIP LOCKED")[1] >= 5  # custom plans, PostgreSQL's default
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generic_claim_plan_made_on_a_small_table_scans_indexes_in_nested_loops(q):
+    q.enqueue_many(list(range(2_000)))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE alkqueue_message")  # the planner now knows the table is tiny
+    q.claim_one("w")  # makes and keeps the generic plan
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%FOR UPDATE SKIP LOCKED%"],
+        )
+        name = cursor.fetchone()[0]
+        with transaction.atomic():
+            cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")  # the kept plan
+            cursor.execute(
+                f"EXPLAIN EXECUTE {name}(%s, now(), 1, 'w', 'reason')",
+                [q.name],
+            )
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Index Scan using alkqueue_pending_idx" in plan
+    assert "Seq Scan" not in plan
+    assert "Bitmap" not in plan
+    assert not re.search(r"(Hash|Merge) (Semi |Anti )?Join", plan)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_generic_plan_statement_leaves_the_next_one_working(q):
+    with pytest.raises(ProgrammingError):
+        fetch_all(connection, "SELECT * FROM alkqueue_no_such_table", [], generic_plan=True)
+    assert _settings() == ("auto", "on", "on")
+    q.enqueue(1)
+    assert q.claim_one("w").ack() is True

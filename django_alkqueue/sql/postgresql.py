@@ -227,7 +227,8 @@ class PostgresDialect(Dialect):
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
     ) -> tuple[list[Row], list[Row]]:
-        rows = fetch_all(connection, CLAIM, claim_params(queue, worker_id, n, now))
+        params = claim_params(queue, worker_id, n, now)
+        rows = fetch_all(connection, CLAIM, params, generic_plan=True)
         claimed = [row for row in rows if row[-2] is None]
         dead = [row for row in rows if row[-2] is not None]
         return claimed, dead
@@ -236,7 +237,8 @@ class PostgresDialect(Dialect):
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
     ) -> list[Claim]:
         params = [[c.id for c in claims], [c.token for c in claims], now]
-        return [returned_claim(row) for row in fetch_all(connection, _ACK, params)]
+        rows = fetch_all(connection, _ACK, params, generic_plan=True)
+        return [returned_claim(row) for row in rows]
 
     def ack_ids(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
@@ -268,7 +270,8 @@ class PostgresDialect(Dialect):
         tokens = [claim.token for claim, _ in renewals]
         expiries = [expires for _, expires in renewals]
         params = [ids, tokens, expiries, ids, now]
-        return [returned_claim(row) for row in fetch_all(connection, _HEARTBEAT, params)]
+        rows = fetch_all(connection, _HEARTBEAT, params, generic_plan=True)
+        return [returned_claim(row) for row in rows]
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
         with connection.cursor() as cursor:
