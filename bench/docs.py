@@ -419,8 +419,9 @@ def _why_latency(results: dict[str, Any], item: dict[str, Any], bad: list[dict[s
         "thread wakes, claims (one round trip, one commit) and hands the job to a handler "
         "thread. Each hand-off between threads (and processes) waits for a CPU and for the "
         "GIL, which on a loaded 2-core machine costs milliseconds. The claim is prepared once "
-        "per connection; before it was (traced by hand), planning it anew on every call was "
-        "the largest share of the path, then the enqueue's own commit and NOTIFY."
+        "per connection and runs on a generic plan (docs/worker.md, PgBouncer): before, "
+        "planning it anew on every call was the largest share of the path (traced by hand), "
+        "then the enqueue's own commit and NOTIFY."
     )
     p50 = get(ours, "latency", "p50_ms")
     if p50:
@@ -454,9 +455,11 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
             bloated = _m(get(scale, f"after_{big}_acked_no_vacuum", "b1", "us_per_job"))
             if bloated is not None and clean is not None:
                 text += (f" A claim+ack of 1 cost {bloated - clean:,.0f} us more than at 10k "
-                         "pending: server work that does not shrink with the rest of the "
-                         "loop, so the ratio moves with the machine's commit latency (two "
-                         "commits per claim+ack).")  # fmt: skip
+                         "pending" + _raw_extra(results, big) + ": server work that does "
+                         "not shrink with the rest of the loop, so the ratio moves with the "
+                         f"cost at 10k pending ({clean:,.0f} us here, two commits per "
+                         "claim+ack): the cheaper the claim, the larger the same walk's "
+                         "ratio.")  # fmt: skip
             text += (f" After a VACUUM the ratios were x{r1:.2f} (claim 1) and x{r100:.2f} "
                      "(claim 100): the cost is the index entries of dead rows that each claim "
                      "walks past at the head of the claim index (`alkqueue_pending_idx`). "
@@ -493,6 +496,15 @@ def _why_generic(results: dict[str, Any], item: dict[str, Any], bad: list[dict[s
 
 WHY = {"drain": _why_drain, "single": _why_single, "bulk": _why_bulk, "latency": _why_latency,
        "scale": _why_scale, "cpu": _why_cpu}  # fmt: skip
+
+
+def _raw_extra(results: dict[str, Any], big: int) -> str:
+    raw = get(results, "systems", "raw", "scale") or {}
+    clean = _m(get(raw, "pending_10000", "b1", "us_per_job"))
+    bloated = _m(get(raw, f"after_{big}_acked_no_vacuum", "b1", "us_per_job"))
+    if clean is None or bloated is None:
+        return ""
+    return f" (the raw loop: {bloated - clean:,.0f} us more than its {clean:,.0f} us)"
 
 
 def _beside_other_table(scale: dict[str, Any], key: str) -> str:
@@ -604,9 +616,12 @@ def knobs(results: dict[str, Any]) -> str:
         "`transaction.atomic()`, one commit; compare the bulk and 1-by-1 columns.",
         '- **`ALKQUEUE["PREPARED_STATEMENTS"]`** (default on): the enqueue of one job, the '
         "claim, the ack and the lease renewal are prepared once per connection and bound by "
-        "the server (docs/worker.md, PgBouncer). Switch it off only behind a pooler that "
-        "cannot keep prepared statements; the layer table above shows what the prepared "
-        "path gains over Django's cursor for an enqueue.",
+        "the server, and in autocommit the claim, the ack and the renewal run on a generic "
+        "plan pinned to index scans, so they are not planned again on every call "
+        "(docs/worker.md, PgBouncer). Switch it off only behind a pooler that cannot keep "
+        "prepared statements; the layer table above shows what the prepared path gains over "
+        "Django's cursor for an enqueue, and the claim+ack table what the generic plan gains "
+        "at claim 1.",
         '- **`ALKQUEUE["VACUUM_DEAD_TUPLES"]`** (default 50,000): the leader VACUUMs the '
         "queue table past this many dead row versions, the backstop for an autovacuum that "
         "falls behind; the claim+ack table above shows what dead rows at the head of the "
