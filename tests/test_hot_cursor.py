@@ -146,18 +146,22 @@ def _settings() -> tuple[str, ...]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan'), "
-            "current_setting('enable_bitmapscan')"
+            "current_setting('enable_bitmapscan'), current_setting('enable_hashjoin'), "
+            "current_setting('enable_mergejoin')"
         )
         return tuple(cursor.fetchone())
 
 
 @pytest.mark.django_db(transaction=True)  # autocommit, as the worker's claims and acks run
-def test_in_autocommit_the_claim_and_the_ack_are_never_planned_again(q):
+def test_in_autocommit_the_claim_ack_and_renewal_are_never_planned_again(q):
     q.enqueue_many(list(range(12)))
     for _ in range(12):
-        q.claim_one("w").ack()
+        handle = q.claim_one("w")
+        handle.heartbeat()
+        handle.ack()
     assert _plans("FOR UPDATE SKIP LOCKED") == (12, 0)
     assert _plans("USING unnest(") == (12, 0)
+    assert _plans("FOR NO KEY UPDATE SKIP LOCKED") == (12, 0)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -165,14 +169,14 @@ def test_the_plan_settings_end_with_the_statement_that_asked_for_them(q):
     before = _settings()
     q.enqueue(1)
     q.claim_one("w").ack()
-    assert _settings() == before == ("auto", "on", "on")
+    assert _settings() == before == ("auto", "on", "on", "on", "on")
 
 
 def test_inside_the_callers_transaction_the_claim_is_planned_as_usual(q):
     q.enqueue_many(list(range(7)))
     for _ in range(7):
         q.claim_one("w")
-    assert _settings() == ("auto", "on", "on")
+    assert _settings() == ("auto", "on", "on", "on", "on")
     assert _plans("FOR UPDATE SKIP LOCKED")[1] >= 5  # custom plans, PostgreSQL's default
 
 
@@ -205,6 +209,6 @@ def test_a_generic_claim_plan_made_on_a_small_table_scans_indexes_in_nested_loop
 def test_a_failed_generic_plan_statement_leaves_the_next_one_working(q):
     with pytest.raises(ProgrammingError):
         fetch_all(connection, "SELECT * FROM alkqueue_no_such_table", [], generic_plan=True)
-    assert _settings() == ("auto", "on", "on")
+    assert _settings() == ("auto", "on", "on", "on", "on")
     q.enqueue(1)
     assert q.claim_one("w").ack() is True
