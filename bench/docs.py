@@ -472,6 +472,8 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
                      "as well (and the first claim past each newly lapsed one visits its heap "
                      "row to learn it is dead, so the timed loops cost more while the acked "
                      "jobs' 30 s leases are still lapsing)." + _claim_pages_text(scale) +
+                     " On a queue that also holds jobs due later, the same walk is longer "
+                     "(the index density note under Claim+ack cost)." +
                      " The remedy is removing them: migration 0002's autovacuum "
                      "settings, and the worker's leader, which runs VACUUM once PostgreSQL "
                      "counts more dead row versions than ALKQUEUE[\"VACUUM_DEAD_TUPLES\"] "
@@ -546,6 +548,30 @@ def _claim_pages_text(scale: dict[str, Any]) -> str:
             f"{_pages(after)}, {after['execution_ms']:.2f} ms.")  # fmt: skip
 
 
+def _index_fill_text(results: dict[str, Any]) -> str:
+    """How densely the claim index packs due jobs, alone and in front of jobs waiting for a
+    retry: the walk past dead entries is as long as their leaf pages are many."""
+    ours = get(results, "systems", "alkqueue", "scale", "index_fill")
+    if not ours:
+        return ""
+    alone, behind = ours["alone"], ours["before_waiting"]
+    text = (f"- Index density: the walk past dead entries right after the acks is as long as "
+            f"their leaf pages are many. Appended alone, as in these loops, {alone['due']:,} "
+            f"due jobs filled {alone['pages']:,} pages of the claim index "
+            f"({alone['due_per_page']:.0f} per page); appended in "
+            f"front of {behind['waiting']:,} jobs waiting for a retry an hour ahead (as a queue "
+            f"with retries or scheduled jobs holds), {behind['pages']:,} pages "
+            f"({behind['due_per_page']:.0f} per page), so the same acks leave a walk "
+            f"{alone['due_per_page'] / behind['due_per_page']:.1f}x as long. A B-tree splits "
+            "its last page at the fillfactor (90% full) but a full page elsewhere in half, and "
+            "appends never come back to the left half.")  # fmt: skip
+    raw = get(results, "systems", "raw", "scale", "index_fill")
+    if raw:
+        text += (f" The raw loop's index does the same ({raw['alone']['due_per_page']:.0f} "
+                 f"and {raw['before_waiting']['due_per_page']:.0f} per page).")  # fmt: skip
+    return text
+
+
 def scale_notes(results: dict[str, Any]) -> str:
     lines = []
     for name in ("alkqueue", "raw"):
@@ -557,6 +583,8 @@ def scale_notes(results: dict[str, Any]) -> str:
                          f"jobs/s (claim and ack 10,000 per statement); the table then held "
                          f"{scale.get('bloat_dead_tuples', -1):,} dead tuples."
                          + _claim_pages_text(scale))  # fmt: skip
+    if density := _index_fill_text(results):
+        lines.append(density)
     return "\n".join(lines)
 
 

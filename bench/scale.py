@@ -10,6 +10,11 @@ filled with generate_series; a scenario's rows are TRUNCATEd before the next one
 Scenarios: 10k / 100k / 1M pending; 1M retained task results beside 10k pending; 1M dead
 letters beside 10k pending; right after 1M jobs were claimed and acked with autovacuum off
 on the queue table (dead tuples at the head of the claim index), then after a VACUUM.
+
+Plus, untimed, how densely the claim index packs due jobs appended in handout order: alone,
+and with jobs waiting for a retry (run_at an hour ahead) sorting after them, as on most
+production queues. The walk past dead entries reads their leaf pages, so this density sets
+its length.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any
 from . import common
 
 BLOAT_BATCH = 10_000
+INDEX_FILL_ROWS = 100_000
+WAITING_FOR_RETRY = 1_000
 
 
 class Loops:
@@ -31,6 +38,10 @@ class Loops:
         raise NotImplementedError
 
     def fill_pending(self, n: int) -> None:
+        raise NotImplementedError
+
+    def fill_waiting(self, n: int) -> None:
+        """n jobs due an hour from now: they sort after every due job in the claim index."""
         raise NotImplementedError
 
     def truncate(self) -> None:
@@ -44,6 +55,7 @@ class Loops:
         raise NotImplementedError
 
     table = ""
+    claim_index = ""
     extras: dict[str, Callable[[int], None]] = {}
 
 
@@ -108,6 +120,7 @@ def scenarios(
     ]
     steps += [(f"{name} {big:,}", lambda name=name: extra(name)) for name in make_loops().extras]
     steps.append((f"after {big:,} acks, no VACUUM", after_acks))
+    steps.append(("claim index density", lambda: index_fill(make_loops())))
     steps.append(("sizes", lambda: {"sizes": {"big": big}}))
     return steps
 
@@ -148,6 +161,24 @@ def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[st
     }
 
 
+def index_fill(loops: Loops) -> dict[str, Any]:
+    """Pages of the claim index holding INDEX_FILL_ROWS due jobs appended in handout order,
+    alone and appended in front of WAITING_FOR_RETRY jobs due later. A B-tree splits its
+    last page at the fillfactor (90% full) but a full page elsewhere in half, and appends in
+    front of later entries never come back to the left half."""
+    out = {}
+    for name, waiting in (("alone", 0), ("before_waiting", WAITING_FOR_RETRY)):
+        loops.truncate()
+        if waiting:
+            loops.fill_waiting(waiting)
+        loops.fill_pending(INDEX_FILL_ROWS)
+        pages = loops.query("SELECT pg_relation_size(%s::regclass) / 8192", [loops.claim_index])
+        out[name] = {"due": INDEX_FILL_ROWS, "waiting": waiting, "pages": int(pages[0]),
+                     "due_per_page": INDEX_FILL_ROWS / int(pages[0])}  # fmt: skip
+    loops.truncate()
+    return {"index_fill": out}
+
+
 def claim_pages(explained: Any) -> dict[str, Any]:
     """Where one claim's time goes on the server, taken after a scenario's timed loops: the
     pages (buffers hit or read, index and heap together) each index scan of the plan touched,
@@ -183,6 +214,13 @@ SELECT 'scale', '{"i":' || g || '}', 0, 0, 5, 5.0, 30.0, 604800,
     now() - interval '2 hours' + g * interval '1 microsecond', now()
 FROM generate_series(1, %s) g
 """
+FILL_WAITING = """
+INSERT INTO alkqueue_message (queue, payload, priority, attempts, max_attempts, backoff_base,
+    lease, retention, run_at, enqueued_at, last_error)
+SELECT 'scale', '{"i":' || g || '}', 0, 1, 5, 5.0, 30.0, 604800,
+    now() + interval '1 hour' + g * interval '1 microsecond', now(), 'failed'
+FROM generate_series(1, %s) g
+"""
 FILL_RESULTS = """
 INSERT INTO alkqueue_taskresult (job_id, backend, task_path, queue, status, args, kwargs,
     return_value, errors, worker_ids, enqueued_at, started_at, finished_at, last_attempted_at,
@@ -203,6 +241,7 @@ FROM generate_series(1, %s) g
 
 class AlkQueueLoops(Loops):
     table = "alkqueue_message"
+    claim_index = "alkqueue_pending_idx"
 
     def __init__(self, admin: Callable[[str], dict[str, Any]] | None = None) -> None:
         from django_alkqueue import queue
@@ -246,6 +285,9 @@ class AlkQueueLoops(Loops):
     def fill_pending(self, n: int) -> None:
         self.execute(FILL_MESSAGES, [n])
 
+    def fill_waiting(self, n: int) -> None:
+        self.execute(FILL_WAITING, [n])
+
     def fill_results(self, n: int) -> None:
         self.execute(FILL_RESULTS, [n])
 
@@ -267,6 +309,7 @@ class AlkQueueLoops(Loops):
 
 class RawLoops(Loops):
     table = "raw_job"
+    claim_index = "raw_job_pending"
 
     def __init__(self, database: str) -> None:
         from .systems.raw_worker import ACK, CLAIM
@@ -294,10 +337,15 @@ class RawLoops(Loops):
         return explained[0] if explained else None
 
     def fill_pending(self, n: int) -> None:
+        self._fill(n, "now() - interval '2 hours'")
+
+    def fill_waiting(self, n: int) -> None:
+        self._fill(n, "now() + interval '1 hour'")
+
+    def _fill(self, n: int, start: str) -> None:
         self.execute(
             "INSERT INTO raw_job (payload, run_at) SELECT json_build_object('i', g), "
-            "now() - interval '2 hours' + g * interval '1 microsecond' "
-            "FROM generate_series(1, %s) g",
+            f"{start} + g * interval '1 microsecond' FROM generate_series(1, %s) g",
             [n],
         )
 
