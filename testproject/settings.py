@@ -10,7 +10,8 @@ import django
 BASE_DIR = Path(__file__).resolve().parent
 
 SECRET_KEY = "testproject-not-secret"
-DEBUG = True
+# DJANGO_DEBUG=0: the tests' worker subprocesses run as in production (tests/workers.py).
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") != "0"
 ALLOWED_HOSTS = ["*"]
 USE_TZ = True
 TIME_ZONE = "UTC"
