@@ -29,7 +29,11 @@ postgres:
 /usr/bin/chromium:
 	apt-get update && apt-get install -y chromium
 
-test: venv postgres /usr/bin/chromium
+# The PgBouncer tests (tests/test_pgbouncer.py) run Debian's pgbouncer in transaction mode.
+/usr/sbin/pgbouncer:
+	apt-get update && apt-get install -y pgbouncer
+
+test: venv postgres /usr/bin/chromium /usr/sbin/pgbouncer
 	$(MAKE) --no-print-directory test-pg
 	$(MAKE) --no-print-directory test-sqlite
 
@@ -52,7 +56,7 @@ $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 	$(COMPAT_PY) -m pip install -q $(COMPAT_DEPS)
 	touch $@
 
-test-compat: $(COMPAT_VENV)/.installed postgres
+test-compat: $(COMPAT_VENV)/.installed postgres /usr/sbin/pgbouncer
 	DATABASE_URL=$(PG_URL) PYTHONPATH=. $(COMPAT_PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 # The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite (those

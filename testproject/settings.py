@@ -101,6 +101,12 @@ if os.environ.get("ALKQUEUE_BAD_CRON"):  # used by the test of the periodic syst
     ALKQUEUE["PERIODIC"] = {"nightly-broken": {"cron": "61 * * * *", "payload": {}}}
 if os.environ.get("ALKQUEUE_VACUUM_DEAD_TUPLES"):  # used by the test of the leader's vacuum
     ALKQUEUE["VACUUM_DEAD_TUPLES"] = int(os.environ["ALKQUEUE_VACUUM_DEAD_TUPLES"])
+if os.environ.get("ALKQUEUE_LISTEN_URL"):  # used by the PgBouncer tests: LISTEN bypasses it
+    DATABASES["direct"] = dj_database_url.parse(os.environ["ALKQUEUE_LISTEN_URL"])
+    DATABASES["direct"]["TEST"] = {"MIRROR": "default"}
+    ALKQUEUE["LISTEN_DATABASE"] = "direct"
+if os.environ.get("ALKQUEUE_PREPARED_STATEMENTS") == "0":  # the PgBouncer tests, too
+    ALKQUEUE["PREPARED_STATEMENTS"] = False
 if os.environ.get("ALKQUEUE_EXTRA_CONSUMERS"):  # used by the tests of the duplicate check
     ALKQUEUE["CONSUMER_MODULES"] = os.environ["ALKQUEUE_EXTRA_CONSUMERS"].split(",")
 

@@ -78,13 +78,34 @@ def fetch_all(
     with connection.wrap_database_errors:
         conn = connection.connection
         cursor = _kept_cursor(conn)
-        if generic_plan and prepare and conn.autocommit and _pipelines():
-            with conn.pipeline():
-                cursor.execute(_GENERIC_PLAN, prepare=True)
-                cursor.execute(sql, params, prepare=True)
-        else:
-            cursor.execute(sql, params, prepare=prepare)
+        try:
+            if generic_plan and prepare and conn.autocommit and _pipelines():
+                with conn.pipeline():
+                    cursor.execute(_GENERIC_PLAN, prepare=True)
+                    cursor.execute(sql, params, prepare=True)
+            else:
+                cursor.execute(sql, params, prepare=prepare)
+        except Exception as exc:
+            if prepare and _lost_prepared_statement(exc):
+                raise type(exc)(f"{exc}{POOLER_HINT}") from exc
+            raise
         return cursor.fetchall()
+
+
+#: Appended to the error when a prepared statement was missing from the server connection,
+#: or its name already taken there: what a transaction-mode pooler that cannot keep prepared
+#: statements does, as it hands each transaction to whichever server connection is free.
+POOLER_HINT = (
+    " (behind a pooler in transaction mode that cannot keep prepared statements, such as"
+    ' PgBouncer before 1.21? Set ALKQUEUE["PREPARED_STATEMENTS"] = False: docs/worker.md,'
+    " PgBouncer)"
+)
+
+
+def _lost_prepared_statement(exc: Exception) -> bool:
+    from psycopg import errors
+
+    return isinstance(exc, errors.DuplicatePreparedStatement | errors.InvalidSqlStatementName)
 
 
 def _pipelines() -> bool:

@@ -1,0 +1,121 @@
+"""Through a real PgBouncer in transaction pooling mode, set up as docs/worker.md (PgBouncer)
+says: claims, acks, retries and lease renewals through the pooler, LISTEN on a direct alias.
+The pooler has one server connection, so every client's transactions share one backend:
+session state a statement left behind would reach the next client right there.
+
+Debian 12's PgBouncer (1.18) cannot keep prepared statements in transaction mode (1.21 and
+later can, with max_prepared_statements), so the workers run with PREPARED_STATEMENTS off, as
+docs/worker.md says to behind such a pooler. With one client, the one server connection
+keeps its prepared statements, which is enough for the claim's pinned settings."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from django_alkqueue import queue
+from django_alkqueue.models import DeadLetter, QueueMessage
+from django_alkqueue.sql.hot_cursor import fetch_all
+from django_alkqueue.sql.postgresql import CLAIM, claim_params
+from testproject.shop.models import HandlerRun
+from tests.conftest import wait_until
+from tests.pgbouncer import pgbouncer, url
+from tests.workers import Watched, database_env, run_worker, start_worker
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only]
+
+# Every fifth job fails once (the emails consumer retries at once), so retries go through too.
+PAYLOADS = [{"i": i, **({"fail_times": 1} if i % 5 == 0 else {})} for i in range(300)]
+
+# The settings the claim's pipeline pins, with PostgreSQL's defaults.
+PINNED = {"plan_cache_mode": "auto", "enable_seqscan": "on", "enable_bitmapscan": "on",
+          "enable_hashjoin": "on", "enable_mergejoin": "on"}  # fmt: skip
+
+
+def through(port: int) -> dict[str, str]:
+    """A worker's environment: claims and acks through the pooler, LISTEN on a direct alias."""
+    return {"DATABASE_URL": url(port), "ALKQUEUE_LISTEN_URL": database_env()["DATABASE_URL"]}
+
+
+def assert_each_job_ran_to_its_end(ids: list[int]) -> None:
+    assert QueueMessage.objects.count() == 0
+    assert DeadLetter.objects.count() == 0
+    runs = Counter(HandlerRun.objects.values_list("job_id", flat=True))
+    assert runs == {job_id: 2 if i % 5 == 0 else 1 for i, job_id in enumerate(ids)}
+
+
+def server_prepared(port: int) -> list[tuple[str, int, int]]:
+    """The statements prepared on the pooler's one server connection, with their plan counts."""
+    with psycopg.connect(url(port), autocommit=True, prepare_threshold=None) as conn:
+        return conn.execute(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+        ).fetchall()
+
+
+@contextmanager
+def django_connection(port: int) -> Iterator[BaseDatabaseWrapper]:
+    """A Django connection to the test database through the pooler."""
+    default = connections["default"]
+    settings_dict: dict[str, Any] = {**default.settings_dict, "HOST": "127.0.0.1", "PORT": port}
+    wrapper = type(default)(settings_dict, alias="through-pgbouncer")
+    try:
+        yield wrapper
+    finally:
+        wrapper.close()
+
+
+def test_workers_drain_through_pgbouncer_with_prepared_statements_switched_off():
+    ids = [job.id for job in queue("emails").enqueue_many(PAYLOADS)]
+
+    with pgbouncer() as port:
+        run_worker("--queue", "emails", "--burst", "--concurrency", "4", "--processes", "2",
+                   env={**through(port), "ALKQUEUE_PREPARED_STATEMENTS": "0"})  # fmt: skip
+        prepared = server_prepared(port)
+
+    assert_each_job_ran_to_its_end(ids)
+    assert not [row for row in prepared if "alkqueue_message" in row[0]], prepared
+
+
+def test_a_worker_left_with_prepared_statements_on_names_the_setting_to_change():
+    queue("emails").enqueue({"i": 1})
+
+    with pgbouncer() as port:
+        # Its claimer prepares statements on the one server connection; its acker's first
+        # statement name is then taken there (Debian 12's PgBouncer 1.18 cannot keep them).
+        worker = Watched(start_worker("--queue", "emails", env=through(port)))
+        try:
+            wait_until(lambda: "PREPARED_STATEMENTS" in worker.output, timeout=30)
+        finally:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.process.wait(10)
+
+    assert "already exists (behind a pooler in transaction mode" in worker.output
+    assert 'Set ALKQUEUE["PREPARED_STATEMENTS"] = False' in worker.output
+
+
+def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_connection():
+    queue("emails").enqueue_many([{"i": i} for i in range(3)])
+
+    with pgbouncer() as port, django_connection(port) as pooled:
+        pooled.ensure_connection()
+        pooled.set_autocommit(True)
+        rows = fetch_all(pooled, CLAIM, claim_params("emails", "w1", 1, timezone.now()),
+                         generic_plan=True)  # fmt: skip
+        claimed_on = fetch_all(pooled, "SELECT pg_backend_pid()", [])[0][0]
+        with psycopg.connect(url(port), autocommit=True, prepare_threshold=None) as other:
+            seen_on = other.execute("SELECT pg_backend_pid()").fetchone()
+            settings = {name: other.execute(f"SHOW {name}").fetchone() for name in PINNED}
+
+    assert len(rows) == 1
+    assert seen_on == (claimed_on,)  # the same server connection, so a leak would show
+    assert {name: value[0] for name, value in settings.items() if value} == PINNED
