@@ -24,6 +24,7 @@ def benchmarks_md(results: dict[str, Any]) -> str:
         "## Where a target is missed, by how much and why\n\n" + missed(results, items),
         "## Claim+ack cost against the table\n\n"
         + SCALE_INTRO
+        + scale_repetitions(results)
         + "\n\n"
         + report.scale_table(results)
         + "\n\n"
@@ -570,6 +571,15 @@ def _index_fill_text(results: dict[str, Any]) -> str:
         text += (f" The raw loop's index does the same ({raw['alone']['due_per_page']:.0f} "
                  f"and {raw['before_waiting']['due_per_page']:.0f} per page).")  # fmt: skip
     return text
+
+
+def scale_repetitions(results: dict[str, Any]) -> str:
+    """How many loops each figure times, read from the run (the quick run times fewer)."""
+    base = get(results, "systems", "alkqueue", "scale", "pending_10000") or {}
+    timed = [b for b in (base.get("b1"), base.get("b100")) if b]
+    parts = [f"claim {b['k']}: the median of {b['us_per_job']['n']} repetitions of "
+             f"{b['iterations']:,} loops" for b in timed]  # fmt: skip
+    return (" Each figure: " + "; ".join(parts) + ".") if parts else ""
 
 
 def scale_notes(results: dict[str, Any]) -> str:
