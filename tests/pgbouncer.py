@@ -12,12 +12,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
+
+from tests.conftest import wait_until
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
@@ -74,14 +75,10 @@ def pgbouncer() -> Iterator[int]:
     # Its log goes to the file as well; an unread pipe could fill and stall it.
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 15
-        while not _accepting(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                log = directory / "pgbouncer.log"
-                raise RuntimeError(
-                    f"pgbouncer did not start:\n{log.read_text() if log.exists() else ''}"
-                )
-            time.sleep(0.05)
+        wait_until(lambda: process.poll() is not None or _accepting(port), timeout=15)
+        if process.poll() is not None:
+            log = directory / "pgbouncer.log"
+            raise RuntimeError(f"pgbouncer exited:\n{log.read_text() if log.exists() else ''}")
         yield port
     finally:
         process.terminate()
