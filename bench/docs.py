@@ -472,7 +472,8 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
                      "entries too; once their leases would have lapsed, that scan walks them "
                      "as well (and the first claim past each newly lapsed one visits its heap "
                      "row to learn it is dead, so the timed loops cost more while the acked "
-                     "jobs' 30 s leases are still lapsing)." + _claim_pages_text(scale) +
+                     "jobs' 30 s leases are still lapsing)." + _lapsing_text(scale, big) +
+                     _claim_pages_text(scale) +
                      " On a queue that also holds jobs due later, the same walk is longer "
                      "(the index density note under Claim+ack cost)." +
                      " The remedy is removing them: migration 0002's autovacuum "
@@ -547,6 +548,22 @@ def _claim_pages_text(scale: dict[str, Any]) -> str:
             f"loops, the pages (index and heap) each index scan touched: {_pages(before)}, "
             f"{before['execution_ms']:.2f} ms of execution; after the VACUUM: "
             f"{_pages(after)}, {after['execution_ms']:.2f} ms.")  # fmt: skip
+
+
+def _lapsing_text(scale: dict[str, Any], big: int) -> str:
+    """How long the acks and the timed loops took: right after a burst, a claim's cost moves
+    with the seconds since the acks, so a longer loop reads a different mix of them."""
+    rate = scale.get("bloat_ack_jobs_per_s")
+    b1 = get(scale, f"after_{big}_acked_no_vacuum", "b1")
+    if not rate or not b1:
+        return ""
+    values = b1["us_per_job"]["values"]
+    looped = sum(values) * b1["iterations"] / 1e6
+    return (f" Here the {big:,} acks took {big / rate:.0f} s ({fmt_num(rate)} jobs/s), then a "
+            f"CHECKPOINT ran, and the claim-1 repetitions took {looped:.0f} s in all "
+            f"({', '.join(f'{v:,.0f}' for v in values)} us per job, in order): within the "
+            "acked jobs' 30 s leases, a claim's cost right after a burst moves with the "
+            "seconds since it.")  # fmt: skip
 
 
 def _index_fill_text(results: dict[str, Any]) -> str:
