@@ -12,9 +12,9 @@ letters beside 10k pending; right after 1M jobs were claimed and acked with auto
 on the queue table (dead tuples at the head of the claim index), then after a VACUUM.
 
 Plus, untimed, how densely the claim index packs due jobs appended in handout order: alone,
-and with jobs waiting for a retry (run_at an hour ahead) sorting after them, as on most
-production queues. The walk past dead entries reads their leaf pages, so this density sets
-its length.
+and with jobs waiting for a retry (run_at an hour ahead) sorting after them, as on any
+queue with retries or scheduled jobs. The walk past dead entries reads their leaf pages, so
+this density sets its length.
 """
 
 from __future__ import annotations
