@@ -10,6 +10,7 @@ from django.db import connection
 
 from django_alkqueue import queue
 from django_alkqueue.queues import Queue
+from django_alkqueue.sql.hot_cursor import PINNED_PLAN_SETTINGS
 from tests.clocks import FakeClock
 
 
@@ -53,6 +54,19 @@ def q(make_queue: Callable[..., Queue]) -> Queue:
 @pytest.fixture
 def is_postgres() -> bool:
     return connection.vendor == "postgresql"
+
+
+#: PostgreSQL's defaults for the planner settings the hot path pins while a statement runs.
+PLANNER_DEFAULTS = {"plan_cache_mode": "auto", "enable_seqscan": "on", "enable_bitmapscan": "on",
+                    "enable_hashjoin": "on", "enable_mergejoin": "on"}  # fmt: skip
+
+
+def planner_settings(cursor: Any) -> dict[str, str]:
+    """The session's current value of each pinned planner setting, through `cursor` (Django's
+    or psycopg's)."""
+    names = list(PINNED_PLAN_SETTINGS)
+    cursor.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in names))
+    return dict(zip(names, cursor.fetchone(), strict=True))
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, every: float = 0.02) -> None:

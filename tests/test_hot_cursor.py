@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.sql.hot_cursor import fetch_all
+from tests.conftest import PLANNER_DEFAULTS, planner_settings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only]
 
@@ -142,14 +143,9 @@ def _plans(fragment: str) -> tuple[int, int]:
     return int(generic), int(custom)
 
 
-def _settings() -> tuple[str, ...]:
+def _settings() -> dict[str, str]:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan'), "
-            "current_setting('enable_bitmapscan'), current_setting('enable_hashjoin'), "
-            "current_setting('enable_mergejoin')"
-        )
-        return tuple(cursor.fetchone())
+        return planner_settings(cursor)
 
 
 @pytest.mark.django_db(transaction=True)  # autocommit, as the worker's claims and acks run
@@ -169,14 +165,14 @@ def test_the_plan_settings_end_with_the_statement_that_asked_for_them(q):
     before = _settings()
     q.enqueue(1)
     q.claim_one("w").ack()
-    assert _settings() == before == ("auto", "on", "on", "on", "on")
+    assert _settings() == before == PLANNER_DEFAULTS
 
 
 def test_inside_the_callers_transaction_the_claim_is_planned_as_usual(q):
     q.enqueue_many(list(range(7)))
     for _ in range(7):
         q.claim_one("w")
-    assert _settings() == ("auto", "on", "on", "on", "on")
+    assert _settings() == PLANNER_DEFAULTS
     assert _plans("FOR UPDATE SKIP LOCKED")[1] >= 5  # custom plans, PostgreSQL's default
 
 
@@ -209,6 +205,6 @@ def test_a_generic_claim_plan_made_on_a_small_table_scans_indexes_in_nested_loop
 def test_a_failed_generic_plan_statement_leaves_the_next_one_working(q):
     with pytest.raises(ProgrammingError):
         fetch_all(connection, "SELECT * FROM alkqueue_no_such_table", [], generic_plan=True)
-    assert _settings() == ("auto", "on", "on", "on", "on")
+    assert _settings() == PLANNER_DEFAULTS
     q.enqueue(1)
     assert q.claim_one("w").ack() is True

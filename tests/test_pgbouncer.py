@@ -28,7 +28,7 @@ from django_alkqueue.models import DeadLetter, QueueMessage
 from django_alkqueue.sql.hot_cursor import fetch_all
 from django_alkqueue.sql.postgresql import CLAIM, claim_params
 from testproject.shop.models import HandlerRun
-from tests.conftest import wait_until
+from tests.conftest import PLANNER_DEFAULTS, planner_settings, wait_until
 from tests.pgbouncer import pgbouncer, url
 from tests.workers import Watched, database_env, run_worker, start_worker
 
@@ -36,10 +36,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only
 
 # Every fifth job fails once (the emails consumer retries at once), so retries go through too.
 PAYLOADS = [{"i": i, **({"fail_times": 1} if i % 5 == 0 else {})} for i in range(300)]
-
-# The settings the claim's pipeline pins, with PostgreSQL's defaults.
-PINNED = {"plan_cache_mode": "auto", "enable_seqscan": "on", "enable_bitmapscan": "on",
-          "enable_hashjoin": "on", "enable_mergejoin": "on"}  # fmt: skip
 
 
 def through(port: int) -> dict[str, str]:
@@ -114,8 +110,8 @@ def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_c
         claimed_on = fetch_all(pooled, "SELECT pg_backend_pid()", [])[0][0]
         with psycopg.connect(url(port), autocommit=True, prepare_threshold=None) as other:
             seen_on = other.execute("SELECT pg_backend_pid()").fetchone()
-            settings = {name: other.execute(f"SHOW {name}").fetchone() for name in PINNED}
+            settings = planner_settings(other.cursor())
 
     assert len(rows) == 1
     assert seen_on == (claimed_on,)  # the same server connection, so a leak would show
-    assert {name: value[0] for name, value in settings.items() if value} == PINNED
+    assert settings == PLANNER_DEFAULTS

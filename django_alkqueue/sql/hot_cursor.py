@@ -53,12 +53,18 @@ Params = Sequence[Any] | dict[str, Any]
 _ONLY_WHEN_ASKED = 2**62
 
 
+#: The planner settings a `generic_plan` statement runs under (see the module docstring).
+PINNED_PLAN_SETTINGS = {
+    "plan_cache_mode": "force_generic_plan",
+    "enable_seqscan": "off",
+    "enable_bitmapscan": "off",
+    "enable_hashjoin": "off",
+    "enable_mergejoin": "off",
+}
+
 # Local to the implicit transaction of the pipeline that sends it (`is_local` true).
-_GENERIC_PLAN = (
-    "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), "
-    "set_config('enable_seqscan', 'off', true), "
-    "set_config('enable_bitmapscan', 'off', true), "
-    "set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
+_GENERIC_PLAN = "SELECT " + ", ".join(
+    f"set_config('{name}', '{value}', true)" for name, value in PINNED_PLAN_SETTINGS.items()
 )
 
 
