@@ -675,8 +675,8 @@ def knobs(results: dict[str, Any]) -> str:
         "plan pinned to index scans, so they are not planned again on every call "
         "(docs/worker.md, PgBouncer). Switch it off only behind a pooler that cannot keep "
         "prepared statements; the layer table above shows what the prepared path gains over "
-        "Django's cursor for an enqueue, and the claim+ack table what the generic plan gains "
-        "at claim 1.",
+        "Django's cursor for an enqueue; the claim+ack table has no run without the generic "
+        "plan (docs/worker.md gives what it gained at claim 1, measured by hand).",
         '- **`ALKQUEUE["VACUUM_DEAD_TUPLES"]`** (default 50,000): the leader VACUUMs the '
         "queue table past this many dead row versions, the backstop for an autovacuum that "
         "falls behind; the claim+ack table above shows what dead rows at the head of the "
