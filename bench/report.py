@@ -112,7 +112,8 @@ SCENARIOS = [
     ("pending_1000000", "1M pending"),
     ("retained_results_{big}", "10k pending + {bign} retained task results"),
     ("dead_letters_{big}", "10k pending + {bign} dead letters"),
-    ("after_{big}_acked_no_vacuum", "20k pending, right after {bign} acked, no VACUUM"),
+    ("after_{big}_acked_no_vacuum", "right after {bign} acked, no VACUUM (their leases running)"),
+    ("after_{big}_acked_leases_lapsed", "the same, clock moved past the acked jobs' leases"),
     ("after_{big}_acked_then_vacuum", "the same after VACUUM"),
 ]
 

@@ -9,7 +9,14 @@ filled with generate_series; a scenario's rows are TRUNCATEd before the next one
 
 Scenarios: 10k / 100k / 1M pending; 1M retained task results beside 10k pending; 1M dead
 letters beside 10k pending; right after 1M jobs were claimed and acked with autovacuum off
-on the queue table (dead tuples at the head of the claim index), then after a VACUUM.
+on the queue table (dead tuples at the head of the claim index), then, for django-alkqueue,
+the same with the clock moved past the acked jobs' leases, then after a VACUUM.
+
+The burst's jobs hold an hour's lease, so that none lapses during the loops: the first
+after-acks row measures the claim index's dead head alone, at any second after the burst.
+The second moves the queue's clock past those leases, so the claim's look for lapsed leases
+also walks the acked rows' dead entries in the lease index. (With the default 30 s lease,
+they lapse while the loops run, and each run read a different mix of the two.)
 
 Plus, untimed, how densely the claim index packs due jobs appended in handout order: alone,
 and with jobs waiting for a retry (run_at an hour ahead) sorting after them, as on any
@@ -27,6 +34,9 @@ from typing import Any
 from . import common
 
 BLOAT_BATCH = 10_000
+# Left pending after the burst: three timed rows of 8,000 claims each.
+BLOAT_LEFT = 30_000
+BURST_LEASE = 3600.0
 INDEX_FILL_ROWS = 100_000
 WAITING_FOR_RETRY = 1_000
 
@@ -39,6 +49,15 @@ class Loops:
 
     def fill_pending(self, n: int) -> None:
         raise NotImplementedError
+
+    def fill_burst(self, n: int) -> None:
+        """n due jobs whose claims hold a lease of BURST_LEASE (where the system has leases)."""
+        self.fill_pending(n)
+
+    def lapse_leases(self, ahead: float | None) -> bool:
+        """Claim and ack `ahead` seconds in the future (None: at the real time again), so
+        that every lease taken before has lapsed. False where the system has no leases."""
+        return False
 
     def fill_waiting(self, n: int) -> None:
         """n jobs due an hour from now: they sort after every due job in the claim index."""
@@ -137,9 +156,10 @@ def settle(loops: Loops, *maintenance: str) -> None:
 
 
 def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """`big` jobs claimed and acked with autovacuum off, then the same after a VACUUM."""
+    """`big` jobs claimed and acked with autovacuum off; the loops right after, again with
+    the acked jobs' leases lapsed (where the system has leases), then after a VACUUM."""
     loops.truncate()
-    loops.fill_pending(big + 20_000)
+    loops.fill_burst(big + BLOAT_LEFT)
     loops.execute(f"ANALYZE {loops.table}")
     loops.execute(f"ALTER TABLE {loops.table} SET (autovacuum_enabled = off)")
     try:
@@ -150,13 +170,16 @@ def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[st
         ack_rate = big / (time.perf_counter() - started)
         dead = _dead_tuples(loops)
         settle(loops)  # no VACUUM: the dead rows are what this scenario measures
-        after_acks = both()
+        out = {f"after_{big}_acked_no_vacuum": both()}
+        if loops.lapse_leases(BURST_LEASE + 60):
+            out[f"after_{big}_acked_leases_lapsed"] = both()
+            loops.lapse_leases(None)
         settle(loops, f"VACUUM {loops.table}")
         after_vacuum = both()
     finally:
         loops.execute(f"ALTER TABLE {loops.table} RESET (autovacuum_enabled)")
     return {
-        f"after_{big}_acked_no_vacuum": after_acks,
+        **out,
         f"after_{big}_acked_then_vacuum": after_vacuum,
         "bloat_ack_jobs_per_s": ack_rate,
         "bloat_dead_tuples": dead,
@@ -212,7 +235,7 @@ def _dead_tuples(loops: Loops) -> int:
 FILL_MESSAGES = """
 INSERT INTO alkqueue_message (queue, payload, priority, attempts, max_attempts, backoff_base,
     lease, retention, run_at, enqueued_at)
-SELECT 'scale', '{"i":' || g || '}', 0, 0, 5, 5.0, 30.0, 604800,
+SELECT 'scale', '{"i":' || g || '}', 0, 0, 5, 5.0, %s, 604800,
     now() - interval '2 hours' + g * interval '1 microsecond', now()
 FROM generate_series(1, %s) g
 """
@@ -273,11 +296,10 @@ class AlkQueueLoops(Loops):
 
     def explain_claim(self) -> Any:
         from django.db import connection, transaction
-        from django.utils import timezone
 
         from django_alkqueue.sql.postgresql import CLAIM, claim_params
 
-        params = claim_params("scale", "bench-scale", 1, timezone.now())
+        params = claim_params("scale", "bench-scale", 1, self.queue.clock())
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + CLAIM, params)
             explained = cursor.fetchone()[0]
@@ -285,7 +307,21 @@ class AlkQueueLoops(Loops):
         return explained
 
     def fill_pending(self, n: int) -> None:
-        self.execute(FILL_MESSAGES, [n])
+        self.execute(FILL_MESSAGES, [30.0, n])
+
+    def fill_burst(self, n: int) -> None:
+        self.execute(FILL_MESSAGES, [BURST_LEASE, n])
+
+    def lapse_leases(self, ahead: float | None) -> bool:
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from django_alkqueue import queue
+
+        shift = timedelta(seconds=ahead or 0)
+        self.queue = queue("scale", clock=lambda: timezone.now() + shift)
+        return True
 
     def fill_waiting(self, n: int) -> None:
         self.execute(FILL_WAITING, [n])

@@ -155,6 +155,8 @@ def _scale_items(results: dict[str, Any]) -> list[dict[str, Any]]:
         (f"dead_letters_{big}", f"claim+ack with {bign} dead letters within 1.2x", 1.2),
         (f"after_{big}_acked_no_vacuum", f"claim+ack right after {bign} acked (no VACUUM) "
          "within 3x", 3.0),
+        (f"after_{big}_acked_leases_lapsed", f"claim+ack right after {bign} acked (no VACUUM), "
+         "their leases lapsed, within 3x", 3.0),
     ]  # fmt: skip
     out = []
     for key, target, limit in checks:
