@@ -488,7 +488,7 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
                      "settings, and the worker's leader, which runs VACUUM once PostgreSQL "
                      "counts more dead row versions than ALKQUEUE[\"VACUUM_DEAD_TUPLES\"] "
                      "(50,000). This loop runs with no worker and with autovacuum off on the "
-                     "table, so neither ran here.")  # fmt: skip
+                     "table, so neither ran here." + _leader_bound_text(results, big))  # fmt: skip
     return text
 
 
@@ -508,6 +508,31 @@ def _why_generic(results: dict[str, Any], item: dict[str, Any], bad: list[dict[s
 
 WHY = {"drain": _why_drain, "single": _why_single, "bulk": _why_bulk, "latency": _why_latency,
        "scale": _why_scale, "cpu": _why_cpu}  # fmt: skip
+
+
+def _leader_bound_text(results: dict[str, Any], big: int) -> str:
+    """What the leader's vacuum check bounds the walk to, from this run's figures: the walk
+    grows with the acked jobs not yet vacuumed, and the check runs every RECLAIM_INTERVAL."""
+    from django_alkqueue.conf import AlkQueueSettings
+
+    scale = get(results, "systems", "alkqueue", "scale") or {}
+    clean = _m(get(scale, "pending_10000", "b1", "us_per_job"))
+    bloated = _m(get(scale, f"after_{big}_acked_no_vacuum", "b1", "us_per_job"))
+    d2 = _m(get(_ours(results), "drain_2", "jobs_per_s"))
+    if clean is None or bloated is None or not d2:
+        return ""
+    per_100k = (bloated - clean) * 100_000 / big
+    interval = AlkQueueSettings.RECLAIM_INTERVAL
+    between = d2 * interval
+    worst = clean + per_100k * between / 100_000
+    return (f" In this run the walk added {per_100k:,.0f} us to a claim+ack of 1 per "
+            "100,000 acked jobs not yet vacuumed. With a worker running, the leader checks "
+            f"every {interval:g} s (`RECLAIM_INTERVAL`), so at this run's two-process drain "
+            f"rate ({fmt_num(d2)} jobs/s) at most about {fmt_num(between)} jobs are acked "
+            f"between two checks: about {worst:,.0f} us per claim+ack of 1 just before a "
+            f"check, x{worst / clean:.1f} the 10k-pending cost. That figure is derived from "
+            "this run's rows, not measured; the jobs acked while a VACUUM runs wait for the "
+            "next one and add to it.")  # fmt: skip
 
 
 def _raw_extra(results: dict[str, Any], big: int) -> str:
