@@ -36,6 +36,7 @@ from . import common
 BLOAT_BATCH = 10_000
 # Left pending after the burst: three timed rows of 8,000 claims each.
 BLOAT_LEFT = 30_000
+LEASE = 30.0  # the queue default
 BURST_LEASE = 3600.0
 INDEX_FILL_ROWS = 100_000
 WAITING_FOR_RETRY = 1_000
@@ -54,9 +55,9 @@ class Loops:
         """n due jobs whose claims hold a lease of BURST_LEASE (where the system has leases)."""
         self.fill_pending(n)
 
-    def lapse_leases(self, ahead: float | None) -> bool:
-        """Claim and ack `ahead` seconds in the future (None: at the real time again), so
-        that every lease taken before has lapsed. False where the system has no leases."""
+    def shift_clock(self, seconds: float) -> bool:
+        """Claim and ack `seconds` ahead of the real time (0: at the real time again).
+        False where the system's claims read no clock of ours (it has no leases)."""
         return False
 
     def fill_waiting(self, n: int) -> None:
@@ -171,9 +172,9 @@ def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[st
         dead = _dead_tuples(loops)
         settle(loops)  # no VACUUM: the dead rows are what this scenario measures
         out = {f"after_{big}_acked_no_vacuum": both()}
-        if loops.lapse_leases(BURST_LEASE + 60):
+        if loops.shift_clock(BURST_LEASE + 60):
             out[f"after_{big}_acked_leases_lapsed"] = both()
-            loops.lapse_leases(None)
+            loops.shift_clock(0)
         settle(loops, f"VACUUM {loops.table}")
         after_vacuum = both()
     finally:
@@ -307,19 +308,19 @@ class AlkQueueLoops(Loops):
         return explained
 
     def fill_pending(self, n: int) -> None:
-        self.execute(FILL_MESSAGES, [30.0, n])
+        self.execute(FILL_MESSAGES, [LEASE, n])
 
     def fill_burst(self, n: int) -> None:
         self.execute(FILL_MESSAGES, [BURST_LEASE, n])
 
-    def lapse_leases(self, ahead: float | None) -> bool:
+    def shift_clock(self, seconds: float) -> bool:
         from datetime import timedelta
 
         from django.utils import timezone
 
         from django_alkqueue import queue
 
-        shift = timedelta(seconds=ahead or 0)
+        shift = timedelta(seconds=seconds)
         self.queue = queue("scale", clock=lambda: timezone.now() + shift)
         return True
 
