@@ -3,16 +3,17 @@ Django's cursor kept where queries are watched, Django's exceptions either way."
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 
 import pytest
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, DataError, connection, connections, transaction
 from django.db.utils import ProgrammingError
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from django_alkqueue.models import QueueMessage
-from django_alkqueue.sql.hot_cursor import fetch_all
+from django_alkqueue.sql.hot_cursor import behind_a_pooler, fetch_all
 from tests.conftest import PLANNER_DEFAULTS, planner_settings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only]
@@ -27,12 +28,14 @@ def _prepared(fragment: str) -> int:
         return int(cursor.fetchone()[0])
 
 
+@pytest.mark.django_db(transaction=True)  # autocommit, as the worker's claims and acks run
 def test_the_claim_is_prepared_on_first_use(q):
     q.enqueue(1)
     q.claim("w")
     assert _prepared("FOR UPDATE SKIP LOCKED") == 1
 
 
+@pytest.mark.django_db(transaction=True)
 def test_the_enqueue_and_the_ack_are_prepared(q):
     q.enqueue(1)
     q.claim_one("w").ack()
@@ -40,6 +43,7 @@ def test_the_enqueue_and_the_ack_are_prepared(q):
     assert _prepared("USING unnest(") == 1
 
 
+@pytest.mark.django_db(transaction=True)
 @override_settings(ALKQUEUE={"PREPARED_STATEMENTS": False})
 def test_prepared_statements_off_prepares_nothing(q):
     q.enqueue(1)
@@ -47,6 +51,7 @@ def test_prepared_statements_off_prepares_nothing(q):
     assert _prepared("alkqueue_message") == 0
 
 
+@pytest.mark.django_db(transaction=True)
 def test_an_alias_with_prepare_threshold_none_prepares_nothing(q):
     options = connection.settings_dict.setdefault("OPTIONS", {})
     connection.ensure_connection()
@@ -176,6 +181,11 @@ def test_inside_the_callers_transaction_the_claim_is_planned_as_usual(q):
     assert _plans("FOR UPDATE SKIP LOCKED")[1] >= 5  # custom plans, PostgreSQL's default
 
 
+def test_a_direct_connection_is_not_behind_a_pooler():
+    connection.ensure_connection()
+    assert behind_a_pooler(connection) is False
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_generic_claim_plan_made_on_a_small_table_scans_indexes_in_nested_loops(q):
     q.enqueue_many(list(range(2_000)))
@@ -208,3 +218,96 @@ def test_a_failed_generic_plan_statement_leaves_the_next_one_working(q):
     assert _settings() == PLANNER_DEFAULTS
     q.enqueue(1)
     assert q.claim_one("w").ack() is True
+
+
+# Behind a transaction-mode pooler that cannot keep prepared statements, the server connection
+# a statement lands on may lack its prepared statement, or hold another one under its name.
+# DEALLOCATE and PREPARE on the same connection make those server connections here.
+
+
+def _server_name(fragment: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name FROM pg_prepared_statements WHERE statement LIKE %s", [f"%{fragment}%"]
+        )
+        return str(cursor.fetchone()[0])
+
+
+def _replace_on_the_server(fragment: str, by: str | None) -> None:
+    name = _server_name(fragment)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DEALLOCATE {name}")
+        if by is not None:
+            cursor.execute(f"PREPARE {name} {by}")
+
+
+LOST = "ran again unprepared"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "server_side",
+    [
+        pytest.param(None, id="missing"),
+        pytest.param("(int, int, int) AS SELECT $1 + $2 + $3", id="other-parameter-count"),
+        pytest.param(
+            "(bigint[], uuid[], timestamptz[], bigint[], timestamptz) AS SELECT $5",
+            id="other-parameter-types",
+        ),
+    ],
+)
+def test_a_claim_whose_prepared_statement_is_lost_runs_again_unprepared(q, caplog, server_side):
+    q.enqueue_many([1, 2])
+    q.claim_one("w")  # prepares the claim
+    _replace_on_the_server("FOR UPDATE SKIP LOCKED", server_side)
+
+    with caplog.at_level(logging.WARNING, logger="django_alkqueue"):
+        handles = q.claim("w")
+
+    assert [h.job.payload for h in handles] == [2]
+    assert [r.getMessage() for r in caplog.records if LOST in r.getMessage()] != []
+    assert QueueMessage.objects.get(pk=handles[0].job.id).attempts == 1  # claimed once
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_whose_statement_name_is_taken_runs_again_unprepared(q, caplog):
+    q.enqueue(1)  # prepares the enqueue, under the first name psycopg gives a connection
+    name = _server_name("pg_notify('alkqueue'")
+    connection.close()
+    with connection.cursor() as cursor:  # a new session, whose psycopg starts its names again
+        cursor.execute(f"PREPARE {name} AS SELECT 1")
+
+    with caplog.at_level(logging.WARNING, logger="django_alkqueue"):
+        q.enqueue(2)
+
+    assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 2]
+    assert [r for r in caplog.records if LOST in r.getMessage()] != []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_that_lost_a_prepared_statement_prepares_nothing_more(q, caplog):
+    q.enqueue_many(list(range(5)))
+    q.enqueue(1)
+    q.claim_one("w").ack()  # the four statements of the loop below are prepared
+    with connection.cursor() as cursor:
+        # One by one: psycopg would see a DEALLOCATE ALL, and forget its statements too.
+        cursor.execute("SELECT name FROM pg_prepared_statements")
+        for (name,) in cursor.fetchall():
+            cursor.execute(f"DEALLOCATE {name}")
+
+    with caplog.at_level(logging.WARNING, logger="django_alkqueue"):
+        for _ in range(4):
+            q.enqueue(1)
+            q.claim_one("w").ack()
+
+    assert _prepared("alkqueue_message") == 0
+    assert len([r for r in caplog.records if LOST in r.getMessage()]) == 1  # once per connection
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_data_error_of_the_statements_own_is_raised_and_preparing_goes_on(q, caplog):
+    with caplog.at_level(logging.WARNING, logger="django_alkqueue"), pytest.raises(DataError):
+        fetch_all(connection, "SELECT 1 / %s::int", [0])
+    q.enqueue(1)
+    assert _prepared("pg_notify('alkqueue'") == 1
+    assert [r for r in caplog.records if LOST in r.getMessage()] == []

@@ -4,14 +4,14 @@ The pooler has one server connection, so every client's transactions share one b
 session state a statement left behind would reach the next client right there.
 
 Debian 12's PgBouncer (1.18) cannot keep prepared statements in transaction mode (1.21 and
-later can, with max_prepared_statements), so the workers run with PREPARED_STATEMENTS off, as
-docs/worker.md says to behind such a pooler. With one client, the one server connection
-keeps its prepared statements, which is enough for the claim's pinned settings."""
+later can, with max_prepared_statements). The workers drain through it both with
+PREPARED_STATEMENTS off, as docs/worker.md suggests behind such a pooler, and left on, where
+each connection's first refused prepared statement runs again unprepared. With one client, the
+one server connection keeps its prepared statements, which is enough for the claim's pinned
+settings."""
 
 from __future__ import annotations
 
-import os
-import signal
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,13 +24,14 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from django_alkqueue import queue
+from django_alkqueue.jobs import Stamps
 from django_alkqueue.models import DeadLetter, QueueMessage
-from django_alkqueue.sql.hot_cursor import fetch_all
-from django_alkqueue.sql.postgresql import CLAIM, claim_params
+from django_alkqueue.sql.hot_cursor import behind_a_pooler, fetch_all
+from django_alkqueue.sql.postgresql import CLAIM, PostgresDialect, claim_params
 from testproject.shop.models import HandlerRun
-from tests.conftest import PLANNER_DEFAULTS, planner_settings, wait_until
+from tests.conftest import PLANNER_DEFAULTS, planner_settings
 from tests.pgbouncer import pgbouncer, url
-from tests.workers import Watched, database_env, run_worker, start_worker
+from tests.workers import database_env, run_worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only]
 
@@ -82,21 +83,45 @@ def test_workers_drain_through_pgbouncer_with_prepared_statements_switched_off()
     assert not [row for row in prepared if "alkqueue_message" in row[0]], prepared
 
 
-def test_a_worker_left_with_prepared_statements_on_names_the_setting_to_change():
-    queue("emails").enqueue({"i": 1})
+def test_workers_drain_through_pgbouncer_with_prepared_statements_left_on():
+    ids = [job.id for job in queue("emails").enqueue_many(PAYLOADS)]
 
     with pgbouncer() as port:
-        # Its claimer prepares statements on the one server connection; its acker's first
-        # statement name is then taken there (Debian 12's PgBouncer 1.18 cannot keep them).
-        worker = Watched(start_worker("--queue", "emails", env=through(port)))
-        try:
-            wait_until(lambda: "PREPARED_STATEMENTS" in worker.output, timeout=30)
-        finally:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.process.wait(10)
+        # The default settings. Each worker connection prepares its statements on the one
+        # server connection, where the other connections' statement names are taken: its
+        # first refused statement runs again unprepared, and it prepares nothing more.
+        output = run_worker("--queue", "emails", "--burst", "--concurrency", "4",
+                            "--processes", "2", env=through(port))  # fmt: skip
 
-    assert "already exists (behind a pooler in transaction mode" in worker.output
-    assert 'Set ALKQUEUE["PREPARED_STATEMENTS"] = False' in worker.output
+    assert_each_job_ran_to_its_end(ids)
+    assert "database error" not in output  # no loop had to retry a statement
+    assert "ran again unprepared" in output
+    assert 'Set ALKQUEUE["PREPARED_STATEMENTS"] = False' in output
+
+
+def test_a_connection_through_pgbouncer_is_behind_a_pooler():
+    with pgbouncer() as port, django_connection(port) as pooled:
+        pooled.ensure_connection()
+        assert behind_a_pooler(pooled) is True
+
+
+def test_enqueues_inside_transactions_of_clients_sharing_a_server_connection_all_commit():
+    # Were they prepared, the second client's statement name would be taken on the one server
+    # connection, and the refusal would abort its transaction.
+    now = timezone.now()
+    stamps = Stamps(priority=0, max_attempts=5, backoff_base=5, lease=30, retention=None,
+                    run_at=now, enqueued_at=now, expires_at=None, unique_key=None)  # fmt: skip
+    with pgbouncer() as port, django_connection(port) as first, django_connection(port) as second:
+        for client in [first, second, first, second]:
+            client.ensure_connection()
+            client.set_autocommit(False)
+            PostgresDialect().insert_unique(client, "emails", "{}", stamps)
+            client.commit()
+            client.set_autocommit(True)
+        prepared = server_prepared(port)
+
+    assert QueueMessage.objects.count() == 4
+    assert not [row for row in prepared if "alkqueue_message" in row[0]], prepared
 
 
 def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_connection():

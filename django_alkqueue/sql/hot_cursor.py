@@ -27,6 +27,16 @@ so that shape is right at every size. (The renewal ran on a generic plan already
 the pinned shape.) Inside the caller's transaction the settings would outlive the statement,
 so there the statement runs as it is (custom plans).
 
+A pooler in transaction mode that cannot keep prepared statements (PgBouncer before 1.21, or
+without max_prepared_statements) hands each transaction to whichever server connection is
+free, where psycopg's statement names (`_pg3_0`, ...) are missing or taken by another
+client's. The server then refuses the statement before it runs anything. In autocommit the
+statement is simply sent again, unprepared, and its connection prepares nothing more (a
+warning says so, once per connection). Inside the caller's transaction the refusal would
+abort that transaction, so there the statements are prepared only when no pooler sits
+between this process and PostgreSQL (`behind_a_pooler`). A name taken by one of our other hot
+statements is refused too: no two of them take parameters of the same count and types.
+
 Django's own cursor is kept wherever something watches the queries: when queries are logged
 (`DEBUG = True`, `assertNumQueries`, the debug toolbar), when an execute wrapper is
 installed (`connection.execute_wrapper`), and with psycopg2.
@@ -34,6 +44,7 @@ installed (`connection.execute_wrapper`), and with psycopg2.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +57,8 @@ if TYPE_CHECKING:
     import psycopg
 
 Params = Sequence[Any] | dict[str, Any]
+
+logger = logging.getLogger("django_alkqueue")
 
 # Django opens psycopg connections with prepare_threshold=None, and psycopg then refuses even
 # an explicit prepare=True. A threshold no statement reaches keeps automatic preparation off
@@ -80,38 +93,71 @@ def fetch_all(
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     connection.validate_thread_sharing()
-    prepare = True if _may_prepare(connection) else None
     with connection.wrap_database_errors:
         conn = connection.connection
         cursor = _kept_cursor(conn)
-        try:
-            if generic_plan and prepare and conn.autocommit and _pipelines():
-                with conn.pipeline():
-                    cursor.execute(_GENERIC_PLAN, prepare=True)
+        if _may_prepare(connection):
+            try:
+                if generic_plan and conn.autocommit and _pipelines():
+                    with conn.pipeline():
+                        cursor.execute(_GENERIC_PLAN, prepare=True)
+                        cursor.execute(sql, params, prepare=True)
+                else:
                     cursor.execute(sql, params, prepare=True)
-            else:
-                cursor.execute(sql, params, prepare=prepare)
-        except Exception as exc:
-            if prepare and _lost_prepared_statement(exc):
-                raise type(exc)(f"{exc}{POOLER_HINT}") from exc
-            raise
-        return cursor.fetchall()
+                return cursor.fetchall()
+            except Exception as exc:
+                # Inside the caller's transaction the refusal has aborted it: nothing to rerun.
+                if not (conn.autocommit and _lost_prepared_statement(exc)):
+                    raise
+                rows = _unprepared(cursor, sql, params)  # its own error, if it has one
+                _stop_preparing(conn, exc)
+                return rows
+        return _unprepared(cursor, sql, params)
 
 
-#: Appended to the error when a prepared statement was missing from the server connection,
-#: or its name already taken there: what a transaction-mode pooler that cannot keep prepared
-#: statements does, as it hands each transaction to whichever server connection is free.
+def _unprepared(
+    cursor: psycopg.Cursor[tuple[Any, ...]], sql: str, params: Params
+) -> list[tuple[Any, ...]]:
+    # prepare=False, not None: psycopg would otherwise use a statement it prepared before.
+    cursor.execute(sql, params, prepare=False)
+    return cursor.fetchall()
+
+
+#: Logged, once per connection, when a prepared statement was missing from the server
+#: connection, its name already taken there, or bound to another statement, and the statement
+#: then ran unprepared: what a transaction-mode pooler that cannot keep prepared statements
+#: does, as it hands each transaction to whichever server connection is free.
 POOLER_HINT = (
-    " (behind a pooler in transaction mode that cannot keep prepared statements, such as"
-    ' PgBouncer before 1.21? Set ALKQUEUE["PREPARED_STATEMENTS"] = False: docs/worker.md,'
-    " PgBouncer)"
+    "PostgreSQL: %s. Behind a pooler in transaction mode that cannot keep prepared"
+    " statements (such as PgBouncer before 1.21, or without max_prepared_statements)? The"
+    " statement ran again unprepared, and this connection prepares nothing from now on. Set"
+    ' ALKQUEUE["PREPARED_STATEMENTS"] = False to skip this first attempt: docs/worker.md,'
+    " PgBouncer."
 )
 
 
 def _lost_prepared_statement(exc: Exception) -> bool:
     from psycopg import errors
 
-    return isinstance(exc, errors.DuplicatePreparedStatement | errors.InvalidSqlStatementName)
+    return isinstance(
+        exc,
+        errors.DuplicatePreparedStatement  # 42P05: the name is taken on this server connection
+        | errors.InvalidSqlStatementName  # 26000: not prepared on this server connection
+        # The name holds another statement there: 08P01 when it takes another number of
+        # parameters, a data exception (class 22) when their types differ. A data exception
+        # of the statement's own comes back from the unprepared run too, and is raised.
+        | errors.ProtocolViolation
+        | errors.DataError,
+    )
+
+
+#: Set on a psycopg connection whose prepared statements went missing (see fetch_all).
+_UNPREPARED = "_alkqueue_unprepared"
+
+
+def _stop_preparing(conn: psycopg.Connection[Any], exc: Exception) -> None:
+    setattr(conn, _UNPREPARED, True)
+    logger.warning(POOLER_HINT, str(exc).strip())
 
 
 def _pipelines() -> bool:
@@ -142,11 +188,35 @@ def _kept_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[tuple[Any, ...
 
 
 def _may_prepare(connection: BaseDatabaseWrapper) -> bool:
-    if not get_settings().PREPARED_STATEMENTS:
-        return False
     conn = connection.connection
+    if not get_settings().PREPARED_STATEMENTS or getattr(conn, _UNPREPARED, False):
+        return False
     if conn.prepare_threshold is None:
         if "prepare_threshold" in connection.settings_dict.get("OPTIONS", {}):
             return False  # switched off on purpose for this alias
         conn.prepare_threshold = _ONLY_WHEN_ASKED
-    return True
+    # In autocommit a refused statement runs again (fetch_all); inside the caller's
+    # transaction the refusal would abort the transaction, so there only where no pooler
+    # can refuse it.
+    return bool(conn.autocommit) or not behind_a_pooler(connection)
+
+
+#: Per database alias: whether a pooler sits between this process and PostgreSQL. Learnt
+#: once per process, on the first hot statement inside a transaction; where a connection goes
+#: is settled by the alias's settings.
+_POOLED: dict[str, bool] = {}
+
+
+def behind_a_pooler(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the connection reaches PostgreSQL through a pooler (PgBouncer, Odyssey,
+    PgCat, RDS Proxy...). A pooler answers the client's start-up with a backend key of its
+    own, since it must route cancel requests itself, so the process id that psycopg was given
+    at connect is not the one of the server process that runs the statements."""
+    pooled = _POOLED.get(connection.alias)
+    if pooled is None:
+        conn = connection.connection
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()", prepare=False)
+            row = cursor.fetchone()
+        pooled = _POOLED[connection.alias] = row is None or row[0] != conn.info.backend_pid
+    return pooled
