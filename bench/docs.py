@@ -702,9 +702,8 @@ def knobs(results: dict[str, Any]) -> str:
         "claim, the ack and the lease renewal are prepared once per connection and bound by "
         "the server, and in autocommit the claim, the ack and the renewal run on a generic "
         "plan pinned to index scans, so they are not planned again on every call "
-        "(docs/worker.md, PgBouncer). Behind a pooler that cannot keep prepared statements, "
-        "each connection stops preparing after its first refused statement; switching it off "
-        "there skips that attempt. The layer table above shows what the prepared path gains over "
+        "(docs/worker.md, PgBouncer). Behind a pooler nothing is prepared (the library finds "
+        "the pooler by itself). The layer table above shows what the prepared path gains over "
         "Django's cursor for an enqueue; the claim+ack table has no run without the generic "
         "plan (docs/worker.md gives what it gained at claim 1, measured by hand).",
         '- **`ALKQUEUE["VACUUM_DEAD_TUPLES"]`** (default 50,000): the leader VACUUMs the '

@@ -4,11 +4,10 @@ The pooler has one server connection, so every client's transactions share one b
 session state a statement left behind would reach the next client right there.
 
 Debian 12's PgBouncer (1.18) cannot keep prepared statements in transaction mode (1.21 and
-later can, with max_prepared_statements). The workers drain through it both with
-PREPARED_STATEMENTS off, as docs/worker.md suggests behind such a pooler, and left on, where
-each connection's first refused prepared statement runs again unprepared. With one client, the
-one server connection keeps its prepared statements, which is enough for the claim's pinned
-settings."""
+later can, with max_prepared_statements). Behind a pooler the hot statements are not
+prepared, so the workers drain through it with PREPARED_STATEMENTS left on as well as off.
+With one client, the one server connection keeps its prepared statements, which is enough for
+the claim's pinned settings."""
 
 from __future__ import annotations
 
@@ -26,6 +25,7 @@ from django.utils import timezone
 from django_alkqueue import queue
 from django_alkqueue.jobs import Stamps
 from django_alkqueue.models import DeadLetter, QueueMessage
+from django_alkqueue.sql import hot_cursor
 from django_alkqueue.sql.hot_cursor import behind_a_pooler, fetch_all
 from django_alkqueue.sql.postgresql import CLAIM, PostgresDialect, claim_params
 from testproject.shop.models import HandlerRun
@@ -83,20 +83,18 @@ def test_workers_drain_through_pgbouncer_with_prepared_statements_switched_off()
     assert not [row for row in prepared if "alkqueue_message" in row[0]], prepared
 
 
-def test_workers_drain_through_pgbouncer_with_prepared_statements_left_on():
+def test_workers_drain_through_pgbouncer_with_the_default_settings():
     ids = [job.id for job in queue("emails").enqueue_many(PAYLOADS)]
 
     with pgbouncer() as port:
-        # The default settings. Each worker connection prepares its statements on the one
-        # server connection, where the other connections' statement names are taken: its
-        # first refused statement runs again unprepared, and it prepares nothing more.
+        # PREPARED_STATEMENTS left on: behind a pooler the workers prepare nothing.
         output = run_worker("--queue", "emails", "--burst", "--concurrency", "4",
                             "--processes", "2", env=through(port))  # fmt: skip
+        prepared = server_prepared(port)
 
     assert_each_job_ran_to_its_end(ids)
     assert "database error" not in output  # no loop had to retry a statement
-    assert "ran again unprepared" in output
-    assert 'Set ALKQUEUE["PREPARED_STATEMENTS"] = False' in output
+    assert not [row for row in prepared if "alkqueue_message" in row[0]], prepared
 
 
 def test_a_connection_through_pgbouncer_is_behind_a_pooler():
@@ -124,8 +122,13 @@ def test_enqueues_inside_transactions_of_clients_sharing_a_server_connection_all
     assert not [row for row in prepared if "alkqueue_message" in row[0]], prepared
 
 
-def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_connection():
+def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_connection(
+    monkeypatch,
+):
     queue("emails").enqueue_many([{"i": i} for i in range(3)])
+    # As through a pooler that passes the server's process id on: the claim is prepared and
+    # sent behind its set_config() in one pipeline.
+    monkeypatch.setitem(hot_cursor._POOLED, "through-pgbouncer", False)
 
     with pgbouncer() as port, django_connection(port) as pooled:
         pooled.ensure_connection()
@@ -136,7 +139,9 @@ def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_c
         with psycopg.connect(url(port), autocommit=True, prepare_threshold=None) as other:
             seen_on = other.execute("SELECT pg_backend_pid()").fetchone()
             settings = planner_settings(other.cursor())
+        prepared = server_prepared(port)
 
     assert len(rows) == 1
+    assert [row[1] for row in prepared if "FOR UPDATE SKIP LOCKED" in row[0]] == [1]  # generic
     assert seen_on == (claimed_on,)  # the same server connection, so a leak would show
     assert settings == PLANNER_DEFAULTS

@@ -27,15 +27,19 @@ so that shape is right at every size. (The renewal ran on a generic plan already
 the pinned shape.) Inside the caller's transaction the settings would outlive the statement,
 so there the statement runs as it is (custom plans).
 
-A pooler in transaction mode that cannot keep prepared statements (PgBouncer before 1.21, or
-without max_prepared_statements) hands each transaction to whichever server connection is
-free, where psycopg's statement names (`_pg3_0`, ...) are missing or taken by another
-client's. The server then refuses the statement before it runs anything. In autocommit the
-statement is simply sent again, unprepared, and its connection prepares nothing more (a
-warning says so, once per connection). Inside the caller's transaction the refusal would
-abort that transaction, so there the statements are prepared only when no pooler sits
-between this process and PostgreSQL (`behind_a_pooler`). A name taken by one of our other hot
-statements is refused too: no two of them take parameters of the same count and types.
+Behind a pooler (`behind_a_pooler`) nothing is prepared. One in transaction mode that cannot
+keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements) hands
+each transaction to whichever server connection is free, where psycopg's statement names
+(`_pg3_0`, ...) are missing or taken by another client's; and through PgBouncer 1.18 two
+workers preparing their statements stalled in 5 of about 150 drains, its one server
+connection idle while clients waited for it (docs/worker.md, PgBouncer).
+
+Should a prepared statement still go missing (a pooler that passes the server's process id
+on, a DEALLOCATE from elsewhere), the server refuses the statement before it runs anything:
+in autocommit it is sent again, unprepared, and its connection prepares nothing more (a
+warning says so, once per connection); inside the caller's transaction the refusal is
+raised, as it has aborted the transaction. A name taken by one of our other hot statements
+is refused too: no two of them take parameters of the same count and types.
 
 Django's own cursor is kept wherever something watches the queries: when queries are logged
 (`DEBUG = True`, `assertNumQueries`, the debug toolbar), when an execute wrapper is
@@ -125,14 +129,13 @@ def _unprepared(
 
 #: Logged, once per connection, when a prepared statement was missing from the server
 #: connection, its name already taken there, or bound to another statement, and the statement
-#: then ran unprepared: what a transaction-mode pooler that cannot keep prepared statements
-#: does, as it hands each transaction to whichever server connection is free.
+#: then ran unprepared.
 POOLER_HINT = (
-    "PostgreSQL: %s. Behind a pooler in transaction mode that cannot keep prepared"
-    " statements (such as PgBouncer before 1.21, or without max_prepared_statements)? The"
-    " statement ran again unprepared, and this connection prepares nothing from now on. Set"
-    ' ALKQUEUE["PREPARED_STATEMENTS"] = False to skip this first attempt: docs/worker.md,'
-    " PgBouncer."
+    "PostgreSQL: %s. A prepared statement went missing on this connection (behind a pooler"
+    " in transaction mode that passes the server's process id on, or after a DEALLOCATE"
+    " from elsewhere?). The statement ran again unprepared, and this connection prepares"
+    ' nothing from now on. ALKQUEUE["PREPARED_STATEMENTS"] = False prepares nothing'
+    " anywhere: docs/worker.md, PgBouncer."
 )
 
 
@@ -195,15 +198,12 @@ def _may_prepare(connection: BaseDatabaseWrapper) -> bool:
         if "prepare_threshold" in connection.settings_dict.get("OPTIONS", {}):
             return False  # switched off on purpose for this alias
         conn.prepare_threshold = _ONLY_WHEN_ASKED
-    # In autocommit a refused statement runs again (fetch_all); inside the caller's
-    # transaction the refusal would abort the transaction, so there only where no pooler
-    # can refuse it.
-    return bool(conn.autocommit) or not behind_a_pooler(connection)
+    return not behind_a_pooler(connection)
 
 
 #: Per database alias: whether a pooler sits between this process and PostgreSQL. Learnt
-#: once per process, on the first hot statement inside a transaction; where a connection goes
-#: is settled by the alias's settings.
+#: once per process, on the alias's first hot statement; where a connection goes is settled
+#: by the alias's settings.
 _POOLED: dict[str, bool] = {}
 
 
