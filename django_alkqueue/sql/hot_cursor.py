@@ -130,7 +130,7 @@ def _unprepared(
 #: Logged, once per connection, when a prepared statement was missing from the server
 #: connection, its name already taken there, or bound to another statement, and the statement
 #: then ran unprepared.
-POOLER_HINT = (
+LOST_STATEMENT_WARNING = (
     "PostgreSQL: %s. A prepared statement went missing on this connection (behind a pooler"
     " in transaction mode that passes the server's process id on, or after a DEALLOCATE"
     " from elsewhere?). The statement ran again unprepared, and this connection prepares"
@@ -160,7 +160,7 @@ _UNPREPARED = "_alkqueue_unprepared"
 
 def _stop_preparing(conn: psycopg.Connection[Any], exc: Exception) -> None:
     setattr(conn, _UNPREPARED, True)
-    logger.warning(POOLER_HINT, str(exc).strip())
+    logger.warning(LOST_STATEMENT_WARNING, str(exc).strip())
 
 
 def _pipelines() -> bool:
