@@ -194,11 +194,13 @@ def _may_prepare(connection: BaseDatabaseWrapper) -> bool:
     conn = connection.connection
     if not get_settings().PREPARED_STATEMENTS or getattr(conn, _UNPREPARED, False):
         return False
+    if behind_a_pooler(connection):
+        return False
     if conn.prepare_threshold is None:
         if "prepare_threshold" in connection.settings_dict.get("OPTIONS", {}):
             return False  # switched off on purpose for this alias
         conn.prepare_threshold = _ONLY_WHEN_ASKED
-    return not behind_a_pooler(connection)
+    return True
 
 
 #: Per database alias: whether a pooler sits between this process and PostgreSQL. Learnt
