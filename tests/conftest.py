@@ -48,7 +48,7 @@ def make_queue(clock: FakeClock) -> Callable[..., Queue]:
 
 @pytest.fixture
 def q(make_queue: Callable[..., Queue]) -> Queue:
-    return make_queue("emails")
+    return make_queue("shop-emails")
 
 
 @pytest.fixture

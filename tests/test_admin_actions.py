@@ -98,7 +98,7 @@ def test_run_now_makes_scheduled_jobs_due_and_leaves_the_rest(seeded, root):
     assert response.status_code == 302
     assert QueueMessage.objects.get(pk=scheduled).run_at <= timezone.now()
     assert QueueMessage.objects.get(pk=pending).run_at == before
-    assert queue("emails").stats().scheduled == 0
+    assert queue("shop-emails").stats().scheduled == 0
     assert "1 scheduled job is due now." in messages_of(response)[0]
     assert last_log().change_message.startswith(f"run now: 2 jobs; ids {min(scheduled, pending)}")
 
@@ -122,8 +122,8 @@ def test_change_priority_refuses_a_priority_out_of_range(seeded, root):
 
 
 def test_run_now_on_all_matching_jobs_confirms_and_respects_the_filter(seeded, root):
-    queue("reports").enqueue({}, delay=600)
-    url = f"{JOBS}?queue=emails&state=scheduled"
+    queue("shop-reports").enqueue({}, delay=600)
+    url = f"{JOBS}?queue=shop-emails&state=scheduled"
     ask = root.post(
         url, {"action": "run_now", "select_across": "1", "_selected_action": "all", "index": 0}
     )
@@ -138,8 +138,8 @@ def test_run_now_on_all_matching_jobs_confirms_and_respects_the_filter(seeded, r
             "confirm": "yes",
         },
     )
-    assert queue("emails").stats().scheduled == 0
-    assert queue("reports").stats().scheduled == 1
+    assert queue("shop-emails").stats().scheduled == 0
+    assert queue("shop-reports").stats().scheduled == 1
 
 
 # -- dead letters --------------------------------------------------------------------------
@@ -177,8 +177,8 @@ def test_requeue_of_selected_dead_letters_needs_no_confirmation(seeded, root):
 
 
 def test_requeue_all_matching_confirms_the_count_and_respects_the_filter(seeded, root):
-    other = bury("emails", {"x": 1}, "ValueError: bad")
-    url = f"{DEAD}?queue=webhooks"
+    other = bury("shop-emails", {"x": 1}, "ValueError: bad")
+    url = f"{DEAD}?queue=shop-webhooks"
     ask = root.post(
         url, {"action": "requeue", "select_across": "1", "_selected_action": "all", "index": 0}
     )
@@ -228,7 +228,7 @@ def test_requeueing_the_same_dead_letter_twice_gives_one_live_job(seeded, root):
 
 
 def test_requeue_keeps_a_dead_letter_whose_unique_key_is_taken(root):
-    q = queue("emails")
+    q = queue("shop-emails")
     job = q.enqueue({"n": 1}, unique_key="k", priority=100)
     q.claim_one("w").fail("boom")
     holder = q.enqueue({"n": 2}, unique_key="k")
@@ -249,9 +249,9 @@ def test_purge_deletes_dead_letters_after_confirmation(seeded, root):
 
 
 def test_the_dead_letter_list_filters_by_queue_reason_and_date(seeded, root):
-    old = bury("reports", {}, "KeyError: 'x'")
+    old = bury("shop-reports", {}, "KeyError: 'x'")
     DeadLetter.objects.filter(job_id=old).update(died_at=timezone.now() - timedelta(days=30))
-    rows = root.get(DEAD, {"queue": "webhooks"}).context["cl"].result_list
+    rows = root.get(DEAD, {"queue": "shop-webhooks"}).context["cl"].result_list
     assert {d.job_id for d in rows} == set(seeded.dead)
     assert root.get(DEAD, {"reason": "expired"}).context["cl"].result_list.count() == 0
     week = (timezone.now() - timedelta(days=7)).isoformat()
@@ -264,17 +264,22 @@ def test_the_dead_letter_list_filters_by_queue_reason_and_date(seeded, root):
 
 
 def test_pause_and_resume_set_the_flag_workers_read(seeded, root):
-    emails = Consumer.objects.get(queue="emails")
+    emails = Consumer.objects.get(queue="shop-emails")
     post_action(root, CONSUMERS, "pause", [emails.pk])
-    assert PausedQueues("default", ["emails", "webhooks"], 0).current() == {"emails", "webhooks"}
-    assert last_log().change_message == f"pause: 1 consumer; ids {emails.pk}. queues emails"
+    assert PausedQueues("default", ["shop-emails", "shop-webhooks"], 0).current() == {
+        "shop-emails",
+        "shop-webhooks",
+    }
+    assert last_log().change_message == f"pause: 1 consumer; ids {emails.pk}. queues shop-emails"
     post_action(root, CONSUMERS, "resume", [emails.pk])
-    assert PausedQueues("default", ["emails", "webhooks"], 0).current() == {"webhooks"}
+    assert PausedQueues("default", ["shop-emails", "shop-webhooks"], 0).current() == {
+        "shop-webhooks"
+    }
 
 
 def test_pause_needs_the_pause_permission(seeded):
     client = client_for(make_user("viewer", *VIEW_PERMS))
-    emails = Consumer.objects.get(queue="emails")
+    emails = Consumer.objects.get(queue="shop-emails")
     assert post_action(client, CONSUMERS, "pause", [emails.pk]).status_code == 403
     assert not Consumer.objects.get(pk=emails.pk).paused
 
@@ -284,7 +289,7 @@ def test_pause_needs_the_pause_permission(seeded):
 
 @pytest.mark.django_db(transaction=True)
 def test_two_operators_requeueing_one_dead_letter_at_once_make_one_live_job():
-    job_id = bury("webhooks", {"n": 1}, "boom")
+    job_id = bury("shop-webhooks", {"n": 1}, "boom")
     dead = DeadLetter.objects.get(job_id=job_id)
     clients = [client_for(make_user(f"op{i}", superuser=True)) for i in range(2)]
     statuses = []
@@ -308,5 +313,5 @@ def test_djangos_select_all_applies_the_action_to_every_matching_row(seeded, roo
         "index": 0,
         "confirm": "yes",
     }
-    root.post(f"{DEAD}?queue=webhooks", data)
+    root.post(f"{DEAD}?queue=shop-webhooks", data)
     assert DeadLetter.objects.count() == 0

@@ -39,10 +39,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 HANDLERS = {
-    "emails": "send_email",
-    "reports": "build_report",
-    "webhooks": "deliver_webhook",
-    "ledger": "post_to_ledger",
+    "shop-emails": "send_email",
+    "shop-reports": "build_report",
+    "shop-webhooks": "deliver_webhook",
+    "shop-ledger": "post_to_ledger",
 }
 
 
@@ -102,16 +102,16 @@ def seed_incident() -> list[int]:
             handler=f"testproject.shop.consumers.{handler}",
             lease=30,
             max_attempts=3,
-            paused=name == "ledger",
+            paused=name == "shop-ledger",
             retry_policy={"backoff": "constant", "base": 0},
         )
-    queue("emails").enqueue_many([{"to": f"user{i}@example.com"} for i in range(5)])
-    queue("emails").enqueue_many([{"to": "later@example.com"}] * 2, delay=3600)
-    queue("reports").enqueue_many([{"kind": "daily"}] * 3)
-    queue("ledger").enqueue({"amount": 100})
+    queue("shop-emails").enqueue_many([{"to": f"user{i}@example.com"} for i in range(5)])
+    queue("shop-emails").enqueue_many([{"to": "later@example.com"}] * 2, delay=3600)
+    queue("shop-reports").enqueue_many([{"kind": "daily"}] * 3)
+    queue("shop-ledger").enqueue({"amount": 100})
     dead = [
         bury(
-            "webhooks",
+            "shop-webhooks",
             {"url": f"https://example.com/hook/{i}"},
             "ConnectionError: connection refused by example.com\n\nTraceback (most recent call "
             'last):\n  File "shop/consumers.py", line 41, in deliver_webhook\n'
@@ -119,11 +119,11 @@ def seed_incident() -> list[int]:
         )
         for i in range(3)
     ]
-    dead.append(bury("webhooks", {"url": "https://example.com/hook/x"}, "TimeoutError: 30 s"))
+    dead.append(bury("shop-webhooks", {"url": "https://example.com/hook/x"}, "TimeoutError: 30 s"))
     add_worker("web-1:4242")
     add_worker("web-2:977", stale=True)
-    queue("reports").claim_one("web-2:977")  # held by a worker that stopped heartbeating
-    seed_history(["emails", "reports", "webhooks"])
+    queue("shop-reports").claim_one("web-2:977")  # held by a worker that stopped heartbeating
+    seed_history(["shop-emails", "shop-reports", "shop-webhooks"])
     make_user("admin", superuser=True)
     return dead
 
@@ -143,15 +143,15 @@ def test_an_operator_requeues_a_dead_letter_and_a_worker_runs_it(page):
     page.click("a:has-text('Queue stats')")
 
     page.wait_for_selector("#alk-queues")
-    assert figure(page, "emails", "pending") == "5"
-    assert figure(page, "emails", "scheduled") == "2"
-    assert figure(page, "reports", "claimed") == "1"
-    assert figure(page, "webhooks", "dead") == "4"
-    assert page.locator('tr[data-queue="emails"] svg.alk-chart path').count() == 1
+    assert figure(page, "shop-emails", "pending") == "5"
+    assert figure(page, "shop-emails", "scheduled") == "2"
+    assert figure(page, "shop-reports", "claimed") == "1"
+    assert figure(page, "shop-webhooks", "dead") == "4"
+    assert page.locator('tr[data-queue="shop-emails"] svg.alk-chart path').count() == 1
     assert page.locator("#alk-health .alk-warning").count() >= 1
     shot(page, "overview")
 
-    page.click('tr[data-queue="webhooks"] td:first-child a')
+    page.click('tr[data-queue="shop-webhooks"] td:first-child a')
     page.wait_for_selector("#alk-figures")
     assert "ConnectionError: connection refused by example.com" in page.inner_text("#alk-errors")
     shot(page, "queue")
@@ -188,15 +188,15 @@ def test_an_operator_requeues_a_dead_letter_and_a_worker_runs_it(page):
     assert QueueMessage.objects.filter(pk=job_id).exists()
     shot(page, "job")
 
-    run_worker("--queue", "webhooks", "--burst")
-    assert HandlerRun.objects.filter(queue="webhooks", job_id=job_id).exists()
+    run_worker("--queue", "shop-webhooks", "--burst")
+    assert HandlerRun.objects.filter(queue="shop-webhooks", job_id=job_id).exists()
     assert not QueueMessage.objects.filter(pk=job_id).exists()
 
     page.goto(f"{base}/admin/django_alkqueue/queuestat/")
     page.wait_for_selector("#alk-queues")
-    assert figure(page, "webhooks", "dead") == str(len(dead) - 1)
-    assert figure(page, "webhooks", "pending") == "0"
-    assert int(figure(page, "webhooks", "finished_5m")) >= 1
+    assert figure(page, "shop-webhooks", "dead") == str(len(dead) - 1)
+    assert figure(page, "shop-webhooks", "pending") == "0"
+    assert int(figure(page, "shop-webhooks", "finished_5m")) >= 1
     shot(page, "overview-after-requeue")
 
 
@@ -217,9 +217,11 @@ def test_the_list_pages_render_in_the_browser(page):
         page.wait_for_selector("#result_list")
         shot(page, name)
     page.goto(f"{base}/admin/django_alkqueue/consumer/")
-    page.locator("#result_list tbody tr", has_text="emails").locator("input.action-select").check()
+    page.locator("#result_list tbody tr", has_text="shop-emails").locator(
+        "input.action-select"
+    ).check()
     page.select_option("select[name='action']", "pause")
     page.click("#changelist-form .actions button")
     page.wait_for_selector(".messagelist")
-    assert "Paused 1 queue: emails." in page.inner_text(".messagelist")
-    assert Consumer.objects.get(queue="emails").paused
+    assert "Paused 1 queue: shop-emails." in page.inner_text(".messagelist")
+    assert Consumer.objects.get(queue="shop-emails").paused

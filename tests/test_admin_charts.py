@@ -28,13 +28,13 @@ def test_minutes_outside_the_24_hours_are_left_out():
 
 
 def test_the_depth_line_breaks_where_no_reading_was_taken():
-    svg = render("emails", bucketize([point(50, 1), point(35, 2), point(5, 4)], NOW))
+    svg = render("shop-emails", bucketize([point(50, 1), point(35, 2), point(5, 4)], NOW))
     path = svg.split(' d="')[1].split('"')[0]
     assert path.count("M") == 2 and path.count("L") == 1
 
 
 def test_failed_bars_stack_on_finished_bars_in_their_own_colour():
-    svg = render("emails", bucketize([point(5, 1, finished=4, failed=2)], NOW))
+    svg = render("shop-emails", bucketize([point(5, 1, finished=4, failed=2)], NOW))
     assert svg.count("<rect") == 3  # the background, finished, failed
     assert 'fill="#ba2121"' in svg and 'fill="#5b9a2a"' in svg
 
@@ -47,11 +47,11 @@ def test_the_title_summarises_the_day_and_is_escaped():
 
 
 def test_an_empty_history_renders_an_empty_chart():
-    svg = render("emails", bucketize([], NOW))
+    svg = render("shop-emails", bucketize([], NOW))
     assert "no depth data" in svg and "<path" not in svg
 
 
 def test_the_detail_chart_has_scales_and_a_time_axis():
-    svg = render("emails", bucketize([point(5, 12, finished=30)], NOW), 720, 180, labels=True)
+    svg = render("shop-emails", bucketize([point(5, 12, finished=30)], NOW), 720, 180, labels=True)
     assert "depth (max 12)" in svg and "failed, per 10 min (max 30)" in svg
     assert "24 h ago" in svg and ">now<" in svg

@@ -77,22 +77,22 @@ def bury(name: str, payload: object, error: str, worker: str = "w-dead") -> int:
 
 
 def seed(pending: int = 3, dead: int = 2) -> Seeded:
-    """emails: pending, scheduled and claimed jobs; webhooks (paused): dead letters."""
+    """shop-emails: pending, scheduled and claimed jobs; shop-webhooks (paused): dead letters."""
     Consumer.objects.create(
-        queue="emails",
+        queue="shop-emails",
         handler="testproject.shop.consumers.send_email",
         lease=30,
         max_attempts=3,
         retry_policy={"backoff": "constant"},
     )
     Consumer.objects.create(
-        queue="webhooks",
+        queue="shop-webhooks",
         handler="testproject.shop.consumers.deliver_webhook",
         lease=30,
         max_attempts=2,
         paused=True,
     )
-    emails = queue("emails")
+    emails = queue("shop-emails")
     for i in range(2):
         emails.enqueue({"to": f"claimed{i}@example.com"}, priority=50)
     claimed = [h.job.id for h in emails.claim("w-live", 2)]
@@ -102,7 +102,7 @@ def seed(pending: int = 3, dead: int = 2) -> Seeded:
     scheduled = [emails.enqueue({"to": "later@example.com"}, delay=3600).id]
     dead_ids = [
         bury(
-            "webhooks",
+            "shop-webhooks",
             {"url": f"https://example.com/{i}"},
             f"ConnectionError: refused {i % 2}\n\nTraceback (most recent call last): ...",
         )
@@ -118,7 +118,7 @@ def add_worker(worker_id: str, *, stale: bool = False) -> Worker:
         worker_id=worker_id,
         hostname="host",
         pid=1,
-        queues=["emails"],
+        queues=["shop-emails"],
         concurrency=4,
         started_at=now - timedelta(hours=1),
         last_heartbeat_at=beat,

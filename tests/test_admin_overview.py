@@ -55,9 +55,9 @@ def shown_figures(html: str, name: str) -> dict[str, int]:
 
 
 def test_the_overview_numbers_equal_the_true_counts(seeded, root):
-    queue("reports").enqueue_many([{}] * 3, delay=60)
+    queue("shop-reports").enqueue_many([{}] * 3, delay=60)
     html = root.get(OVERVIEW).content.decode()
-    for name in ("emails", "webhooks", "reports"):
+    for name in ("shop-emails", "shop-webhooks", "shop-reports"):
         shown = shown_figures(html, name)
         assert {k: shown[k] for k in ("pending", "scheduled", "claimed", "dead")} == true_counts(
             name
@@ -78,9 +78,9 @@ def test_the_overview_has_a_totals_row(seeded, root):
 
 def test_the_overview_lists_queues_known_only_from_a_consumer_or_dead_letters(seeded, root):
     rows = {r.figures.queue: r for r in root.get(OVERVIEW).context["rows"]}
-    assert set(rows) == {"emails", "webhooks"}
-    assert rows["webhooks"].figures.paused
-    assert rows["webhooks"].figures.handler == "testproject.shop.consumers.deliver_webhook"
+    assert set(rows) == {"shop-emails", "shop-webhooks"}
+    assert rows["shop-webhooks"].figures.paused
+    assert rows["shop-webhooks"].figures.handler == "testproject.shop.consumers.deliver_webhook"
 
 
 def test_throughput_counts_the_last_5_and_60_minutes(seeded, root):
@@ -93,12 +93,12 @@ def test_throughput_counts_the_last_5_and_60_minutes(seeded, root):
         (60, 100, 100),
     ]:
         QueueStat.objects.create(
-            queue="emails",
+            queue="shop-emails",
             minute=now - timedelta(minutes=minutes_ago),
             finished=finished,
             failed=failed,
         )
-    row = next(r for r in root.get(OVERVIEW).context["rows"] if r.figures.queue == "emails")
+    row = next(r for r in root.get(OVERVIEW).context["rows"] if r.figures.queue == "shop-emails")
     assert (row.rate.finished_5m, row.rate.failed_5m) == (7, 1)
     assert (row.rate.finished_1h, row.rate.failed_1h) == (18, 5)
 
@@ -107,15 +107,15 @@ def test_each_queue_has_an_inline_svg_chart_of_the_last_24_hours(seeded, root):
     now = minute_of(timezone.now())
     for minutes_ago in (30, 20, 10):
         QueueStat.objects.create(
-            queue="emails",
+            queue="shop-emails",
             minute=now - timedelta(minutes=minutes_ago),
             pending=minutes_ago,
             finished=3,
             failed=1,
         )
-    QueueStat.objects.create(queue="emails", minute=now - timedelta(hours=25), pending=999)
+    QueueStat.objects.create(queue="shop-emails", minute=now - timedelta(hours=25), pending=999)
     html = root.get(OVERVIEW).content.decode()
-    row = re.search(r'<tr data-queue="emails">(.*?)</tr>', html, re.S).group(1)
+    row = re.search(r'<tr data-queue="shop-emails">(.*?)</tr>', html, re.S).group(1)
     assert "<svg" in row and "<path" in row
     assert "depth now 10, max 30; finished 9, failed 3" in row
     assert "http" not in re.sub(r'xmlns="http://www.w3.org/2000/svg"', "", row.split("<svg")[1])
@@ -143,8 +143,8 @@ def test_the_overview_summarises_the_workers(seeded, root):
 
 def test_the_overview_warns_about_jobs_held_by_a_stale_worker(root):
     add_worker("host:gone", stale=True)
-    queue("emails").enqueue({})
-    queue("emails").claim_one("host:gone")
+    queue("shop-emails").enqueue({})
+    queue("shop-emails").claim_one("host:gone")
     html = root.get(OVERVIEW).content.decode()
     assert "1 job is claimed by workers that stopped heartbeating" in html
 
@@ -163,20 +163,20 @@ def test_the_health_section_runs_the_catalog_checks_on_postgresql(seeded, root, 
 
 
 def test_the_queue_detail_shows_its_figures_consumer_and_links(seeded, root):
-    response = root.get(queue_url("emails"))
+    response = root.get(queue_url("shop-emails"))
     figures = response.context["figures"]
     assert {k: getattr(figures, k) for k in ("pending", "scheduled", "claimed", "dead")} == (
-        true_counts("emails")
+        true_counts("shop-emails")
     )
     html = response.content.decode()
     assert "testproject.shop.consumers.send_email" in html
-    assert 'href="/admin/django_alkqueue/queuemessage/?queue=emails"' in html
-    assert 'href="/admin/django_alkqueue/deadletter/?queue=emails"' in html
+    assert 'href="/admin/django_alkqueue/queuemessage/?queue=shop-emails"' in html
+    assert 'href="/admin/django_alkqueue/deadletter/?queue=shop-emails"' in html
 
 
 def test_the_queue_detail_groups_its_most_frequent_errors(seeded, root):
-    bury("webhooks", {}, "TimeoutError: read timed out\n\nTraceback ...")
-    errors = root.get(queue_url("webhooks")).context["errors"]
+    bury("shop-webhooks", {}, "TimeoutError: read timed out\n\nTraceback ...")
+    errors = root.get(queue_url("shop-webhooks")).context["errors"]
     groups = [(e.headline, e.count) for e in errors]
     assert groups[0] == ("ConnectionError: refused 0", 2)
     assert set(groups[1:]) == {
@@ -186,8 +186,8 @@ def test_the_queue_detail_groups_its_most_frequent_errors(seeded, root):
 
 
 def test_the_queue_detail_chart_has_scales(seeded, root):
-    QueueStat.objects.create(queue="emails", minute=minute_of(timezone.now()), pending=4)
-    html = root.get(queue_url("emails")).content.decode()
+    QueueStat.objects.create(queue="shop-emails", minute=minute_of(timezone.now()), pending=4)
+    html = root.get(queue_url("shop-emails")).content.decode()
     assert "24 h ago" in html and "depth (max 4)" in html
 
 

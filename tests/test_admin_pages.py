@@ -37,21 +37,21 @@ def seeded():
 def page_urls(seeded) -> list[str]:
     job = seeded.pending[0]
     dead = DeadLetter.objects.first()
-    consumer = Consumer.objects.get(queue="emails")
+    consumer = Consumer.objects.get(queue="shop-emails")
     worker = add_worker("host:1")
     return [
         OVERVIEW,
-        queue_url("emails"),
-        queue_url("webhooks"),
+        queue_url("shop-emails"),
+        queue_url("shop-webhooks"),
         JOBS,
-        f"{JOBS}?queue=emails",
+        f"{JOBS}?queue=shop-emails",
         f"{JOBS}?state=pending",
         f"{JOBS}?state=scheduled",
         f"{JOBS}?state=claimed",
         f"{JOBS}?q={job}",
         f"{JOBS}{job}/change/",
         DEAD,
-        f"{DEAD}?queue=webhooks&reason=failed",
+        f"{DEAD}?queue=shop-webhooks&reason=failed",
         f"{DEAD}?died_at__gte=2000-01-01+00:00:00%2B00:00",
         f"{DEAD}{dead.pk}/change/",
         CONSUMERS,
@@ -107,7 +107,7 @@ def test_anonymous_users_are_sent_to_the_login_page(seeded):
 def test_staff_without_view_permission_is_refused(seeded):
     client = client_for(make_user("nobody"))
     assert client.get(OVERVIEW).status_code == 403
-    assert client.get(queue_url("emails")).status_code == 403
+    assert client.get(queue_url("shop-emails")).status_code == 403
     assert client.get(JOBS).status_code == 403
     assert client.get(DEAD).status_code == 403
 
@@ -211,7 +211,7 @@ def test_job_states_are_shown_and_filtered(seeded):
 def test_jobs_are_found_by_id_and_by_unique_key(seeded):
     from django_alkqueue import queue
 
-    keyed = queue("emails").enqueue({"k": 1}, unique_key="order-42")
+    keyed = queue("shop-emails").enqueue({"k": 1}, unique_key="order-42")
     client = client_for(make_user("root", superuser=True))
     by_key = client.get(JOBS, {"q": "order-42"}).context["cl"].result_list
     by_id = client.get(JOBS, {"q": str(seeded.pending[1])}).context["cl"].result_list
@@ -232,7 +232,7 @@ def test_stale_workers_are_marked(seeded):
 def test_the_consumer_list_shows_live_counts(seeded):
     client = client_for(make_user("root", superuser=True))
     rows = {c.queue: c for c in client.get(CONSUMERS).context["cl"].result_list}
-    emails, webhooks = rows["emails"], rows["webhooks"]
+    emails, webhooks = rows["shop-emails"], rows["shop-webhooks"]
     assert (emails.pending, emails.scheduled, emails.claimed, emails.dead) == (3, 1, 2, 0)
     assert (webhooks.pending, webhooks.dead, webhooks.paused) == (0, 2, True)
 

@@ -43,23 +43,23 @@ QUEUE_DETAIL_QUERIES = 9
 
 def pages(seeded) -> dict[str, int]:
     dead = DeadLetter.objects.order_by("pk").first().pk
-    consumer = Consumer.objects.get(queue="emails").pk
+    consumer = Consumer.objects.get(queue="shop-emails").pk
     worker = Worker.objects.order_by("pk").first().pk
     return {
         JOBS: CHANGELIST_QUERIES,
-        f"{JOBS}?queue=emails&state=pending": CHANGELIST_QUERIES,
+        f"{JOBS}?queue=shop-emails&state=pending": CHANGELIST_QUERIES,
         f"{JOBS}?state=claimed": CHANGELIST_QUERIES,
         f"{JOBS}?q={seeded.pending[0]}": CHANGELIST_QUERIES,
         f"{JOBS}{seeded.pending[0]}/change/": DETAIL_QUERIES,
         DEAD: CHANGELIST_QUERIES,
-        f"{DEAD}?queue=webhooks&reason=failed": CHANGELIST_QUERIES,
+        f"{DEAD}?queue=shop-webhooks&reason=failed": CHANGELIST_QUERIES,
         f"{DEAD}{dead}/change/": DETAIL_QUERIES,
         CONSUMERS: CHANGELIST_QUERIES - 1,  # no queue filter
         f"{CONSUMERS}{consumer}/change/": DETAIL_QUERIES,
         WORKERS: CHANGELIST_QUERIES - 1,
         f"{WORKERS}{worker}/change/": DETAIL_QUERIES,
         OVERVIEW: OVERVIEW_QUERIES,
-        queue_url("emails"): QUEUE_DETAIL_QUERIES,
+        queue_url("shop-emails"): QUEUE_DETAIL_QUERIES,
     }
 
 
@@ -72,12 +72,12 @@ def queries_of(client, url: str) -> list[str]:
 
 def grow(n: int) -> None:
     """More of every kind of row: live jobs in all states, dead letters, workers."""
-    emails = queue("emails")
+    emails = queue("shop-emails")
     emails.enqueue_many([{"i": i} for i in range(n)])
     emails.enqueue_many([{"i": i} for i in range(n)], delay=600)
     emails.claim(f"w-{n}", n)
     for i in range(n):
-        bury("webhooks", {"i": i}, f"ValueError: {i}")
+        bury("shop-webhooks", {"i": i}, f"ValueError: {i}")
         add_worker(f"host:{n}:{i}", stale=i % 2 == 0)
 
 
@@ -112,7 +112,7 @@ def test_no_changelist_counts_the_whole_table():
 
 def test_past_the_cap_the_list_shows_an_estimate_or_a_lower_bound(monkeypatch, is_postgres):
     monkeypatch.setattr(EstimatedCountPaginator, "cap", 10)
-    queue("emails").enqueue_many([{}] * 30)
+    queue("shop-emails").enqueue_many([{}] * 30)
     connection.cursor().execute("ANALYZE alkqueue_message") if is_postgres else None
     client = client_for(make_user("root", superuser=True))
     response = client.get(JOBS)
@@ -126,18 +126,18 @@ def test_past_the_cap_the_list_shows_an_estimate_or_a_lower_bound(monkeypatch, i
 
 
 def test_an_exact_count_is_shown_under_the_cap():
-    queue("emails").enqueue_many([{}] * 3)
+    queue("shop-emails").enqueue_many([{}] * 3)
     html = client_for(make_user("root", superuser=True)).get(JOBS).content.decode()
     assert '<span id="alk-result-count">3 jobs</span>' in html
 
 
 def test_queue_names_come_from_every_source():
     Consumer.objects.create(queue="idle", handler="x.y", lease=30, max_attempts=3)
-    queue("emails").enqueue({})
-    queue("reports").enqueue({})
-    queue("reports").claim_one("w")
-    bury("webhooks", {}, "boom")
-    assert known_queues("default") == ["emails", "idle", "reports", "webhooks"]
+    queue("shop-emails").enqueue({})
+    queue("shop-reports").enqueue({})
+    queue("shop-reports").claim_one("w")
+    bury("shop-webhooks", {}, "boom")
+    assert known_queues("default") == ["idle", "shop-emails", "shop-reports", "shop-webhooks"]
 
 
 # -- PostgreSQL plans on 100k rows -----------------------------------------------------------

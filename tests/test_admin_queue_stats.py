@@ -30,33 +30,33 @@ def fail_one(q, error="boom"):
 
 
 def test_the_writer_records_each_queues_state_counts_for_the_minute(make_queue, clock):
-    emails = make_queue("emails")
+    emails = make_queue("shop-emails")
     emails.enqueue_many([1, 2, 3])
     emails.enqueue(4, delay=600)
     emails.claim("w", 1)
-    fail_one(make_queue("webhooks"))
+    fail_one(make_queue("shop-webhooks"))
     assert QueueStatWriter("default", clock).run_once() == 2
-    row = stat("emails", minute_of(clock()))
+    row = stat("shop-emails", minute_of(clock()))
     assert (row.pending, row.scheduled, row.claimed, row.dead) == (2, 1, 1, 0)
-    dead = stat("webhooks", minute_of(clock()))
+    dead = stat("shop-webhooks", minute_of(clock()))
     assert (dead.dead, dead.dead_lettered) == (1, 1)
 
 
 def test_a_second_reading_in_the_same_minute_replaces_the_first(make_queue, clock):
-    emails = make_queue("emails")
+    emails = make_queue("shop-emails")
     emails.enqueue(1)
     writer = QueueStatWriter("default", clock)
     writer.run_once()
     emails.enqueue(2)
     clock.advance(20)
     writer.run_once()
-    assert QueueStat.objects.filter(queue="emails").count() == 1
-    assert stat("emails", minute_of(clock())).pending == 2
+    assert QueueStat.objects.filter(queue="shop-emails").count() == 1
+    assert stat("shop-emails", minute_of(clock())).pending == 2
 
 
 def test_the_previous_minutes_dead_letters_are_counted_once_it_is_over(make_queue, clock):
     clock.now = clock.now.replace(second=10)
-    webhooks = make_queue("webhooks")
+    webhooks = make_queue("shop-webhooks")
     webhooks.enqueue({})  # the queue exists at the first reading
     writer = QueueStatWriter("default", clock)
     writer.run_once()
@@ -65,12 +65,12 @@ def test_the_previous_minutes_dead_letters_are_counted_once_it_is_over(make_queu
     fail_one(webhooks)
     clock.advance(20)  # the next minute
     writer.run_once()
-    assert stat("webhooks", first).dead_lettered == 1
-    assert stat("webhooks", minute_of(clock())).dead_lettered == 0
+    assert stat("shop-webhooks", first).dead_lettered == 1
+    assert stat("shop-webhooks", minute_of(clock())).dead_lettered == 0
 
 
 def test_the_writer_prunes_minutes_older_than_the_retention(make_queue, clock):
-    make_queue("emails").enqueue(1)
+    make_queue("shop-emails").enqueue(1)
     writer = QueueStatWriter("default", clock)
     writer.run_once()
     old = minute_of(clock())
@@ -82,7 +82,7 @@ def test_the_writer_prunes_minutes_older_than_the_retention(make_queue, clock):
 
 
 def test_minutes_are_kept_for_seven_days_by_default(make_queue, clock):
-    make_queue("emails").enqueue(1)
+    make_queue("shop-emails").enqueue(1)
     writer = QueueStatWriter("default", clock)
     writer.run_once()
     clock.advance(timedelta(days=6, hours=23).total_seconds())
@@ -94,11 +94,11 @@ def test_deltas_add_what_the_worker_finished_and_failed_since_the_last_flush(clo
     stats = WorkerStats()
     deltas = QueueStatDeltas("default", stats, clock, 5.0)
     for outcome in ("succeeded", "succeeded", "retried", "dead", "lost"):
-        stats.record("emails", outcome)
+        stats.record("shop-emails", outcome)
     assert deltas.run_once() == 1
-    row = stat("emails", minute_of(clock()))
+    row = stat("shop-emails", minute_of(clock()))
     assert (row.finished, row.failed) == (2, 2)
-    stats.record("emails", "succeeded")
+    stats.record("shop-emails", "succeeded")
     deltas.run_once()
     assert deltas.run_once() == 0
     row.refresh_from_db()
@@ -106,20 +106,20 @@ def test_deltas_add_what_the_worker_finished_and_failed_since_the_last_flush(clo
 
 
 def test_two_workers_deltas_add_up_in_one_row_beside_the_leaders_counts(make_queue, clock):
-    make_queue("emails").enqueue_many([1, 2])
+    make_queue("shop-emails").enqueue_many([1, 2])
     QueueStatWriter("default", clock).run_once()
     for _ in range(2):
         stats = WorkerStats()
-        stats.record("emails", "succeeded")
+        stats.record("shop-emails", "succeeded")
         QueueStatDeltas("default", stats, clock, 5.0).run_once()
-    row = stat("emails", minute_of(clock()))
+    row = stat("shop-emails", minute_of(clock()))
     assert (row.pending, row.finished) == (2, 2)
 
 
 def test_deltas_that_failed_to_write_are_written_by_the_next_flush(clock, monkeypatch):
     stats = WorkerStats()
     deltas = QueueStatDeltas("default", stats, clock, 5.0)
-    stats.record("emails", "succeeded")
+    stats.record("shop-emails", "succeeded")
     original = deltas._write
 
     def broken(*args):
@@ -129,18 +129,18 @@ def test_deltas_that_failed_to_write_are_written_by_the_next_flush(clock, monkey
     with pytest.raises(DatabaseError):
         deltas.run_once()
     monkeypatch.setattr(deltas, "_write", original)
-    stats.record("emails", "succeeded")
+    stats.record("shop-emails", "succeeded")
     deltas.run_once()
-    assert stat("emails", minute_of(clock())).finished == 2
+    assert stat("shop-emails", minute_of(clock())).finished == 2
 
 
 def test_deltas_go_to_the_minute_they_are_flushed_in(clock):
     stats = WorkerStats()
     deltas = QueueStatDeltas("default", stats, clock, 5.0)
-    stats.record("emails", "succeeded")
+    stats.record("shop-emails", "succeeded")
     deltas.run_once()
     clock.advance(60)
-    stats.record("emails", "retried")
+    stats.record("shop-emails", "retried")
     deltas.run_once()
     rows = list(QueueStat.objects.order_by("minute").values_list("finished", "failed"))
     assert rows == [(1, 0), (0, 1)]
@@ -148,11 +148,11 @@ def test_deltas_go_to_the_minute_they_are_flushed_in(clock):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_writes_the_minutes_of_the_queues_it_serves():
-    jobs = queue("emails").enqueue_many([{"i": i} for i in range(5)])
-    queue("emails").enqueue({"permanent": True})  # dies at once: outside retry_on
-    run_worker("--queue", "emails", "--burst", "--concurrency", "2")
+    jobs = queue("shop-emails").enqueue_many([{"i": i} for i in range(5)])
+    queue("shop-emails").enqueue({"permanent": True})  # dies at once: outside retry_on
+    run_worker("--queue", "shop-emails", "--burst", "--concurrency", "2")
     assert HandlerRun.objects.count() == len(jobs) + 1
-    rows = QueueStat.objects.filter(queue="emails")
+    rows = QueueStat.objects.filter(queue="shop-emails")
     assert sum(r.finished for r in rows) == 5
     assert sum(r.failed for r in rows) == 1
     # (The leader's state readings are timed: a burst this short may end before the first;

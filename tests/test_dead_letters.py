@@ -64,7 +64,7 @@ def test_dead_letter_keeps_the_job(q):
     q.claim_one("w").fail("nope")
     row = DeadLetter.objects.get(job_id=job.id)
     assert (row.queue, row.payload, row.priority, row.max_attempts, row.attempts) == (
-        "emails", {"to": "x"}, 9, 2, 1,
+        "shop-emails", {"to": "x"}, 9, 2, 1,
     )  # fmt: skip
     assert row.enqueued_at == job.enqueued_at
     assert not QueueMessage.objects.filter(pk=job.id).exists()

@@ -35,7 +35,7 @@ def test_enqueue_claim_ack_lifecycle(q, clock):
 
 
 def test_enqueue_stamps_queue_options(make_queue, clock):
-    q = make_queue("reports", max_attempts=3, backoff_base=2, lease=timedelta(minutes=2),
+    q = make_queue("shop-reports", max_attempts=3, backoff_base=2, lease=timedelta(minutes=2),
                    priority=7)  # fmt: skip
     job = q.get_job(q.enqueue([1, 2]).id)
     assert (job.max_attempts, job.backoff_base, job.lease, job.priority) == (3, 2.0, 120.0, 7)

@@ -119,15 +119,15 @@ def test_lease_keeper_reports_a_lost_lease(q, clock, caplog):
 
 def test_presence_registers_refreshes_and_unregisters(clock):
     stats = WorkerStats()
-    presence = Presence("default", "host:1", ["emails"], 4, stats, clock, 5)
+    presence = Presence("default", "host:1", ["shop-emails"], 4, stats, clock, 5)
     presence.register()
-    stats.record("emails", "succeeded")
-    stats.record("emails", "dead")
+    stats.record("shop-emails", "succeeded")
+    stats.record("shop-emails", "dead")
     clock.advance(5)
     presence.run_once()
     row = Worker.objects.get(worker_id="host:1")
     assert (row.queues, row.concurrency, row.jobs_processed, row.jobs_failed) == (
-        ["emails"], 4, 2, 1,
+        ["shop-emails"], 4, 2, 1,
     )  # fmt: skip
     assert row.last_heartbeat_at == clock.now
     presence.unregister()
@@ -180,8 +180,8 @@ def test_sqlite_style_leadership_passes_on_when_the_leader_goes_stale(clock, is_
 def test_consumer_rows_are_written_at_worker_start():
     from django_alkqueue.consumers import registry
 
-    sync_consumers([registry.get("emails")], "default", takeover=False)
-    row = Consumer.objects.get(queue="emails")
+    sync_consumers([registry.get("shop-emails")], "default", takeover=False)
+    row = Consumer.objects.get(queue="shop-emails")
     assert row.handler == "testproject.shop.consumers.send_email"
     assert (row.lease, row.max_attempts, row.retry_policy["backoff"]) == (30.0, 3, "constant")
 
@@ -189,11 +189,13 @@ def test_consumer_rows_are_written_at_worker_start():
 def test_a_worker_refuses_a_queue_whose_row_names_another_handler():
     from django_alkqueue.consumers import registry
 
-    Consumer.objects.create(queue="emails", handler="elsewhere.handler", lease=1, max_attempts=1)
+    Consumer.objects.create(
+        queue="shop-emails", handler="elsewhere.handler", lease=1, max_attempts=1
+    )
     with pytest.raises(CommandError, match=r"elsewhere\.handler.*send_email"):
-        sync_consumers([registry.get("emails")], "default", takeover=False)
-    sync_consumers([registry.get("emails")], "default", takeover=True)
-    assert Consumer.objects.get(queue="emails").handler.endswith("send_email")
+        sync_consumers([registry.get("shop-emails")], "default", takeover=False)
+    sync_consumers([registry.get("shop-emails")], "default", takeover=True)
+    assert Consumer.objects.get(queue="shop-emails").handler.endswith("send_email")
 
 
 def test_alk_worker_refuses_a_queue_without_a_consumer():
@@ -212,28 +214,28 @@ def test_alk_worker_refuses_to_start_when_discovery_recorded_errors(monkeypatch)
 def test_paused_queues_are_skipped_by_the_claimer(make_queue):
     from django_alkqueue.worker.claimer import Claimer, PausedQueues
 
-    emails, reports = make_queue("emails"), make_queue("reports")
+    emails, reports = make_queue("shop-emails"), make_queue("shop-reports")
     emails.enqueue(1)
     reports.enqueue(2)
-    Consumer.objects.create(queue="emails", handler="h", lease=30, max_attempts=5, paused=True)
+    Consumer.objects.create(queue="shop-emails", handler="h", lease=30, max_attempts=5, paused=True)
     inflight = InFlight()
     dispatched = []
-    claimer = Claimer([emails, reports], "w", inflight, dispatched.append, 4, None,
-                      PausedQueues("default", ["emails", "reports"], 0), None)  # fmt: skip
+    paused = PausedQueues("default", ["shop-emails", "shop-reports"], 0)
+    claimer = Claimer([emails, reports], "w", inflight, dispatched.append, 4, None, paused, None)
     assert claimer.run_once() == 1
-    assert [h.job.queue for h in dispatched] == ["reports"]
-    Consumer.objects.filter(queue="emails").update(paused=False)
+    assert [h.job.queue for h in dispatched] == ["shop-reports"]
+    Consumer.objects.filter(queue="shop-emails").update(paused=False)
     assert claimer.run_once() == 1
 
 
 def test_claimer_claims_no_more_than_the_free_capacity(make_queue):
     from django_alkqueue.worker.claimer import Claimer, PausedQueues
 
-    q = make_queue("emails")
+    q = make_queue("shop-emails")
     q.enqueue_many(range(10))
     inflight = InFlight()
     claimer = Claimer([q], "w", inflight, lambda h: None, 4, None,
-                      PausedQueues("default", ["emails"], 0), None)  # fmt: skip
+                      PausedQueues("default", ["shop-emails"], 0), None)  # fmt: skip
     assert claimer.run_once() == 4
     assert claimer.run_once() == 0
     for handle in inflight.all()[:2]:
@@ -261,11 +263,11 @@ def test_lease_keeper_ticks_within_a_third_of_the_shortest_lease_held(make_queue
 def test_claimer_waits_until_half_its_capacity_is_free(make_queue):
     from django_alkqueue.worker.claimer import Claimer, PausedQueues
 
-    q = make_queue("emails")
+    q = make_queue("shop-emails")
     q.enqueue_many(range(10))
     inflight = InFlight()
     claimer = Claimer([q], "w", inflight, lambda h: None, 4, None,
-                      PausedQueues("default", ["emails"], 0), None)  # fmt: skip
+                      PausedQueues("default", ["shop-emails"], 0), None)  # fmt: skip
     assert claimer.run_once() == 4
     inflight.handler_done(inflight.all()[0])
     assert claimer.run_once() == 0  # one free slot of four: not worth a transaction yet

@@ -13,7 +13,7 @@ from django_alkqueue.conf import get_settings
 
 
 @pytest.mark.parametrize(
-    "name", ["a", "emails", "Z9", "billing.invoices:eu-west_1", "x" * 100, "0day"]
+    "name", ["a", "shop-emails", "Z9", "billing.invoices:eu-west_1", "x" * 100, "0day"]
 )
 def test_valid_queue_names(name):
     assert queue(name).name == name

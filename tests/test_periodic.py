@@ -140,7 +140,7 @@ def test_one_failing_schedule_does_not_hold_up_the_others(caplog):
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        ({"cron": "* * * * *", "task": "testproject.shop.tasks.add", "queue": "emails"},
+        ({"cron": "* * * * *", "task": "testproject.shop.tasks.add", "queue": "shop-emails"},
          "not valid for backend"),
         ({"cron": "* * * * *", "task": "testproject.shop.consumers.send_email"}, "not a @task"),
     ],

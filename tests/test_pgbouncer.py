@@ -72,10 +72,10 @@ def django_connection(port: int) -> Iterator[BaseDatabaseWrapper]:
 
 
 def test_workers_drain_through_pgbouncer_with_prepared_statements_switched_off():
-    ids = [job.id for job in queue("emails").enqueue_many(PAYLOADS)]
+    ids = [job.id for job in queue("shop-emails").enqueue_many(PAYLOADS)]
 
     with pgbouncer() as port:
-        run_worker("--queue", "emails", "--burst", "--concurrency", "4", "--processes", "2",
+        run_worker("--queue", "shop-emails", "--burst", "--concurrency", "4", "--processes", "2",
                    env={**through(port), "ALKQUEUE_PREPARED_STATEMENTS": "0"})  # fmt: skip
         prepared = server_prepared(port)
 
@@ -84,11 +84,11 @@ def test_workers_drain_through_pgbouncer_with_prepared_statements_switched_off()
 
 
 def test_workers_drain_through_pgbouncer_with_the_default_settings():
-    ids = [job.id for job in queue("emails").enqueue_many(PAYLOADS)]
+    ids = [job.id for job in queue("shop-emails").enqueue_many(PAYLOADS)]
 
     with pgbouncer() as port:
         # PREPARED_STATEMENTS left on: behind a pooler the workers prepare nothing.
-        output = run_worker("--queue", "emails", "--burst", "--concurrency", "4",
+        output = run_worker("--queue", "shop-emails", "--burst", "--concurrency", "4",
                             "--processes", "2", env=through(port))  # fmt: skip
         prepared = server_prepared(port)
 
@@ -113,7 +113,7 @@ def test_enqueues_inside_transactions_of_clients_sharing_a_server_connection_all
         for client in [first, second, first, second]:
             client.ensure_connection()
             client.set_autocommit(False)
-            PostgresDialect().insert_unique(client, "emails", "{}", stamps)
+            PostgresDialect().insert_unique(client, "shop-emails", "{}", stamps)
             client.commit()
             client.set_autocommit(True)
         prepared = server_prepared(port)
@@ -125,7 +125,7 @@ def test_enqueues_inside_transactions_of_clients_sharing_a_server_connection_all
 def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_connection(
     monkeypatch,
 ):
-    queue("emails").enqueue_many([{"i": i} for i in range(3)])
+    queue("shop-emails").enqueue_many([{"i": i} for i in range(3)])
     # As through a pooler that passes the server's process id on: the claim is prepared and
     # sent behind its set_config() in one pipeline.
     monkeypatch.setitem(hot_cursor._POOLED, "through-pgbouncer", False)
@@ -133,7 +133,7 @@ def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_c
     with pgbouncer() as port, django_connection(port) as pooled:
         pooled.ensure_connection()
         pooled.set_autocommit(True)
-        rows = fetch_all(pooled, CLAIM, claim_params("emails", "w1", 1, timezone.now()),
+        rows = fetch_all(pooled, CLAIM, claim_params("shop-emails", "w1", 1, timezone.now()),
                          generic_plan=True)  # fmt: skip
         claimed_on = fetch_all(pooled, "SELECT pg_backend_pid()", [])[0][0]
         with psycopg.connect(url(port), autocommit=True, prepare_threshold=None) as other:

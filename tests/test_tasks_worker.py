@@ -41,17 +41,17 @@ def test_get_result_goes_through_every_status_with_a_real_worker():
 
 def test_a_queue_cannot_be_both_a_task_queue_and_a_consumer_queue():
     backend = {"BACKEND": "django_alkqueue.backend.AlkQueueBackend",
-               "QUEUES": ["default", "emails"]}  # fmt: skip
+               "QUEUES": ["default", "shop-emails"]}  # fmt: skip
     with (
         override_settings(TASKS={"default": backend}),
-        pytest.raises(CommandError, match=r"emails.*one or the other"),
+        pytest.raises(CommandError, match=r"shop-emails.*one or the other"),
     ):
         call_command("alk_worker", burst=True)
 
 
 def test_periodic_ticks_are_enqueued_once_with_three_workers_racing():
     env = {"ALKQUEUE_EVERY_SECOND": "1"}
-    workers = [start_worker("--queue", "emails", env=env) for _ in range(3)]
+    workers = [start_worker("--queue", "shop-emails", env=env) for _ in range(3)]
     try:
         wait_until(lambda: QueueMessage.objects.filter(queue="health").count() >= 4, timeout=30)
     finally:

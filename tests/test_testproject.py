@@ -24,7 +24,7 @@ def test_order_view_saves_the_order_and_enqueues_its_receipt_email():
     order = Order.objects.get(pk=body["order"])
     assert (order.customer_email, order.total_cents) == ("ada@example.com", 1200)
     email = QueueMessage.objects.get(pk=body["job"])
-    assert email.queue == "emails"
+    assert email.queue == "shop-emails"
     assert email.payload == {"order": order.pk, "to": "ada@example.com", "template": "receipt"}
     assert email.claim_token is None and email.attempts == 0
 
@@ -32,20 +32,23 @@ def test_order_view_saves_the_order_and_enqueues_its_receipt_email():
 def test_saving_an_order_enqueues_its_invoice_report_from_the_post_save_receiver():
     order = Order.objects.create(customer_email="bob@example.com", total_cents=500)
 
-    (report,) = QueueMessage.objects.filter(queue="reports")
+    (report,) = QueueMessage.objects.filter(queue="shop-reports")
     assert report.payload == {"order": order.pk, "kind": "invoice"}
-    assert not QueueMessage.objects.filter(queue="emails").exists()  # only the view sends one
+    assert not QueueMessage.objects.filter(queue="shop-emails").exists()  # only the view sends one
 
     order.total_cents = 600
     order.save()  # an update, not a creation: no second report
-    assert QueueMessage.objects.filter(queue="reports").count() == 1
+    assert QueueMessage.objects.filter(queue="shop-reports").count() == 1
 
 
 def test_order_view_enqueues_both_the_email_and_the_report():
     body = Client().post("/orders/", {"email": "cy@example.com"}).json()
 
-    assert sorted(QueueMessage.objects.values_list("queue", flat=True)) == ["emails", "reports"]
-    report = QueueMessage.objects.get(queue="reports")
+    assert sorted(QueueMessage.objects.values_list("queue", flat=True)) == [
+        "shop-emails",
+        "shop-reports",
+    ]
+    report = QueueMessage.objects.get(queue="shop-reports")
     assert report.payload == {"order": body["order"], "kind": "invoice"}
 
 
@@ -62,18 +65,18 @@ def test_failing_order_view_rolls_back_the_order_and_its_jobs():
 
 def seed_every_state() -> dict[str, dict[str, object]]:
     """Jobs in every state on several queues; returns what alk_status must show per queue."""
-    bounced = queue("emails").enqueue({"n": 0})
-    (handle,) = queue("emails").claim("seeder:1", 1)
+    bounced = queue("shop-emails").enqueue({"n": 0})
+    (handle,) = queue("shop-emails").claim("seeder:1", 1)
     assert handle.job.id == bounced.id
     handle.fail("bounced")  # emails: 1 dead
-    queue("emails").enqueue_many([{"n": n} for n in range(1, 4)])  # 3 pending
-    queue("emails").enqueue({"n": 4}, delay=3600)  # 1 scheduled
-    queue("reports").enqueue_many([{"n": n} for n in range(2)], delay=600)  # 2 scheduled
-    queue("webhooks").enqueue_many([{"n": n} for n in range(5)])
-    claimed = queue("webhooks").claim("seeder:1", 3)
+    queue("shop-emails").enqueue_many([{"n": n} for n in range(1, 4)])  # 3 pending
+    queue("shop-emails").enqueue({"n": 4}, delay=3600)  # 1 scheduled
+    queue("shop-reports").enqueue_many([{"n": n} for n in range(2)], delay=600)  # 2 scheduled
+    queue("shop-webhooks").enqueue_many([{"n": n} for n in range(5)])
+    claimed = queue("shop-webhooks").claim("seeder:1", 3)
     claimed[0].fail("gone")  # webhooks: 1 dead, 2 claimed, 2 pending
     Consumer.objects.create(
-        queue="noop",
+        queue="shop-noop",
         handler="testproject.shop.consumers.do_nothing",
         lease=30,
         max_attempts=5,
@@ -81,11 +84,11 @@ def seed_every_state() -> dict[str, dict[str, object]]:
     )
     counts = ("pending", "scheduled", "claimed", "dead")
     return {
-        "emails": dict(zip(counts, (3, 1, 0, 1), strict=True)) | {"handler": None},
-        "noop": dict(zip(counts, (0, 0, 0, 0), strict=True))
+        "shop-emails": dict(zip(counts, (3, 1, 0, 1), strict=True)) | {"handler": None},
+        "shop-noop": dict(zip(counts, (0, 0, 0, 0), strict=True))
         | {"handler": "testproject.shop.consumers.do_nothing", "paused": True},
-        "reports": dict(zip(counts, (0, 2, 0, 0), strict=True)) | {"handler": None},
-        "webhooks": dict(zip(counts, (2, 0, 2, 1), strict=True)) | {"handler": None},
+        "shop-reports": dict(zip(counts, (0, 2, 0, 0), strict=True)) | {"handler": None},
+        "shop-webhooks": dict(zip(counts, (2, 0, 2, 1), strict=True)) | {"handler": None},
     }
 
 
@@ -116,7 +119,7 @@ def test_alk_status_json_matches_the_true_counts_per_queue():
         row = rows[name]
         assert {k: row[k] for k in want} == want, name
         assert {k: row[k] for k in true_counts(name)} == true_counts(name), name
-    assert rows["emails"]["oldest_pending_age"] >= 0
-    assert rows["reports"]["oldest_pending_age"] == 0  # nothing pending there
-    assert rows["emails"]["paused"] is False and rows["noop"]["paused"] is True
+    assert rows["shop-emails"]["oldest_pending_age"] >= 0
+    assert rows["shop-reports"]["oldest_pending_age"] == 0  # nothing pending there
+    assert rows["shop-emails"]["paused"] is False and rows["shop-noop"]["paused"] is True
     assert data["workers"] == []

@@ -113,7 +113,7 @@ def is_gone(job: Job) -> Callable[[], bool]:
 
 
 def test_burst_worker_drains_500_jobs_across_three_queues_acking_each_once(workers):
-    sizes = {"emails": 200, "reports": 150, "webhooks": 150}
+    sizes = {"shop-emails": 200, "shop-reports": 150, "shop-webhooks": 150}
     jobs: list[Job] = []
     for name, size in sizes.items():
         # Low priority enqueued first, so handout order differs from insertion order.
@@ -145,9 +145,9 @@ def test_burst_worker_drains_500_jobs_across_three_queues_acking_each_once(worke
 
 
 def test_lease_keeper_keeps_a_job_running_three_times_its_lease_with_one_worker(workers):
-    job = queue("reports", lease=1).enqueue({"sleep": 3})
-    first = workers("--queue", "reports", "--concurrency", "1", "--poll-interval", "0.1")
-    second = workers("--queue", "reports", "--concurrency", "1", "--poll-interval", "0.1")
+    job = queue("shop-reports", lease=1).enqueue({"sleep": 3})
+    first = workers("--queue", "shop-reports", "--concurrency", "1", "--poll-interval", "0.1")
+    second = workers("--queue", "shop-reports", "--concurrency", "1", "--poll-interval", "0.1")
 
     holders: set[str] = set()
     attempts: set[int] = set()
@@ -175,8 +175,8 @@ def test_lease_keeper_keeps_a_job_running_three_times_its_lease_with_one_worker(
 def test_job_of_a_sigkilled_worker_is_reclaimed_and_completed_by_another(workers):
     # Lease 2 s, handler 1 s: the second worker's run fits in the lease on its own, so this
     # test is about the crash and the reclaim, not about lease renewal.
-    job = queue("reports", lease=2).enqueue({"sleep": 1})
-    crashing = workers("--queue", "reports", "--concurrency", "1")
+    job = queue("shop-reports", lease=2).enqueue({"sleep": 1})
+    crashing = workers("--queue", "shop-reports", "--concurrency", "1")
     wait_until(has_run(job), timeout=15)
     crashing.kill()
 
@@ -185,7 +185,7 @@ def test_job_of_a_sigkilled_worker_is_reclaimed_and_completed_by_another(workers
     assert row.claim_token is not None and row.attempts == 1
     crashed_pid = HandlerRun.objects.get(job_id=job.id).worker
 
-    rescuer = workers("--queue", "reports", "--concurrency", "1", "--poll-interval", "0.2")
+    rescuer = workers("--queue", "shop-reports", "--concurrency", "1", "--poll-interval", "0.2")
     wait_until(is_gone(job), timeout=15)
 
     assert runs_of(job) == [1, 2]  # the lapsed attempt stays counted
@@ -196,9 +196,9 @@ def test_job_of_a_sigkilled_worker_is_reclaimed_and_completed_by_another(workers
 
 
 def test_sigterm_lets_in_flight_jobs_finish_then_exits_0(workers):
-    jobs = queue("reports").enqueue_many([{"sleep": 1, "n": n} for n in range(6)])
+    jobs = queue("shop-reports").enqueue_many([{"sleep": 1, "n": n} for n in range(6)])
     worker = workers(
-        "--queue", "reports", "--concurrency", "2", "--shutdown-timeout", "10", "--batch", "2"
+        "--queue", "shop-reports", "--concurrency", "2", "--shutdown-timeout", "10", "--batch", "2"
     )
     wait_until(lambda: HandlerRun.objects.count() == 2, timeout=15)
     started = time.monotonic()
@@ -218,9 +218,9 @@ def test_sigterm_lets_in_flight_jobs_finish_then_exits_0(workers):
 
 
 def test_sigterm_releases_jobs_unfinished_at_the_shutdown_timeout_for_another_worker(workers):
-    jobs = queue("reports").enqueue_many([{"sleep": 5, "n": n} for n in range(2)])
+    jobs = queue("shop-reports").enqueue_many([{"sleep": 5, "n": n} for n in range(2)])
     worker = workers(
-        "--queue", "reports", "--concurrency", "2", "--shutdown-timeout", "0.5",
+        "--queue", "shop-reports", "--concurrency", "2", "--shutdown-timeout", "0.5",
         "--poll-interval", "0.2",
     )  # fmt: skip
     wait_until(lambda: HandlerRun.objects.count() == 2, timeout=15)
@@ -239,7 +239,7 @@ def test_sigterm_releases_jobs_unfinished_at_the_shutdown_timeout_for_another_wo
         assert row.run_at <= timezone.now()
         assert row.attempts == 0  # released, not failed: the attempt is given back
 
-    workers("--queue", "reports", "--concurrency", "2", "--burst").finish(timeout=30)
+    workers("--queue", "shop-reports", "--concurrency", "2", "--burst").finish(timeout=30)
 
     assert QueueMessage.objects.count() == 0
     assert DeadLetter.objects.count() == 0
@@ -249,9 +249,9 @@ def test_sigterm_releases_jobs_unfinished_at_the_shutdown_timeout_for_another_wo
 
 def test_sigterm_is_honoured_promptly_while_every_handler_thread_is_busy(workers):
     # One thread, busy; a long poll interval: the signal must not wait for either.
-    job = queue("reports").enqueue({"sleep": 6})
+    job = queue("shop-reports").enqueue({"sleep": 6})
     worker = workers(
-        "--queue", "reports", "--concurrency", "1", "--shutdown-timeout", "0.5",
+        "--queue", "shop-reports", "--concurrency", "1", "--shutdown-timeout", "0.5",
         "--poll-interval", "30",
     )  # fmt: skip
     wait_until(has_run(job), timeout=15)
@@ -317,13 +317,13 @@ def listener_ready() -> bool:
 
 @pytest.mark.postgres_only
 def test_notify_wakes_an_idle_worker_long_before_its_poll_interval(workers):
-    worker = workers("--queue", "emails", "--poll-interval", "30")
+    worker = workers("--queue", "shop-emails", "--poll-interval", "30")
     wait_until(lambda: Worker.objects.exists() and listener_ready(), timeout=15)
 
-    first = queue("emails").enqueue({"n": 1})
+    first = queue("shop-emails").enqueue({"n": 1})
     wait_until(is_gone(first), timeout=5)
     # Now the worker has claimed, found nothing more and sleeps on its 30 s poll.
-    second = queue("emails").enqueue({"n": 2})
+    second = queue("shop-emails").enqueue({"n": 2})
     wait_until(is_gone(second), timeout=5)
 
     assert runs_of(first) == [1] and runs_of(second) == [1]
@@ -340,8 +340,8 @@ def test_the_leader_vacuums_the_live_table_once_dead_rows_pile_up(workers):
             return int(cursor.fetchone()[0])
 
     before = manual_vacuums()
-    jobs = queue("noop").enqueue_many([{"n": n} for n in range(200)])  # 400 dead rows, acked
-    worker = workers("--queue", "noop", env={"ALKQUEUE_VACUUM_DEAD_TUPLES": "300"})
+    jobs = queue("shop-noop").enqueue_many([{"n": n} for n in range(200)])  # 400 dead rows, acked
+    worker = workers("--queue", "shop-noop", env={"ALKQUEUE_VACUUM_DEAD_TUPLES": "300"})
     wait_until(lambda: not QueueMessage.objects.filter(pk__in=[j.id for j in jobs]).exists())
     # The acks reach PostgreSQL's statistics within seconds; the leader checks every 5 s.
     wait_until(lambda: manual_vacuums() > before, timeout=40, every=0.5)
@@ -363,8 +363,10 @@ def test_worker_survives_a_database_restart_and_completes_every_job(workers):
         pytest.skip("restarting PostgreSQL needs root and pg_ctlcluster with one cluster")
     # A short lease, so that jobs whose outcome could not be written during the outage are
     # reclaimed in seconds rather than after the default 30 s.
-    jobs = queue("reports", lease=3).enqueue_many([{"n": n, "sleep": 0.004} for n in range(2000)])
-    worker = workers("--queue", "reports", "--concurrency", "4", "--poll-interval", "0.2")
+    jobs = queue("shop-reports", lease=3).enqueue_many(
+        [{"n": n, "sleep": 0.004} for n in range(2000)]
+    )
+    worker = workers("--queue", "shop-reports", "--concurrency", "4", "--poll-interval", "0.2")
     wait_until(lambda: HandlerRun.objects.count() >= 300, timeout=20)
 
     subprocess.run(restart, check=True, capture_output=True, timeout=60)
@@ -385,53 +387,53 @@ def test_worker_survives_a_database_restart_and_completes_every_job(workers):
 
 def test_burst_worker_leaves_a_paused_queue_alone_until_it_is_unpaused(workers):
     Consumer.objects.create(
-        queue="webhooks",
+        queue="shop-webhooks",
         handler=f"{deliver_webhook.__module__}.{deliver_webhook.__qualname__}",
         lease=30,
         max_attempts=2,
         paused=True,
     )
-    held = queue("webhooks").enqueue_many([{"n": n} for n in range(3)])
-    other = queue("emails").enqueue({"n": 0})
+    held = queue("shop-webhooks").enqueue_many([{"n": n} for n in range(3)])
+    other = queue("shop-emails").enqueue({"n": 0})
 
-    workers("--queue", "webhooks", "--queue", "emails", "--burst").finish(timeout=30)
+    workers("--queue", "shop-webhooks", "--queue", "shop-emails", "--burst").finish(timeout=30)
 
     assert runs_of(other) == [1]
-    assert not HandlerRun.objects.filter(queue="webhooks").exists()
-    waiting = QueueMessage.objects.filter(queue="webhooks")
+    assert not HandlerRun.objects.filter(queue="shop-webhooks").exists()
+    waiting = QueueMessage.objects.filter(queue="shop-webhooks")
     assert sorted(waiting.values_list("pk", flat=True)) == [j.id for j in held]
     assert not waiting.filter(claim_token__isnull=False).exists()
-    assert Consumer.objects.get(queue="webhooks").paused  # the worker's sync keeps the flag
+    assert Consumer.objects.get(queue="shop-webhooks").paused  # the worker's sync keeps the flag
 
-    Consumer.objects.filter(queue="webhooks").update(paused=False)
-    workers("--queue", "webhooks", "--burst").finish(timeout=30)
+    Consumer.objects.filter(queue="shop-webhooks").update(paused=False)
+    workers("--queue", "shop-webhooks", "--burst").finish(timeout=30)
 
     assert QueueMessage.objects.count() == 0
     assert all(runs_of(j) == [1] for j in held)
 
 
 def test_worker_refuses_a_queue_whose_consumer_row_names_another_handler(workers):
-    Consumer.objects.create(queue="emails", handler=FOREIGN_HANDLER, lease=30, max_attempts=5)
-    job = queue("emails").enqueue({"n": 0})
+    Consumer.objects.create(queue="shop-emails", handler=FOREIGN_HANDLER, lease=30, max_attempts=5)
+    job = queue("shop-emails").enqueue({"n": 0})
 
-    refused = workers("--queue", "emails", "--burst")
+    refused = workers("--queue", "shop-emails", "--burst")
     code = refused.wait(30)
 
     assert code != 0
     assert FOREIGN_HANDLER in refused.output and SEND_EMAIL in refused.output, refused.output
-    assert Consumer.objects.get(queue="emails").handler == FOREIGN_HANDLER
+    assert Consumer.objects.get(queue="shop-emails").handler == FOREIGN_HANDLER
     assert live(job) is not None and live(job).claim_token is None
     assert runs_of(job) == []
     assert not Worker.objects.exists()
 
 
 def test_takeover_lets_a_worker_replace_another_handlers_consumer_row(workers):
-    Consumer.objects.create(queue="emails", handler=FOREIGN_HANDLER, lease=30, max_attempts=5)
-    job = queue("emails").enqueue({"n": 0})
+    Consumer.objects.create(queue="shop-emails", handler=FOREIGN_HANDLER, lease=30, max_attempts=5)
+    job = queue("shop-emails").enqueue({"n": 0})
 
-    workers("--queue", "emails", "--burst", "--takeover").finish(timeout=30)
+    workers("--queue", "shop-emails", "--burst", "--takeover").finish(timeout=30)
 
-    assert Consumer.objects.get(queue="emails").handler == SEND_EMAIL
+    assert Consumer.objects.get(queue="shop-emails").handler == SEND_EMAIL
     assert runs_of(job) == [1] and live(job) is None
 
 
@@ -440,9 +442,9 @@ def test_takeover_lets_a_worker_replace_another_handlers_consumer_row(workers):
 
 @pytest.fixture
 def emails_worker(workers) -> Iterator[Running]:
-    """A worker serving emails (max_attempts 3, constant backoff 0, retry_on TemporaryError).
+    """A worker serving shop-emails (max_attempts 3, constant backoff 0, retry_on TemporaryError).
     Not --burst: these tests are about outcomes, so they wait for the rows instead."""
-    worker = workers("--queue", "emails", "--poll-interval", "0.1")
+    worker = workers("--queue", "shop-emails", "--poll-interval", "0.1")
     yield worker
     assert worker.stop() == 0, worker.output
 
@@ -452,7 +454,7 @@ def is_dead(job: Job) -> Callable[[], bool]:
 
 
 def test_raising_handler_is_retried_then_dead_lettered_with_class_and_traceback(emails_worker):
-    job = queue("emails").enqueue({"fail_times": 99})
+    job = queue("shop-emails").enqueue({"fail_times": 99})
 
     wait_until(is_dead(job), timeout=15)
 
@@ -468,7 +470,7 @@ def test_raising_handler_is_retried_then_dead_lettered_with_class_and_traceback(
 
 
 def test_fail_dead_letters_at_once_with_its_reason(emails_worker):
-    job = queue("emails").enqueue({"fail": "customer unsubscribed"})
+    job = queue("shop-emails").enqueue({"fail": "customer unsubscribed"})
 
     wait_until(is_dead(job), timeout=15)
 
@@ -480,7 +482,7 @@ def test_fail_dead_letters_at_once_with_its_reason(emails_worker):
 
 
 def test_exception_outside_retry_on_dead_letters_after_one_attempt(emails_worker):
-    job = queue("emails").enqueue({"permanent": True})  # retry_on=(TemporaryError,)
+    job = queue("shop-emails").enqueue({"permanent": True})  # retry_on=(TemporaryError,)
 
     wait_until(is_dead(job), timeout=15)
 
@@ -493,21 +495,21 @@ def test_exception_outside_retry_on_dead_letters_after_one_attempt(emails_worker
 
 
 def test_retry_outcome_runs_the_job_again_after_its_delay(emails_worker):
-    job = queue("emails").enqueue({"retry_in": 0})
+    job = queue("shop-emails").enqueue({"retry_in": 0})
 
     wait_until(is_gone(job), timeout=15)
 
     assert runs_of(job) == [1, 2]
     assert not DeadLetter.objects.filter(job_id=job.id).exists()
-    assert f"emails job {job.id} retried" in emails_worker.output
+    assert f"shop-emails job {job.id} retried" in emails_worker.output
 
 
 def test_burst_worker_does_not_exit_while_a_retried_job_is_due(workers):
     # A retry with delay 0 is due at once, so --burst must run it. The window in which a
     # worker could miss it is short, hence several runs.
     for _ in range(6):
-        job = queue("emails").enqueue({"fail_times": 1})
-        output = workers("--queue", "emails", "--burst").finish(timeout=30)
+        job = queue("shop-emails").enqueue({"fail_times": 1})
+        output = workers("--queue", "shop-emails", "--burst").finish(timeout=30)
         assert live(job) is None, f"burst exited with job {job.id} due:\n{output}"
         assert runs_of(job) == [1, 2]
 
@@ -516,9 +518,9 @@ def test_burst_worker_does_not_exit_while_a_retried_job_is_due(workers):
 
 
 def test_max_jobs_exits_0_after_that_many_jobs_leaving_nothing_claimed(workers):
-    queue("reports").enqueue_many([{"n": n} for n in range(10)])
+    queue("shop-reports").enqueue_many([{"n": n} for n in range(10)])
 
-    workers("--queue", "reports", "--max-jobs", "3", "--concurrency", "2").finish(timeout=30)
+    workers("--queue", "shop-reports", "--max-jobs", "3", "--concurrency", "2").finish(timeout=30)
 
     assert HandlerRun.objects.count() == 3
     ran = set(HandlerRun.objects.values_list("job_id", flat=True))
@@ -530,9 +532,9 @@ def test_max_jobs_exits_0_after_that_many_jobs_leaving_nothing_claimed(workers):
 
 
 def test_two_processes_in_burst_mode_drain_a_queue_and_exit_0(workers):
-    jobs = queue("reports").enqueue_many([{"n": n, "sleep": 0.1} for n in range(40)])
+    jobs = queue("shop-reports").enqueue_many([{"n": n, "sleep": 0.1} for n in range(40)])
 
-    workers("--queue", "reports", "--processes", "2", "--concurrency", "2", "--burst").finish(
+    workers("--queue", "shop-reports", "--processes", "2", "--concurrency", "2", "--burst").finish(
         timeout=60
     )
 

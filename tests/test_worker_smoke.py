@@ -13,8 +13,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_burst_worker_drains_its_queue_and_exits():
-    jobs = queue("emails").enqueue_many([{"i": i} for i in range(20)])
-    output = run_worker("--queue", "emails", "--burst", "--concurrency", "2")
+    jobs = queue("shop-emails").enqueue_many([{"i": i} for i in range(20)])
+    output = run_worker("--queue", "shop-emails", "--burst", "--concurrency", "2")
     assert QueueMessage.objects.count() == 0
     assert sorted(HandlerRun.objects.values_list("job_id", flat=True)) == sorted(j.id for j in jobs)
-    assert "emails" in output
+    assert "shop-emails" in output

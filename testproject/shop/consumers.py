@@ -20,7 +20,7 @@ class TemporaryError(Exception):
 
 
 class PermanentError(Exception):
-    """A failure no retry will fix (outside the emails consumer's retry_on)."""
+    """A failure no retry will fix (outside the shop-emails consumer's retry_on)."""
 
 
 def _record(job: Job, note: str = "") -> None:
@@ -49,7 +49,7 @@ def _act(payload: Any, job: Job) -> None:
 
 
 @consumer(
-    "emails",
+    "shop-emails",
     lease=30,
     max_attempts=3,
     retry=RetryPolicy(backoff="constant", base=0, retry_on=(TemporaryError,)),
@@ -58,22 +58,22 @@ def send_email(payload: Any, job: Job) -> None:
     _act(payload, job)
 
 
-@consumer("reports", max_attempts=3, retry=RetryPolicy(backoff="constant", base=0))
+@consumer("shop-reports", max_attempts=3, retry=RetryPolicy(backoff="constant", base=0))
 def build_report(payload: Any, job: Job) -> None:
     _act(payload, job)
 
 
-@consumer("webhooks", max_attempts=2, retry=RetryPolicy(backoff="constant", base=0))
+@consumer("shop-webhooks", max_attempts=2, retry=RetryPolicy(backoff="constant", base=0))
 def deliver_webhook(payload: Any, job: Job) -> None:
     _act(payload, job)
 
 
-@consumer("ledger", atomic=True, max_attempts=3, retry=RetryPolicy(backoff="constant", base=0))
+@consumer("shop-ledger", atomic=True, max_attempts=3, retry=RetryPolicy(backoff="constant", base=0))
 def post_to_ledger(payload: Any, job: Job) -> None:
     LedgerEntry.objects.create(job_id=job.id, amount_cents=int(payload.get("amount", 0)))
     _act(payload, job)
 
 
-@consumer("noop")
+@consumer("shop-noop")
 def do_nothing(payload: Any, job: Job) -> None:
     """A no-op handler: what the benchmarks and throughput tests measure."""

@@ -14,4 +14,4 @@ from .models import Order
 def enqueue_invoice_report(sender: type[Order], instance: Order, created: bool, **kw: Any) -> None:
     """Runs inside the saving transaction, so the report job shares its fate."""
     if created:
-        enqueue("reports", {"order": instance.pk, "kind": "invoice"})
+        enqueue("shop-reports", {"order": instance.pk, "kind": "invoice"})

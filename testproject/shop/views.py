@@ -17,7 +17,9 @@ def _create_order(request: HttpRequest) -> tuple[Order, int]:
         customer_email=request.POST.get("email", "customer@example.com"),
         total_cents=int(request.POST.get("total_cents", "1000")),
     )
-    job = enqueue("emails", {"order": order.pk, "to": order.customer_email, "template": "receipt"})
+    job = enqueue(
+        "shop-emails", {"order": order.pk, "to": order.customer_email, "template": "receipt"}
+    )
     return order, job.id
 
 

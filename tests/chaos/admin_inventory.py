@@ -56,7 +56,11 @@ def seed() -> dict[str, Model]:
         **stamps,
     )
     QueueMessage.objects.create(
-        queue="emails", payload={"n": 1}, run_at=now + timedelta(hours=1), enqueued_at=now, **stamps
+        queue="shop-emails",
+        payload={"n": 1},
+        run_at=now + timedelta(hours=1),
+        enqueued_at=now,
+        **stamps,
     )
     dead = DeadLetter.objects.create(
         job_id=10_000,

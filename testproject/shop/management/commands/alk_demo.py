@@ -34,16 +34,16 @@ class Command(BaseCommand):
             f"orders saved: {Order.objects.count()} (5 more were rolled back with their jobs)"
         )
         for i in range(20):  # flaky endpoint: fails once, then succeeds
-            enqueue("emails", {"to": f"retry{i}@example.com", "fail_times": 1})
+            enqueue("shop-emails", {"to": f"retry{i}@example.com", "fail_times": 1})
         for i in range(3):  # the address does not exist: outside retry_on, dead at once
-            enqueue("emails", {"to": f"nobody{i}@example.invalid", "permanent": True})
+            enqueue("shop-emails", {"to": f"nobody{i}@example.invalid", "permanent": True})
         for i in range(10):
-            enqueue("webhooks", {"url": f"https://example.com/hook/{i}"})
+            enqueue("shop-webhooks", {"url": f"https://example.com/hook/{i}"})
         for i in range(2):  # the receiver is down for good: retried, then dead
-            enqueue("webhooks", {"url": f"https://down.example.com/{i}", "fail_times": 9})
-        enqueue("reports", {"kind": "monthly", "fail": "report template missing"})
+            enqueue("shop-webhooks", {"url": f"https://down.example.com/{i}", "fail_times": 9})
+        enqueue("shop-reports", {"kind": "monthly", "fail": "report template missing"})
         for i in range(5):  # atomic: the ledger row and the ack commit together
-            enqueue("ledger", {"amount": 100 * (i + 1)})
+            enqueue("shop-ledger", {"amount": 100 * (i + 1)})
         self.stdout.write("draining with: manage.py alk_worker --burst --concurrency 4\n")
         call_command("alk_worker", burst=True, concurrency=4, verbosity=0, stdout=self.stdout)
         self.stdout.write("\nmanage.py alk_status\n")
