@@ -222,3 +222,20 @@ def test_an_exhausted_lapsed_job_does_not_hide_a_reclaimable_one(q, clock):
     clock.advance(61)
     assert [h.job.id for h in q.claim("w2", 1)] == [again.id]
     assert q.get_job(spent.id).state == "dead"
+
+
+def test_on_sqlite_each_half_of_the_claim_reads_its_index_in_handout_order(db):
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's claim statements")
+    from django_alkqueue.sql.sqlite import _DUE, _LAPSED
+
+    now = "2026-01-01 00:00:00"
+    plans = {}
+    with connection.cursor() as cursor:
+        for name, sql in (("due", _DUE), ("lapsed", _LAPSED)):
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, ["q", now, now, 10])
+            plans[name] = "\n".join(str(row[-1]) for row in cursor.fetchall())
+    assert "alkqueue_pending_idx" in plans["due"], plans
+    # Read in index order and stopped after n: no sort of the queue's whole pending range.
+    assert "TEMP B-TREE" not in plans["due"], plans
+    assert "alkqueue_lease_idx" in plans["lapsed"], plans
