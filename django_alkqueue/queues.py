@@ -38,22 +38,25 @@ class Queue:
         name: str,
         *,
         max_attempts: int,
-        backoff_base: float,
-        lease: float,
-        retention: float | None,
+        backoff_base: Duration,
+        lease: Duration,
+        retention: Duration | None,
         priority: int,
-        expires: float | None,
+        expires: Duration | None,
         using: str,
         clock: Clock = system_clock,
         rng: random.Random | None = None,
     ) -> None:
-        self.name = name
-        self.max_attempts = max_attempts
-        self.backoff_base = backoff_base
-        self.lease = lease
-        self.retention = retention
-        self.priority = priority
-        self.expires = expires
+        # Checked here, not only in queue(): a Queue built directly stamps its jobs too.
+        self.name = validation.queue_name(name)
+        self.max_attempts = validation.max_attempts(max_attempts)
+        self.backoff_base = validation.seconds(backoff_base, "backoff_base")
+        self.lease = validation.seconds(lease, "lease", positive=True)
+        self.retention = validation.optional_seconds(retention, "retention")
+        self.priority = validation.priority(priority)
+        self.expires = validation.optional_seconds(expires, "expires")
+        if not isinstance(using, str) or not using:
+            raise InvalidOption("using must be a database alias")
         self.using = using
         self.clock = clock
         self.rng = rng
@@ -91,7 +94,9 @@ class Queue:
         unique_key: str | None = None,
     ) -> list[Job]:
         """Many jobs, one clock read, one statement (COPY on PostgreSQL); all or nothing."""
-        if isinstance(payloads, str | bytes | dict):
+        if isinstance(payloads, str | bytes | bytearray | memoryview | dict) or not isinstance(
+            payloads, Iterable
+        ):
             raise PayloadError(
                 f"payloads must be an iterable of payloads, not a {type(payloads).__name__} "
                 "(to enqueue one payload, use enqueue())"
@@ -114,10 +119,10 @@ class Queue:
         priority: object,
         unique_key: object,
     ) -> list[Job]:
-        if not count:
-            return []
         now = self.clock()
         stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
+        if not count:  # validated all the same: a bad option is refused whatever the batch
+            return []
         return operations.enqueue(self.using, self.name, texts, count, stamps, now)
 
     def _stamps(
@@ -131,10 +136,13 @@ class Queue:
         unique_key: object,
     ) -> Stamps:
         """Options resolved over the queue's stamps, with one clock reading (`now`)."""
-        if delay is not None:
-            due = now + timedelta(seconds=validation.seconds(delay, "delay"))
-        elif run_at is not None:
-            due = validation.run_at(run_at, now)
+        # Both are checked even when both are given: delay wins, but a bad run_at is refused.
+        wait = None if delay is None else validation.seconds(delay, "delay")
+        at = None if run_at is None else validation.run_at(run_at, now)
+        if wait is not None:
+            due = now + timedelta(seconds=wait)
+        elif at is not None:
+            due = at
         else:
             due = now
         lifetime = validation.optional_seconds(expires, "expires")
@@ -176,19 +184,22 @@ class Queue:
 
     def ack_batch(self, ids: Sequence[int]) -> int:
         """Ack each id that is claimed with a live lease, by any worker; returns the count."""
-        return operations.ack_ids(self.using, self.name, [int(i) for i in ids], self.clock())
+        if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+            raise InvalidOption(f"ids must be an iterable of job ids, not {type(ids).__name__}")
+        checked = [validation.job_id(i) for i in ids]
+        return operations.ack_ids(self.using, self.name, checked, self.clock())
 
     def cancel(self, job_id: int) -> bool:
         """Remove a live job in any state. Its claimer's ack will then return False."""
-        return operations.cancel(self.using, job_id, self.name)
+        return operations.cancel(self.using, validation.job_id(job_id), self.name)
 
     def get_job(self, job_id: int) -> Job | None:
         """A live job or a dead letter (state "dead"), or None."""
-        return operations.get_job(self.using, job_id, self.clock(), self.name)
+        return operations.get_job(self.using, validation.job_id(job_id), self.clock(), self.name)
 
     def requeue(self, job_id: int) -> Job | None:
         """A dead letter back to live: same id, payload and options, attempts 0, run_at now."""
-        return operations.requeue(self.using, job_id, self.clock(), self.name)
+        return operations.requeue(self.using, validation.job_id(job_id), self.clock(), self.name)
 
     def sweep_expired(self) -> int:
         """Expired jobs -> dead letters ("expired"); old dead letters deleted. Returns moved."""
@@ -205,7 +216,7 @@ class Queue:
 
     def purge(self, states: Iterable[str] = ("pending", "scheduled")) -> int:
         """Delete this queue's live jobs in the given states ("dead" clears its dead letters)."""
-        chosen = list(states)
+        chosen = [states] if isinstance(states, str) else list(states)
         unknown = [s for s in chosen if s not in STATES]
         if unknown:
             raise InvalidOption(f"unknown state(s) {unknown}; use {', '.join(STATES)}")
@@ -345,24 +356,18 @@ def queue(
     defaults = _consumer_defaults(name)
     return Queue(
         name,
-        max_attempts=validation.max_attempts(
+        max_attempts=(
             max_attempts if max_attempts is not None
             else defaults.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
         ),
-        backoff_base=validation.seconds(
+        backoff_base=(
             backoff_base if backoff_base is not None
-            else defaults.get("backoff_base", DEFAULT_BACKOFF_BASE),
-            "backoff_base",
+            else defaults.get("backoff_base", DEFAULT_BACKOFF_BASE)
         ),
-        lease=validation.seconds(
-            lease if lease is not None else defaults.get("lease", DEFAULT_LEASE),
-            "lease", positive=True,
-        ),
-        retention=validation.optional_seconds(
-            DEFAULT_RETENTION if retention is _UNSET else retention, "retention"
-        ),
-        priority=validation.priority(0 if priority is None else priority),
-        expires=validation.optional_seconds(expires, "expires"),
+        lease=lease if lease is not None else defaults.get("lease", DEFAULT_LEASE),
+        retention=DEFAULT_RETENTION if retention is _UNSET else retention,
+        priority=0 if priority is None else priority,
+        expires=expires,
         using=using if using is not None else get_settings().DATABASE,
         clock=clock,
         rng=rng,

@@ -23,6 +23,11 @@ MAX_ATTEMPTS_LIMIT = 2**31 - 1
 #: No duration may exceed this; it keeps every computed timestamp far from datetime's limits.
 MAX_DURATION = timedelta(days=365 * 100)
 
+#: The smallest positive duration a timestamp can carry (datetime's resolution).
+MIN_POSITIVE_SECONDS = 1e-6
+#: Job ids are bigint primary keys.
+MAX_JOB_ID = 2**63 - 1
+
 Duration = timedelta | int | float
 
 
@@ -65,7 +70,11 @@ def clean_error_text(error: object) -> str | None:
     """Error text is diagnostic: make it storable rather than refuse it."""
     if error is None:
         return None
-    text = str(error).replace("\x00", "\\x00")
+    try:
+        text = str(error)
+    except Exception:  # an error object whose str() fails still gets its job dead-lettered
+        text = f"<{type(error).__name__} object: str() raised>"
+    text = text.replace("\x00", "\\x00")
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -84,8 +93,11 @@ def seconds(value: object, option: str, *, positive: bool = False) -> float:
         )
     if math.isnan(result):
         raise InvalidOption(f"{option} must be a number of seconds, not NaN")
-    if result < 0 or (positive and result == 0):
+    if result < 0:
         raise InvalidOption(f"{option} must be {'positive' if positive else '>= 0'}, got {value}")
+    if positive and result < MIN_POSITIVE_SECONDS:
+        # Below a microsecond a timedelta rounds to zero: the lease would lapse at once.
+        raise InvalidOption(f"{option} must be at least 1 microsecond, got {value}")
     if result > MAX_DURATION.total_seconds():
         raise InvalidOption(f"{option} must be at most {MAX_DURATION.days} days, got {value}")
     return result
@@ -139,3 +151,13 @@ def batch_size(n: object) -> int:
     if not isinstance(n, int) or isinstance(n, bool):
         raise InvalidOption(f"n must be an int, not {type(n).__name__}")
     return n
+
+
+def job_id(value: object) -> int:
+    """A job id as the tables store it: an int in 1..2**63-1 (checked before any query, so a
+    bad id cannot fail the statement and abort the caller's transaction)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidOption(f"job id must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_JOB_ID:
+        raise InvalidOption(f"job id must be in 1..{MAX_JOB_ID}, got {value}")
+    return value

@@ -438,10 +438,9 @@ def test_an_uncommitted_job_is_invisible_to_other_connections():
     assert queue("tx").get_job(job.id) is not None
 
 
-@pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_a_claimer_cannot_see_an_uncommitted_job():
-    # On SQLite the claimer would wait for the writer's lock instead: one writer at a time.
+    # On SQLite too: the claim finds nothing before it asks for the writer's lock.
     seen: list[int] = []
     with transaction.atomic():
         queue("tx").enqueue({"order": 1})
@@ -507,3 +506,27 @@ def test_a_raising_job_enqueued_receiver_does_not_undo_the_enqueue(q, caplog):
         signals.job_enqueued.disconnect(broken)
     assert q.get_job(job.id) == job
     assert "alerting is down" in caplog.text
+
+
+@pytest.mark.parametrize("payloads", [5, None, bytearray(b"ab"), memoryview(b"ab")])
+def test_enqueue_many_refuses_what_is_not_a_batch_of_payloads(q, payloads):
+    with pytest.raises(PayloadError, match="iterable of payloads"):
+        q.enqueue_many(payloads)
+    assert QueueMessage.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "options", [{"priority": 500}, {"max_attempts": 0}, {"delay": -1}, {"unique_key": ""}]
+)
+def test_an_empty_batch_with_a_bad_option_is_refused_too(q, options):
+    with pytest.raises(InvalidOption):
+        q.enqueue_many([], **options)
+
+
+@pytest.mark.parametrize("run_at", ["garbage", 5, datetime(2026, 1, 1)])
+def test_a_bad_run_at_is_refused_even_when_delay_wins(q, run_at):
+    with pytest.raises(InvalidOption, match="run_at"):
+        q.enqueue({}, delay=1, run_at=run_at)
+    with pytest.raises(InvalidOption, match="run_at"):
+        q.enqueue_many([{}], delay=1, run_at=run_at)
+    assert QueueMessage.objects.count() == 0

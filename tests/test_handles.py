@@ -164,3 +164,27 @@ def test_a_batch_renewal_holding_the_old_and_the_new_claim_of_a_job_renews_only_
     assert renew_leases([old, new], q.using) == {new.claim}
     assert old.lease_expires_at == lapsed_at
     assert new.lease_expires_at == clock.now + timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("extend", [1e-9, timedelta(microseconds=0.4)])
+def test_heartbeat_refuses_an_extension_too_small_to_store(q, extend):
+    handle = q.enqueue({}) and q.claim_one("w")
+    with pytest.raises(InvalidOption, match="at least 1 microsecond"):
+        handle.heartbeat(extend)
+    assert handle.ack()
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+def test_an_error_whose_str_raises_still_dead_letters_the_job(q):
+    job = q.enqueue({})
+    assert q.claim_one("w").fail(Unprintable())
+    assert q.get_job(job.id).last_error == "<Unprintable object: str() raised>"
+
+
+def test_purge_takes_one_state_as_a_plain_string(q):
+    q.enqueue({})
+    assert q.purge("pending") == 1

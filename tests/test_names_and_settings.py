@@ -96,3 +96,33 @@ def test_an_unknown_setting_key_is_an_error_listing_the_valid_ones():
         pytest.raises(ImproperlyConfigured, match=r"MAX_PAYLOAD\b.*MAX_PAYLOAD_BYTES"),
     ):
         get_settings()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_attempts": 0},
+        {"lease": -5.0},
+        {"lease": 0},
+        {"priority": 5000},
+        {"backoff_base": float("nan")},
+        {"retention": -1},
+        {"expires": -1},
+        {"using": ""},
+    ],
+)
+def test_a_queue_built_directly_checks_its_options_as_queue_does(options):
+    from django_alkqueue import Queue
+
+    stamps = {"max_attempts": 5, "backoff_base": 5, "lease": 30, "retention": None,
+              "priority": 0, "expires": None, "using": "default", **options}  # fmt: skip
+    with pytest.raises(InvalidOption):
+        Queue("direct", **stamps)
+
+
+def test_a_queue_built_directly_checks_its_name():
+    from django_alkqueue import Queue
+
+    with pytest.raises(InvalidName):
+        Queue("<b>bad name", max_attempts=5, backoff_base=5, lease=30, retention=None,
+              priority=0, expires=None, using="default")  # fmt: skip
