@@ -47,3 +47,35 @@ def test_retry_through_a_handle_draws_from_the_curve(make_queue, clock, db):
     assert all(2.5 <= d <= 5 for d in delays)
     assert len(set(delays)) > 30
     assert timedelta(seconds=min(delays)) >= timedelta(seconds=2.5)
+
+
+def retry_delays_at_attempt(q, clock, attempt: int, draws: int) -> list[float]:
+    """`draws` jobs claimed for their `attempt`-th time, each retried with no delay."""
+    from django_alkqueue.models import QueueMessage
+
+    ids = [job.id for job in q.enqueue_many([None] * draws)]
+    # The attempts before this one, written straight into the rows (no lease to wait for).
+    QueueMessage.objects.filter(id__in=ids).update(attempts=attempt - 1, max_attempts=attempt + 1)
+    handles = q.claim("w", n=draws)
+    assert [h.job.attempts for h in handles] == [attempt] * draws
+    assert all(h.retry() for h in handles)
+    delays = [(q.get_job(i).run_at - clock.now).total_seconds() for i in ids]
+    q.purge()
+    return delays
+
+
+@pytest.mark.parametrize("attempt", range(1, 13))
+def test_retry_without_delay_lands_in_half_cap_to_cap(make_queue, clock, db, attempt):
+    q = make_queue("jitter", backoff_base=5, rng=random.Random(attempt))
+    cap = min(5 * 2 ** (attempt - 1), 3600)
+    delays = retry_delays_at_attempt(q, clock, attempt, draws=200)
+    assert all(cap / 2 <= d <= cap for d in delays)
+    assert len(set(delays)) > 150
+
+
+@pytest.mark.parametrize("attempt", [40, 10**6])
+def test_retry_without_delay_keeps_the_one_hour_cap_for_huge_attempts(make_queue, clock, db,
+                                                                     attempt):  # fmt: skip
+    q = make_queue("jitter", backoff_base=5, rng=random.Random(attempt))
+    delays = retry_delays_at_attempt(q, clock, attempt, draws=200)
+    assert all(1800 <= d <= 3600 for d in delays)
