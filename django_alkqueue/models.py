@@ -169,7 +169,10 @@ class Consumer(models.Model):
 
     class Meta:
         db_table = CONSUMER_TABLE
-        permissions = [("pause_consumer", "Can pause and resume consumers")]
+        permissions = [
+            ("pause_consumer", "Can pause and resume consumers"),
+            ("resume_consumer", "Can resume consumers"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.queue} -> {self.handler}"
@@ -225,6 +228,8 @@ class QueueStat(models.Model):
 
     class Meta:
         db_table = QUEUE_STAT_TABLE
+        # The admin index names the model after the page it opens: the queue overview.
+        verbose_name_plural = "queue overview"
         constraints = [
             models.UniqueConstraint(fields=["queue", "minute"], name="alkqueue_stat_minute")
         ]

@@ -58,6 +58,12 @@ def last_log() -> LogEntry:
     return LogEntry.objects.order_by("-id").first()
 
 
+def requeue_counts() -> list[str]:
+    """The count of every requeue run logged, in order: "requeue: N dead letters; ..."."""
+    messages = LogEntry.objects.filter(change_message__startswith="requeue: ")
+    return sorted(m.split()[1] for m in messages.values_list("change_message", flat=True))
+
+
 # -- live jobs -----------------------------------------------------------------------------
 
 
@@ -154,9 +160,8 @@ def test_requeue_makes_the_dead_letter_live_again_with_the_same_id(seeded, root)
     assert (live.payload, live.attempts, live.max_attempts) == (dead.payload, 0, dead.max_attempts)
     assert job_id not in dead_job_ids()
     entry = last_log()
-    assert (entry.action_flag, entry.object_id) == (CHANGE, str(job_id))
-    assert entry.change_message == f"requeue: 1 job; ids {job_id}. from their dead letters"
-    assert entry.content_type.model_class() is QueueMessage
+    assert (entry.action_flag, entry.object_id) == (CHANGE, str(dead.pk))
+    assert entry.change_message == f"requeue: 1 dead letter; ids {dead.pk} -> jobs {job_id}"
     assert f"id__in={job_id}" in messages_of(response)[0]
 
 
@@ -199,7 +204,7 @@ def test_requeue_all_matching_confirms_the_count_and_respects_the_filter(seeded,
     assert done.status_code == 302
     assert dead_job_ids() == {other}
     assert live_ids() >= set(seeded.dead)
-    assert last_log().change_message.startswith("requeue: 2 jobs")
+    assert last_log().change_message.startswith("requeue: 2 dead letters")
 
 
 def test_requeue_all_matching_stops_at_the_cap_and_says_so(seeded, root, monkeypatch):
@@ -223,7 +228,7 @@ def test_requeueing_the_same_dead_letter_twice_gives_one_live_job(seeded, root):
     post_action(root, DEAD, "requeue", [dead.pk])
     again = post_action(root, DEAD, "requeue", [dead.pk])
     assert QueueMessage.objects.filter(pk=dead.job_id).count() == 1
-    assert LogEntry.objects.filter(change_message__startswith="requeue").count() == 1
+    assert requeue_counts() == ["0", "1"]
     assert again.status_code == 302
 
 
@@ -238,14 +243,38 @@ def test_requeue_keeps_a_dead_letter_whose_unique_key_is_taken(root):
     assert f"job {holder.id}" in messages_of(response)[0]
 
 
-def test_purge_deletes_dead_letters_after_confirmation(seeded, root):
-    pks = list(DeadLetter.objects.values_list("pk", flat=True))
-    ask = post_action(root, DEAD, "purge", pks)
+def test_delete_selected_deletes_dead_letters_after_our_confirmation(seeded, root):
+    pks = sorted(DeadLetter.objects.values_list("pk", flat=True))
+    ask = post_action(root, DEAD, "delete_selected", pks)
     assert ask.status_code == 200 and ask.context["count"] == 2
-    post_action(root, DEAD, "purge", pks, confirm="yes")
+    assert "admin/django_alkqueue/confirm_action.html" in [t.name for t in ask.templates]
+    post_action(root, DEAD, "delete_selected", pks, confirm="yes")
     assert DeadLetter.objects.count() == 0
-    assert last_log().action_flag == DELETION
     assert not live_ids() & set(seeded.dead)
+
+
+def test_delete_selected_is_logged_once_with_the_count_and_the_ids(seeded, root):
+    pks = sorted(DeadLetter.objects.values_list("pk", flat=True))
+    before = LogEntry.objects.count()
+    post_action(root, DEAD, "delete_selected", pks, confirm="yes")
+    assert LogEntry.objects.count() == before + 1
+    entry = last_log()
+    assert entry.action_flag == DELETION
+    assert entry.change_message == f"delete: 2 dead letters; ids {pks[0]}, {pks[1]}"
+
+
+def test_delete_selected_needs_the_delete_permission(seeded):
+    client = client_for(make_user("requeuer", *VIEW_PERMS, "requeue_deadletter"))
+    data = {"_selected_action": [DeadLetter.objects.first().pk], "confirm": "yes"}
+    response = client.post(DEAD, {"action": "delete_selected", "index": 0, **data})
+    assert response.status_code == 403
+    assert DeadLetter.objects.count() == 2
+
+
+def test_the_dead_letter_list_offers_requeue_and_delete(seeded, root):
+    choices = dict(root.get(DEAD).context["action_form"].fields["action"].choices)
+    assert set(choices) - {""} == {"requeue", "delete_selected"}
+    assert choices["delete_selected"] == "Delete selected dead letters"
 
 
 def test_the_dead_letter_list_filters_by_queue_reason_and_date(seeded, root):
@@ -284,6 +313,24 @@ def test_pause_needs_the_pause_permission(seeded):
     assert not Consumer.objects.get(pk=emails.pk).paused
 
 
+def test_resume_consumer_alone_allows_resume_but_not_pause(seeded):
+    client = client_for(make_user("resumer", *VIEW_PERMS, "resume_consumer"))
+    webhooks = Consumer.objects.get(queue="shop-webhooks")  # seeded paused
+    emails = Consumer.objects.get(queue="shop-emails")
+    assert post_action(client, CONSUMERS, "resume", [webhooks.pk]).status_code == 302
+    assert not Consumer.objects.get(pk=webhooks.pk).paused
+    assert post_action(client, CONSUMERS, "pause", [emails.pk]).status_code == 403
+    assert not Consumer.objects.get(pk=emails.pk).paused
+
+
+def test_pause_consumer_allows_resume_too(seeded):
+    client = client_for(make_user("pauser", *VIEW_PERMS, "pause_consumer"))
+    webhooks = Consumer.objects.get(queue="shop-webhooks")
+    assert post_action(client, CONSUMERS, "resume", [webhooks.pk]).status_code == 302
+    assert not Consumer.objects.get(pk=webhooks.pk).paused
+    assert last_log().change_message.startswith("resume: 1 consumer")
+
+
 # -- concurrency ---------------------------------------------------------------------------
 
 
@@ -301,7 +348,7 @@ def test_two_operators_requeueing_one_dead_letter_at_once_make_one_live_job():
     assert statuses == [302, 302]
     assert QueueMessage.objects.filter(pk=job_id).count() == 1
     assert not DeadLetter.objects.exists()
-    assert LogEntry.objects.filter(change_message__startswith="requeue").count() == 1
+    assert requeue_counts() == ["0", "1"]  # the second operator's run is logged, empty
 
 
 def test_djangos_select_all_applies_the_action_to_every_matching_row(seeded, root):

@@ -140,7 +140,7 @@ def test_an_operator_requeues_a_dead_letter_and_a_worker_runs_it(page):
     page.fill("#id_password", "pw")
     page.click("input[type=submit]")
     page.wait_for_selector("#content-main")
-    page.click("a:has-text('Queue stats')")
+    page.click("a:has-text('Queue overview')")
 
     page.wait_for_selector("#alk-queues")
     assert figure(page, "shop-emails", "pending") == "5"
@@ -170,6 +170,7 @@ def test_an_operator_requeues_a_dead_letter_and_a_worker_runs_it(page):
 
     first = page.locator("#result_list tbody tr").first
     job_id = int(first.locator("td.field-job_id").inner_text())
+    dead_id = int(first.locator("th a").inner_text())
     first.locator("th a").click()
     page.wait_for_selector(".field-last_error_text pre")
     shot(page, "dead-letter")
@@ -186,6 +187,8 @@ def test_an_operator_requeues_a_dead_letter_and_a_worker_runs_it(page):
     page.wait_for_selector(".messagelist")
     assert "Requeued 1 dead letter." in page.inner_text(".messagelist")
     assert QueueMessage.objects.filter(pk=job_id).exists()
+    page.goto(f"{base}/admin/django_alkqueue/queuemessage/{job_id}/change/")
+    assert f"dead letter #{dead_id} on " in page.inner_text(".field-requeued_from")
     shot(page, "job")
 
     run_worker("--queue", "shop-webhooks", "--burst")

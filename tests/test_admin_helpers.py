@@ -33,6 +33,7 @@ ACTION_PERMS = [
     "requeue_deadletter",
     "delete_deadletter",
     "pause_consumer",
+    "resume_consumer",
 ]
 
 

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from django_alkqueue.admin.compat import DETAIL_PAGE_ACTIONS
-from django_alkqueue.models import Consumer, DeadLetter
+from django_alkqueue.models import Consumer, DeadLetter, Worker
 from tests.test_admin_helpers import (
     CONSUMERS,
     DEAD,
@@ -74,6 +74,13 @@ def test_the_admin_index_links_the_overview_from_the_apps_section(seeded):
     assert f'href="{OVERVIEW}"' in response.content.decode()
 
 
+def test_the_overview_link_reads_queue_overview(seeded):
+    response = client_for(make_user("root", superuser=True)).get("/admin/")
+    models = next(a for a in response.context["app_list"] if a["app_label"] == "django_alkqueue")
+    names = {m["admin_url"]: str(m["name"]) for m in models["models"]}
+    assert names[OVERVIEW] == "Queue overview"
+
+
 def test_every_page_renders_for_a_view_only_user_without_action_buttons(seeded):
     client = client_for(make_user("viewer", *VIEW_PERMS))
     for url in page_urls(seeded):
@@ -112,33 +119,75 @@ def test_staff_without_view_permission_is_refused(seeded):
     assert client.get(DEAD).status_code == 403
 
 
+def action_post(url: str, action: str, selected: int) -> dict[str, object]:
+    return {
+        "action": action,
+        "_selected_action": [selected],
+        "index": 0,
+        "confirm": "yes",
+        "post": "yes",  # Django's own delete_selected confirms with post=yes
+        "priority": 5,
+    }
+
+
+def a_row_of(url: str, seeded) -> int:
+    return {
+        JOBS: lambda: seeded.pending[0],
+        DEAD: lambda: DeadLetter.objects.first().pk,
+        CONSUMERS: lambda: Consumer.objects.first().pk,
+        WORKERS: lambda: add_worker("host:9").pk,
+    }[url]()
+
+
 @pytest.mark.parametrize(
     ("url", "action"),
     [
         (JOBS, "cancel"),
         (JOBS, "run_now"),
         (JOBS, "change_priority"),
+        (JOBS, "delete_selected"),
         (DEAD, "requeue"),
-        (DEAD, "purge"),
+        (DEAD, "delete_selected"),
         (CONSUMERS, "pause"),
         (CONSUMERS, "resume"),
+        (CONSUMERS, "delete_selected"),
+        (WORKERS, "delete_selected"),
     ],
 )
 def test_actions_posted_by_a_view_only_user_are_refused_with_403(seeded, url, action):
     client = client_for(make_user("viewer", *VIEW_PERMS))
-    selected = {
-        JOBS: seeded.pending[0],
-        DEAD: DeadLetter.objects.first().pk,
-        CONSUMERS: Consumer.objects.first().pk,
-    }[url]
-    data = {
-        "action": action,
-        "_selected_action": [selected],
-        "index": 0,
-        "confirm": "yes",
-        "priority": 5,
-    }
-    assert client.post(url, data).status_code == 403
+    assert client.post(url, action_post(url, action, a_row_of(url, seeded))).status_code == 403
+
+
+@pytest.mark.parametrize("url", [JOBS, DEAD, CONSUMERS, WORKERS])
+def test_djangos_delete_selected_posted_by_a_view_only_user_deletes_nothing(seeded, url):
+    client = client_for(make_user("viewer", *VIEW_PERMS))
+    selected = a_row_of(url, seeded)
+    model = client.get(url).context["cl"].model
+    client.post(url, action_post(url, "delete_selected", selected))
+    assert model.objects.filter(pk=selected).exists()
+
+
+def test_live_jobs_cannot_be_deleted_with_djangos_delete_selected_even_by_a_superuser(seeded):
+    client = client_for(make_user("root", superuser=True))
+    job = seeded.pending[0]
+    assert client.post(JOBS, action_post(JOBS, "delete_selected", job)).status_code == 403
+    assert client.get(f"{JOBS}{job}/change/").status_code == 200
+
+
+def test_djangos_delete_selected_runs_for_a_user_with_the_delete_permission(seeded):
+    client = client_for(make_user("janitor", *VIEW_PERMS, "delete_worker"))
+    worker = add_worker("host:gone", stale=True)
+    response = client.post(WORKERS, action_post(WORKERS, "delete_selected", worker.pk))
+    assert response.status_code == 302
+    assert not Worker.objects.filter(pk=worker.pk).exists()
+
+
+def test_an_action_no_page_offers_gets_djangos_no_action_selected(seeded):
+    client = client_for(make_user("root", superuser=True))
+    response = client.post(CONSUMERS, action_post(CONSUMERS, "no_such_action", 1), follow=True)
+    assert response.status_code == 200
+    assert "No action selected." in response.content.decode()
 
 
 @needs_detail_page_actions

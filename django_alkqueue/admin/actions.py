@@ -34,15 +34,23 @@ def has_perm(request: HttpRequest, model: type[Model], codename: str) -> bool:
 
 
 def refuse_forbidden_action(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> None:
-    """A POST naming one of this admin's actions that the user may not run is a 403, not
-    Django's quiet "No action selected"."""
+    """A POST naming an action of this page that the user may not run is a 403, not Django's
+    quiet "No action selected": this admin's own actions and the site-wide ones (Django's
+    `delete_selected`) alike. A name no page offers is left to Django's message."""
     if request.method != "POST":
         return
     asked = set(request.POST.getlist("action")) | set(request.POST.getlist(_FORM_ACTION))
-    ours = {a if isinstance(a, str) else a.__name__ for a in model_admin.actions or ()}
     allowed = set(model_admin.get_actions(request)) | set(detail_page_actions(model_admin, request))
-    if (asked & ours) - allowed:
+    if (asked & action_names(model_admin)) - allowed:
         raise PermissionDenied
+
+
+def action_names(model_admin: admin.ModelAdmin[Any]) -> set[str]:
+    """Every action this page could offer someone, before any permission is checked."""
+    if model_admin.actions is None:  # Django's way of switching actions off on a page
+        return set()
+    own = {a if isinstance(a, str) else a.__name__ for a in model_admin.actions}
+    return own | {name for name, _ in model_admin.admin_site.actions}
 
 
 def all_matching(request: HttpRequest) -> bool:
@@ -70,13 +78,21 @@ def selection_count(request: HttpRequest, queryset: QuerySet[Any]) -> int:
     """How many rows a run would touch: the selection, or every row matching the filter."""
     if all_matching(request):
         return queryset.count()
-    return len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
+    return len(selected_ids(request))
 
 
-def batch(queryset: QuerySet[Any], field: str = "pk", order: str = "pk") -> tuple[list[Any], bool]:
-    """The ids one run works on, in a stable order, and whether more rows matched."""
-    ids = list(queryset.order_by(order).values_list(field, flat=True)[: MAX_ACTION_ROWS + 1])
-    return ids[:MAX_ACTION_ROWS], len(ids) > MAX_ACTION_ROWS
+def selected_ids(request: HttpRequest) -> list[str]:
+    """The ids the operator ticked, as posted: some rows may be gone since."""
+    return request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+
+
+def batch(queryset: QuerySet[Any], *fields: str, order: str = "pk") -> tuple[list[Any], bool]:
+    """The rows one run works on, in a stable order, and whether more rows matched: the
+    values of one field (the pk by default), or tuples of several."""
+    columns = fields or ("pk",)
+    rows = queryset.order_by(order).values_list(*columns, flat=len(columns) == 1)
+    taken = list(rows[: MAX_ACTION_ROWS + 1])
+    return taken[:MAX_ACTION_ROWS], len(taken) > MAX_ACTION_ROWS
 
 
 def more_note(more: bool) -> str:
@@ -139,16 +155,24 @@ def record(
     ids: Sequence[Any],
     flag: int = CHANGE,
     detail: str = "",
+    *,
+    count: int | None = None,
+    result: str = "",
 ) -> LogEntry:
-    """One admin log entry per action run: the verb, the count and the ids."""
-    noun = model._meta.verbose_name if len(ids) == 1 else model._meta.verbose_name_plural
-    summary = f"{verb}: {len(ids)} {noun}"
-    message = f"{summary}; ids {', '.join(str(i) for i in ids)}"
+    """One admin log entry per action run: "verb: count noun; ids 1, 2", then what those
+    rows became (" -> jobs 14, 15") and any detail. The count is len(ids) unless given: a
+    run that changed nothing logs 0 with the ids it was asked for."""
+    n = len(ids) if count is None else count
+    noun = model._meta.verbose_name if n == 1 else model._meta.verbose_name_plural
+    summary = f"{verb}: {n} {noun}"
+    message = f"{summary}; ids {', '.join(str(i) for i in ids) or 'none'}"
+    message += f" -> {result}" if result else ""
+    message += f". {detail}" if detail else ""
     return LogEntry.objects.create(
         user_id=request.user.pk or 0,  # admin views are for logged-in staff only
         content_type_id=ContentType.objects.get_for_model(model).pk,
         object_id=str(ids[0]) if len(ids) == 1 else None,
         object_repr=summary[:200],
         action_flag=flag,
-        change_message=message + (f". {detail}" if detail else ""),
+        change_message=message,
     )

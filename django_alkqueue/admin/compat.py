@@ -38,12 +38,3 @@ def detail_page_actions(model_admin: admin.ModelAdmin[Any], request: Any) -> dic
     if not DETAIL_PAGE_ACTIONS:
         return {}
     return model_admin.get_actions(request, action_location=ActionLocation.CHANGE_FORM)
-
-
-def actions_at(
-    parent: Callable[..., dict[str, Any]], request: Any, action_location: Any
-) -> dict[str, Any]:
-    """Call ModelAdmin.get_actions the way this Django version takes it."""
-    if DETAIL_PAGE_ACTIONS and action_location is not None:
-        return parent(request, action_location=action_location)
-    return parent(request)

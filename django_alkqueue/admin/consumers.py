@@ -75,6 +75,11 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return has_perm(request, Consumer, "pause_consumer")
 
+    def has_resume_permission(self, request: HttpRequest) -> bool:
+        """resume_consumer, or pause_consumer: whoever may stop a queue may start it again,
+        and an on-call role may be given resume alone."""
+        return has_perm(request, Consumer, "resume_consumer") or self.has_pause_permission(request)
+
     # -- columns ---------------------------------------------------------------------------
 
     @admin.display(description="queue", ordering="queue")
@@ -128,7 +133,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         self._set_paused(request, queryset, True)
 
     @action(
-        permissions=["pause"],
+        permissions=["resume"],
         description="Resume consumer",
         description_plural="Resume selected consumers",
         location=BOTH_PLACES,

@@ -3,6 +3,7 @@ full error, and the actions requeue and delete."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
@@ -29,14 +30,41 @@ from .actions import (
     has_perm,
     more_note,
     record,
+    selected_ids,
     selection_count,
 )
 from .base import QueueAdmin, preformatted, pretty_json, timestamp
-from .compat import action, actions_at
+from .compat import action
 from .filters import QueueFilter, ReasonFilter
+from .requeue_log import RequeueRun, record_requeue
 
 #: Live job ids linked from a requeue message.
 LINKED_IDS = 100
+
+
+def requeue_each(
+    using: str, rows: list[tuple[int, int]], asked: list[int], now: datetime
+) -> RequeueRun:
+    """Requeue each (dead letter id, job id), one transaction each, and sort the outcomes.
+    Asked-for ids that were not requeued and not kept are gone: someone else was first."""
+    requeued: list[tuple[int, int]] = []
+    kept: list[tuple[int, int]] = []
+    for dead_id, job_id in rows:
+        job = operations.requeue(using, job_id, now)
+        if job is not None and job.id == job_id:
+            requeued.append((dead_id, job_id))
+        elif job is not None:  # the live job holding the same unique key
+            kept.append((dead_id, job.id))
+    done = {dead_id for dead_id, _ in requeued + kept}
+    return RequeueRun(asked, requeued, kept, [i for i in asked if i not in done])
+
+
+def asked_ids(request: HttpRequest, rows: list[tuple[int, int]], more: bool) -> list[int]:
+    """The dead letter ids a run was asked for: the ticked ones, those deleted or requeued
+    since the page was drawn included; for all matching rows (or past the cap), those found."""
+    if all_matching(request) or more:
+        return [dead_id for dead_id, _ in rows]
+    return sorted({int(i) for i in selected_ids(request)})
 
 
 class DeadLetterAdmin(QueueAdmin[DeadLetter]):
@@ -48,7 +76,10 @@ class DeadLetterAdmin(QueueAdmin[DeadLetter]):
     ordering = ("-died_at",)
     sortable_by = ("died_at",)
     changelist_defer = ("payload", "last_error")
-    actions = ["requeue", "purge"]
+    #: delete_selected is this class's own, not Django's: Django's lists every row it
+    #: deletes (unbounded on a million dead letters) and logs one entry per row; ours counts
+    #: them, asks, and logs one entry with the ids.
+    actions = ["requeue", "delete_selected"]
     readonly_fields = ("payload_json", "last_error_text")
     fieldsets = (
         (None, {"fields": [("job_id", "queue", "reason"), ("died_at", "attempts", "max_attempts"),
@@ -65,11 +96,6 @@ class DeadLetterAdmin(QueueAdmin[DeadLetter]):
 
     def has_requeue_permission(self, request: HttpRequest) -> bool:
         return has_perm(request, DeadLetter, "requeue_deadletter")
-
-    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
-        actions = actions_at(super().get_actions, request, action_location)
-        actions.pop("delete_selected", None)  # lists every row it deletes; "purge" counts them
-        return actions
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -121,53 +147,41 @@ class DeadLetterAdmin(QueueAdmin[DeadLetter]):
                 "its attempts reset to 0, due now.",
                 button="Yes, requeue them",
             )
-        ids, more = batch(queryset, field="job_id", order="died_at")
-        now = system_clock()
-        requeued: list[int] = []
-        held: list[tuple[int, int]] = []
-        for job_id in ids:
-            job = operations.requeue(queryset.db, job_id, now)
-            if job is not None and job.id == job_id:
-                requeued.append(job_id)
-            elif job is not None:
-                held.append((job_id, job.id))
-        if requeued:
-            # Logged on the jobs they became: same ids, so the log links to the live jobs.
-            record(request, QueueMessage, "requeue", requeued, detail="from their dead letters")
-        message = self._requeue_message(requeued, held, len(ids), more)
-        self.message_user(request, message, messages.SUCCESS if requeued else messages.WARNING)
+        rows, more = batch(queryset, "pk", "job_id", order="died_at")
+        run = requeue_each(queryset.db, rows, asked_ids(request, rows, more), system_clock())
+        record_requeue(request, run)
+        message = self._requeue_message(run, more)
+        self.message_user(request, message, messages.SUCCESS if run.requeued else messages.WARNING)
         if from_detail_page(request):
-            return HttpResponseRedirect(self._after_requeue_url(request, requeued))
+            return HttpResponseRedirect(self._after_requeue_url(request, run))
         return None
 
-    def _requeue_message(
-        self, requeued: list[int], held: list[tuple[int, int]], asked: int, more: bool
-    ) -> SafeString:
-        n = len(requeued)
+    def _requeue_message(self, run: RequeueRun, more: bool) -> SafeString:
+        n = len(run.requeued)
         parts: list[str] = [
             ngettext("Requeued %d dead letter.", "Requeued %d dead letters.", n) % n
         ]
-        if requeued:
-            ids = ",".join(str(i) for i in requeued[:LINKED_IDS])
+        if run.requeued:
+            ids = ",".join(str(job) for _, job in run.requeued[:LINKED_IDS])
             parts.append(
                 format_html(
                     'They are <a href="{}">live jobs with the same ids</a>.',
                     changelist_url(QueueMessage, f"id__in={ids}"),
                 )
             )
-        if held:
+        if run.kept:
+            holder = run.kept[0][1]
             parts.append(
-                f"{len(held)} kept: a live job holds the same unique key (job {held[0][1]})."
+                f"{len(run.kept)} kept: a live job holds the same unique key (job {holder})."
             )
-        gone = asked - n - len(held)
-        if gone:
-            parts.append(f"{gone} already gone (requeued or deleted by someone else).")
+        if run.gone:
+            parts.append(f"{len(run.gone)} already gone (requeued or deleted by someone else).")
         parts.append(more_note(more))
         return mark_safe(" ".join(conditional_escape(p) for p in parts if p))
 
-    def _after_requeue_url(self, request: HttpRequest, requeued: list[int]) -> str:
-        if len(requeued) == 1 and request.user.has_perm("django_alkqueue.view_queuemessage"):
-            return reverse("admin:django_alkqueue_queuemessage_change", args=[requeued[0]])
+    def _after_requeue_url(self, request: HttpRequest, run: RequeueRun) -> str:
+        if len(run.requeued) == 1 and has_perm(request, QueueMessage, "view_queuemessage"):
+            return reverse("admin:django_alkqueue_queuemessage_change", args=[run.requeued[0][1]])
         return changelist_url(DeadLetter)
 
     @action(
@@ -176,7 +190,9 @@ class DeadLetterAdmin(QueueAdmin[DeadLetter]):
         description_plural="Delete selected dead letters",
         location=BOTH_PLACES,
     )
-    def purge(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> HttpResponse | None:
+    def delete_selected(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter]
+    ) -> HttpResponse | None:
         if not confirmed(request):
             return confirmation(
                 self,

@@ -19,6 +19,7 @@ from ..clock import system_clock
 from ..jobs import live_state
 from ..models import QueueMessage
 from ..validation import PRIORITY_MAX, PRIORITY_MIN
+from . import requeue_log
 from .actions import (
     BOTH_PLACES,
     all_matching,
@@ -65,10 +66,10 @@ class QueueMessageAdmin(QueueAdmin[QueueMessage]):
     sortable_by = ("id",)
     changelist_defer = ("payload", "last_error")
     actions = ["cancel", "run_now", "change_priority"]
-    readonly_fields = ("state", "payload_json", "last_error_text")
+    readonly_fields = ("state", "payload_json", "last_error_text", "requeued_from")
     fieldsets = (
         (None, {"fields": [("queue", "state", "priority"), ("attempts", "max_attempts"),
-                           "unique_key"]}),
+                           "unique_key", "requeued_from"]}),
         ("Payload", {"fields": ["payload_json"]}),
         ("Last error", {"fields": ["last_error_text"]}),
         ("Timing", {"fields": [("enqueued_at", "run_at", "expires_at")]}),
@@ -118,6 +119,13 @@ class QueueMessageAdmin(QueueAdmin[QueueMessage]):
     @admin.display(description="payload")
     def payload_json(self, job: QueueMessage) -> SafeString:
         return pretty_json(job.payload)
+
+    @admin.display(description="requeued from")
+    def requeued_from(self, job: QueueMessage) -> str:
+        origin = requeue_log.requeued_from(job.id)
+        if origin is None:
+            return "-"
+        return f"dead letter #{origin.dead_letter_id} on {timestamp(origin.at)} by {origin.by}"
 
     @admin.display(description="last error")
     def last_error_text(self, job: QueueMessage) -> SafeString | str:

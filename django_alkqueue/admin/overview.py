@@ -1,5 +1,6 @@
 """The queue overview and the queue detail page: custom admin views, registered as the
-QueueStat admin so that the app's section of the admin index links to them ("Queue stats").
+QueueStat admin so that the app's section of the admin index links to them ("Queue overview",
+QueueStat's verbose_name_plural).
 
 The figures come from `status` (the same numbers `alk_status` prints) and the QueueStat
 minutes; the charts are server-side SVG; the health checks are read from the catalog.

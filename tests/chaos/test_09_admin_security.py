@@ -175,7 +175,7 @@ def test_query_parameters_reflected_into_pages_are_escaped(rows):
         response = client.post(
             url,
             {
-                "action": "purge" if name == "deadletter" else "cancel",
+                "action": "delete_selected" if name == "deadletter" else "cancel",
                 "select_across": 1,
                 "index": 0,
                 "_selected_action": [0],
