@@ -7,6 +7,10 @@ assembled from the live job or its dead letter and the task's result row (models
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import re
+from datetime import datetime
 from typing import Any
 
 from django.utils.module_loading import import_string
@@ -14,7 +18,7 @@ from django.utils.module_loading import import_string
 from . import operations, validation
 from .clock import system_clock
 from .conf import get_settings
-from .exceptions import InvalidName
+from .exceptions import InvalidName, InvalidOption
 from .jobs import Job
 from .models import TaskResult as TaskResultRecord
 from .queues import queue
@@ -37,6 +41,11 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "result_retention": 86400,
 }
 
+#: A result id is a job id written the one canonical way: a positive decimal without sign,
+#: leading zeros, spaces, underscores or non-ASCII digits, at most a signed 64-bit integer.
+_RESULT_ID = re.compile(r"[1-9][0-9]{0,18}")
+MAX_JOB_ID = 2**63 - 1
+
 
 class AlkQueueBackend(BaseTaskBackend):
     supports_defer = True
@@ -46,7 +55,7 @@ class AlkQueueBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.queue_options: dict[str, dict[str, Any]] = params.get("QUEUE_OPTIONS", {})
+        self.options, self.queue_options = split_queue_options(alias, params)
         for options in [self.options, *self.queue_options.values()]:
             unknown = sorted(set(options) - set(OPTION_DEFAULTS))
             if unknown:
@@ -76,6 +85,12 @@ class AlkQueueBackend(BaseTaskBackend):
             validation.queue_name(task.queue_name)
         except InvalidName as exc:
             raise InvalidTask(str(exc)) from None
+        if task.run_after is not None:
+            # The core's own run_at rules, so that what passes here also enqueues.
+            try:
+                validation.run_at(task.run_after, system_clock())
+            except InvalidOption as exc:
+                raise InvalidTask(f"run_after: {exc}") from None
 
     def enqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any, Any]:
         """One job, written in the caller's transaction."""
@@ -83,6 +98,8 @@ class AlkQueueBackend(BaseTaskBackend):
         args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         payload = {"task": task.module_path, "args": args, "kwargs": kwargs,
                    "backend": self.alias}  # fmt: skip
+        if task.run_after is not None:  # the job's run_at moves with retries; this does not
+            payload["run_after"] = task.run_after.isoformat()
         job = queue(task.queue_name, **self.job_options(task.queue_name)).enqueue(
             payload, run_at=task.run_after, priority=int(task.priority)
         )
@@ -96,10 +113,7 @@ class AlkQueueBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id: str) -> TaskResult[Any, Any]:
-        try:
-            job_id = int(result_id)
-        except (TypeError, ValueError):
-            raise TaskResultDoesNotExist(result_id) from None
+        job_id = parse_result_id(result_id)
         using = get_settings().DATABASE
         now = system_clock()
         job = operations.get_job(using, job_id, now)
@@ -112,32 +126,100 @@ class AlkQueueBackend(BaseTaskBackend):
         return build_result(self.alias, str(result_id), job, record)
 
 
+def split_queue_options(
+    alias: str, params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """OPTIONS without QUEUE_OPTIONS, and QUEUE_OPTIONS from beside OPTIONS or inside it."""
+    options = dict(params.get("OPTIONS", {}))
+    inside = options.pop("QUEUE_OPTIONS", None)
+    beside = params.get("QUEUE_OPTIONS")
+    if inside is not None and beside is not None:
+        raise InvalidTask(
+            f"task backend {alias!r} has QUEUE_OPTIONS both beside OPTIONS and inside it; "
+            "give it in one place"
+        )
+    return options, dict(inside if inside is not None else beside or {})
+
+
+def parse_result_id(result_id: Any) -> int:
+    """The job id behind `result_id`; only its canonical form names it, so that a result has
+    one id (`get_result(" 10 ")` is not job 10's result)."""
+    if not isinstance(result_id, str) or not _RESULT_ID.fullmatch(result_id):
+        raise TaskResultDoesNotExist(result_id)
+    job_id = int(result_id)
+    if job_id > MAX_JOB_ID:
+        raise TaskResultDoesNotExist(result_id)
+    return job_id
+
+
 def is_task_payload(payload: Any) -> bool:
     return isinstance(payload, dict) and {"task", "args", "kwargs", "backend"} <= set(payload)
 
 
-def build_result(
-    alias: str, result_id: str, job: Job | None, record: TaskResultRecord | None
-) -> TaskResult[Any, Any]:
-    """A TaskResult from the live job or dead letter (if any) and the result row (if any)."""
-    if job is not None and is_task_payload(job.payload):
-        task_path, args, kwargs, backend = (job.payload[k] for k in
-                                            ("task", "args", "kwargs", "backend"))  # fmt: skip
-    elif job is None and record is not None:
-        task_path, args, kwargs, backend = (
-            record.task_path,
-            record.args,
-            record.kwargs,
-            record.backend,
-        )
-    else:
-        raise TaskResultDoesNotExist(result_id)
-    if backend != alias:
-        raise TaskResultDoesNotExist(result_id)
+@dataclasses.dataclass(frozen=True)
+class Enqueued:
+    """What a task was enqueued with, as stored: by the live job or dead letter (payload,
+    queue, priority), else by the result row, which keeps no priority or run_after."""
+
+    task_path: str
+    args: Any
+    kwargs: Any
+    backend: str
+    queue_name: str
+    #: None: not stored; the task's own.
+    priority: int | None
+    run_after: datetime | None
+
+    @classmethod
+    def of(cls, job: Job | None, record: TaskResultRecord | None) -> Enqueued | None:
+        if job is not None and is_task_payload(job.payload):
+            p = job.payload
+            run_after = datetime.fromisoformat(p["run_after"]) if p.get("run_after") else None
+            return cls(p["task"], p["args"], p["kwargs"], p["backend"], job.queue,
+                       job.priority, run_after)  # fmt: skip
+        if job is None and record is not None:
+            return cls(record.task_path, record.args, record.kwargs, record.backend,
+                       record.queue, None, None)  # fmt: skip
+        return None
+
+
+def task_as_enqueued(result_id: str, enqueued: Enqueued) -> Task[Any, Any]:
+    """The task with the `using()` overrides it was enqueued with, so that `result.task`
+    equals the enqueued task and `result.refresh()` asks the backend that holds it."""
     try:
-        task = import_string(task_path)
+        task = import_string(enqueued.task_path)
     except ImportError:
-        raise TaskResultDoesNotExist(f"{result_id}: task {task_path} cannot be imported") from None
+        raise TaskResultDoesNotExist(
+            f"{result_id}: task {enqueued.task_path} cannot be imported"
+        ) from None
+    changes = {"backend": enqueued.backend, "queue_name": enqueued.queue_name,
+               "priority": enqueued.priority, "run_after": enqueued.run_after}  # fmt: skip
+    try:
+        return task.using(**changes)  # type: ignore[no-any-return]
+    except InvalidTask:
+        # The settings changed since the enqueue (its queue left QUEUES, say): the result
+        # still describes what was enqueued, so skip the validation a new task would get.
+        rebuilt = copy.copy(task)
+        for name, value in changes.items():
+            if value is not None:
+                object.__setattr__(rebuilt, name, value)
+        return rebuilt  # type: ignore[no-any-return]
+
+
+def build_result(
+    alias: str,
+    result_id: str,
+    job: Job | None,
+    record: TaskResultRecord | None,
+    task: Task[Any, Any] | None = None,
+) -> TaskResult[Any, Any]:
+    """A TaskResult from the live job or dead letter (if any) and the result row (if any).
+    `task`: the enqueued task when the caller has it already (else rebuilt from storage)."""
+    enqueued = Enqueued.of(job, record)
+    if enqueued is None or enqueued.backend != alias:
+        raise TaskResultDoesNotExist(result_id)
+    if task is None:
+        task = task_as_enqueued(result_id, enqueued)
     status = _status(job, record)
     finished_at = None
     if status == TaskResultStatus.FAILED and job is not None:
@@ -155,7 +237,7 @@ def build_result(
         started_at=record.started_at if record else None,
         finished_at=finished_at,
         last_attempted_at=record.last_attempted_at if record else None,
-        args=args, kwargs=kwargs, backend=backend,
+        args=enqueued.args, kwargs=enqueued.kwargs, backend=enqueued.backend,
         errors=[TaskError(exception_class_path=e["exception_class_path"],
                           traceback=e["traceback"]) for e in (record.errors if record else [])],
         worker_ids=list(record.worker_ids) if record else [],

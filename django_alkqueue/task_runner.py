@@ -17,6 +17,7 @@ from django.utils.module_loading import import_string
 from .backend import OPTION_DEFAULTS, AlkQueueBackend, build_result
 from .backoff import RetryPolicy
 from .clock import system_clock
+from .conf import get_settings
 from .consumers import ConsumerSpec, registry
 from .jobs import Job
 from .models import DeadLetter, QueueMessage
@@ -25,6 +26,7 @@ from .outcomes import Fail
 from .signals import announce
 from .tasks_compat import (
     TaskContext,
+    TaskResult,
     TaskResultStatus,
     normalize_json,
     task_backends,
@@ -38,8 +40,10 @@ HANDLER_PATH = "django_alkqueue.task_runner.run_task_job"
 def run_task_job(payload: Any, job: Job) -> None:
     backend = task_backends[payload["backend"]]
     task = import_string(payload["task"])
+    # Result rows live beside the jobs the backend enqueues, where get_result reads them.
+    using = get_settings().DATABASE
     now = system_clock()
-    record = _start_attempt(job, payload, now)
+    record = _start_attempt(using, job, payload, now)
     result = build_result(backend.alias, str(job.id), job, record)
     announce(task_started, type(backend), task_result=result)
     try:
@@ -55,14 +59,21 @@ def run_task_job(payload: Any, job: Job) -> None:
         final = isinstance(error, Fail) or job.attempts >= job.max_attempts
         _record_failure(record, error, system_clock(), final, backend)
         if final:
-            _announce_finished(backend, job, record)
+            _announce_finished(backend, result, record)
         raise
     _record_success(record, value, system_clock(), backend)
-    _announce_finished(backend, job, record)
+    _announce_finished(backend, result, record)
 
 
-def _start_attempt(job: Job, payload: dict[str, Any], now: datetime) -> TaskResultRecord:
-    record, _ = TaskResultRecord.objects.get_or_create(
+def _start_attempt(
+    using: str, job: Job, payload: dict[str, Any], now: datetime
+) -> TaskResultRecord:
+    rows = TaskResultRecord.objects.using(using)
+    # A requeued job reuses the row its earlier run left: open it again first, so that
+    # neither get_result nor the sweeper takes it for an expired result while this attempt
+    # runs (the sweeper's DELETE matches only rows with an expiry).
+    rows.filter(job_id=job.id).update(expires_at=None, finished_at=None)
+    record, _ = rows.get_or_create(
         job_id=job.id,
         defaults={
             "backend": payload["backend"], "task_path": payload["task"], "queue": job.queue,
@@ -104,9 +115,12 @@ def _record_success(record: TaskResultRecord, value: Any, now: datetime, backend
     record.save(update_fields=["status", "return_value", "finished_at", "expires_at"])
 
 
-def _announce_finished(backend: Any, job: Job, record: TaskResultRecord) -> None:
-    # The job is still live here (its ack or dead letter follows), so build from the record.
-    result = build_result(backend.alias, str(job.id), None, record)
+def _announce_finished(
+    backend: Any, started: TaskResult[Any, Any], record: TaskResultRecord
+) -> None:
+    # The job is still live here (its ack or dead letter follows), so build from the record,
+    # with the task as enqueued (the record keeps no priority or run_after).
+    result = build_result(backend.alias, started.id, None, record, task=started.task)
     announce(task_finished, type(backend), task_result=result)
 
 

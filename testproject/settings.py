@@ -116,3 +116,20 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"django_alkqueue": {"handlers": ["console"], "level": "INFO"}},
 }
+
+# A second database, for the tests of ALKQUEUE["DATABASE"] naming an alias other than
+# "default" (tests/test_tasks_results.py). pytest-django creates its test database only for
+# a run that collects a test asking for it (databases=[..., "other"]).
+DATABASES["other"] = {
+    **DATABASES["default"],
+    "OPTIONS": dict(DATABASES["default"].get("OPTIONS", {})),
+}
+if _url:
+    DATABASES["other"]["TEST"] = {"NAME": f"{DATABASES['default']['TEST']['NAME']}_other"}
+else:
+    # In memory outside the tests: the system checks connect to every alias, and a second
+    # alias on the same file would wait a second time for a test's write lock.
+    DATABASES["other"]["NAME"] = ":memory:"
+    DATABASES["other"]["TEST"] = {
+        "NAME": os.path.join(tempfile.gettempdir(), f"alkqueue-test-{os.getpid()}-other.db")
+    }

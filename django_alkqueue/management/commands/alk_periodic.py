@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -9,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
 from django_alkqueue.models import PeriodicTick
-from django_alkqueue.periodic import next_tick, schedules
+from django_alkqueue.periodic import never_fires, next_tick, schedules
 
 
 class Command(BaseCommand):
@@ -28,7 +29,7 @@ class Command(BaseCommand):
             rows.append((
                 s.name, s.cron, s.queue or "(task's)", s.describe(),
                 previous.isoformat(timespec="seconds") if previous else "-",
-                next_tick(s.cron, now).isoformat(timespec="seconds"),
+                _next_run(s.cron, now),
             ))  # fmt: skip
         if len(rows) == 1:
             self.stdout.write("no periodic schedules (ALKQUEUE['PERIODIC'] is empty)")
@@ -36,3 +37,10 @@ class Command(BaseCommand):
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         for row in rows:
             self.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def _next_run(cron: str, now: datetime) -> str:
+    """The next tick, or "never" for a cron with no date (the system check reports it)."""
+    if never_fires(cron):
+        return "never"
+    return next_tick(cron, now).isoformat(timespec="seconds")
