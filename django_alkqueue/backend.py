@@ -156,10 +156,15 @@ def is_task_payload(payload: Any) -> bool:
     return isinstance(payload, dict) and {"task", "args", "kwargs", "backend"} <= set(payload)
 
 
+def stored_run_after(payload: dict[str, Any]) -> datetime | None:
+    """The run_after a task was enqueued with; the job's run_at moves with retries."""
+    return datetime.fromisoformat(payload["run_after"]) if payload.get("run_after") else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Enqueued:
     """What a task was enqueued with, as stored: by the live job or dead letter (payload,
-    queue, priority), else by the result row, which keeps no priority or run_after."""
+    queue, priority), else by the result row."""
 
     task_path: str
     args: Any
@@ -174,12 +179,11 @@ class Enqueued:
     def of(cls, job: Job | None, record: TaskResultRecord | None) -> Enqueued | None:
         if job is not None and is_task_payload(job.payload):
             p = job.payload
-            run_after = datetime.fromisoformat(p["run_after"]) if p.get("run_after") else None
             return cls(p["task"], p["args"], p["kwargs"], p["backend"], job.queue,
-                       job.priority, run_after)  # fmt: skip
+                       job.priority, stored_run_after(p))  # fmt: skip
         if job is None and record is not None:
             return cls(record.task_path, record.args, record.kwargs, record.backend,
-                       record.queue, None, None)  # fmt: skip
+                       record.queue, record.priority, record.run_after)  # fmt: skip
         return None
 
 

@@ -247,6 +247,10 @@ class TaskResult(models.Model):
     backend = models.CharField(max_length=100)
     task_path = models.CharField(max_length=255)
     queue = models.CharField(max_length=100)
+    #: What the task was enqueued with, so that a result outliving its job still rebuilds
+    #: the task as enqueued (None on rows written before these columns existed).
+    priority = models.IntegerField(null=True, blank=True)
+    run_after = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=20)
     args = models.JSONField(default=list)
     kwargs = models.JSONField(default=dict)

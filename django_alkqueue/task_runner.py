@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from .backend import OPTION_DEFAULTS, AlkQueueBackend, build_result
+from .backend import OPTION_DEFAULTS, AlkQueueBackend, build_result, stored_run_after
 from .backoff import RetryPolicy
 from .clock import system_clock
 from .conf import get_settings
@@ -77,6 +77,7 @@ def _start_attempt(
         job_id=job.id,
         defaults={
             "backend": payload["backend"], "task_path": payload["task"], "queue": job.queue,
+            "priority": job.priority, "run_after": stored_run_after(payload),
             "status": TaskResultStatus.RUNNING, "args": payload["args"],
             "kwargs": payload["kwargs"], "enqueued_at": job.enqueued_at, "started_at": now,
         },
@@ -119,7 +120,7 @@ def _announce_finished(
     backend: Any, started: TaskResult[Any, Any], record: TaskResultRecord
 ) -> None:
     # The job is still live here (its ack or dead letter follows), so build from the record,
-    # with the task as enqueued (the record keeps no priority or run_after).
+    # with the task as enqueued.
     result = build_result(backend.alias, started.id, None, record, task=started.task)
     announce(task_finished, type(backend), task_result=result)
 

@@ -72,6 +72,15 @@ def test_a_finished_result_keeps_its_backend_and_queue():
     assert result.return_value == 7
 
 
+def test_a_finished_result_keeps_the_priority_and_run_after_it_was_enqueued_with():
+    soon = timezone.now().replace(microsecond=0) - timedelta(seconds=1)
+    enqueued = tasks.add.using(priority=7, run_after=soon).enqueue(3, 4)
+    run_one("default")
+    result = tasks.add.get_result(enqueued.id)  # built from the result row alone
+    assert (result.task.priority, result.task.run_after) == (7, soon)
+    assert result.task == enqueued.task
+
+
 def test_a_result_whose_queue_left_queues_still_shows_the_task_as_enqueued():
     enqueued = tasks.add.using(queue_name="tasks-high").enqueue(1, 2)
     narrower = {**settings.TASKS["default"], "QUEUES": ["default"]}
