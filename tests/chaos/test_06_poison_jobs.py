@@ -152,3 +152,7 @@ def test_supervisor_keeps_serving_when_poison_jobs_crash_its_fresh_processes(fle
     fleet.stop_all()
     assert alive, f"the supervisor exited, leaving {left} ordinary jobs:\n{fleet.outputs()}"
     assert left == 0
+    exits = ExecutionLog.objects.filter(outcome="exited").values_list("worker_id", "finished_at")
+    faults = [Fault("process exit", at, at, frozenset({worker})) for worker, at in exits]
+    report = check([*crashers, *flow], faults, expect=dict.fromkeys(flow, "acked"))
+    assert report.ok, report.summary() + fleet.outputs()
