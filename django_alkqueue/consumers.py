@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -50,6 +51,33 @@ def handler_path(handler: Callable[..., Any]) -> str:
     return f"{handler.__module__}.{handler.__qualname__}"
 
 
+def code_location(handler: Callable[..., Any]) -> tuple[str, int] | None:
+    """Where the handler's code is defined (file, first line); None for a callable without
+    code of its own (a functools.partial, an object with __call__)."""
+    code = getattr(inspect.unwrap(handler), "__code__", None)
+    return None if code is None else (code.co_filename, code.co_firstlineno)
+
+
+def same_handler(existing: ConsumerSpec, new: ConsumerSpec) -> bool:
+    """One handler registered again: the same function object, or the same function
+    re-created by a re-import of its module (same dotted path and same code location).
+    A dotted path alone is not enough: `def handler` twice in one module, or two handlers
+    nested in one function, share a path and are still two consumers."""
+    if existing.handler is new.handler:
+        return True
+    location = code_location(new.handler)
+    return (
+        existing.path == new.path
+        and location is not None
+        and location == code_location(existing.handler)
+    )
+
+
+def _with_location(spec: ConsumerSpec) -> str:
+    location = code_location(spec.handler)
+    return spec.path if location is None else f"{spec.path} ({location[0]}:{location[1]})"
+
+
 class ConsumerRegistry:
     def __init__(self) -> None:
         self._specs: dict[str, ConsumerSpec] = {}
@@ -58,9 +86,12 @@ class ConsumerRegistry:
 
     def register(self, spec: ConsumerSpec) -> None:
         existing = self._specs.get(spec.queue)
-        if existing is not None and existing.path != spec.path:
+        if existing is not None and not same_handler(existing, spec):
+            first, second = existing.path, spec.path
+            if first == second:  # name them apart by where they are defined
+                first, second = _with_location(existing), _with_location(spec)
             raise ImproperlyConfigured(
-                f"queue {spec.queue!r} has two consumers: {existing.path} and {spec.path}; "
+                f"queue {spec.queue!r} has two consumers: {first} and {second}; "
                 "a queue has exactly one consumer"
             )
         self._specs[spec.queue] = spec

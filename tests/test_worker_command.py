@@ -463,7 +463,7 @@ def test_raising_handler_is_retried_then_dead_lettered_with_class_and_traceback(
     assert letter.reason == MAX_ATTEMPTS_EXCEEDED
     assert letter.attempts == 3
     headline = letter.last_error.splitlines()[0]
-    assert headline.endswith("TemporaryError: temporary failure on attempt 3"), headline
+    assert headline == "TemporaryError: temporary failure on attempt 3"  # the bare class name
     assert "Traceback (most recent call last)" in letter.last_error
     assert "in _act" in letter.last_error  # the frame that raised
     assert live(job) is None
@@ -490,7 +490,7 @@ def test_exception_outside_retry_on_dead_letters_after_one_attempt(emails_worker
     letter = dead(job)
     assert letter.attempts == 1 < letter.max_attempts
     headline = letter.last_error.splitlines()[0]
-    assert headline.endswith("PermanentError: the address does not exist"), headline
+    assert headline == "PermanentError: the address does not exist"
     assert "Traceback (most recent call last)" in letter.last_error
 
 

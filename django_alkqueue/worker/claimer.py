@@ -34,6 +34,16 @@ class PausedQueues:
 
 
 class Claimer:
+    """Claims for the free handler threads.
+
+    Two kinds of look: a *top-up*, after a job finished, claims only once the refill mark
+    (half the capacity, or of the batch) is free, or nothing runs: topping up one slot per
+    finished job would spend a transaction per job, and batching is what the drain
+    throughput rests on. A *full look*, on a NOTIFY or once a poll interval has passed
+    since the last full look, claims whatever capacity is free, so a free thread waits at
+    most one poll interval (or until a NOTIFY) for a due job, however long the others run.
+    """
+
     def __init__(
         self,
         queues: list[Queue],
@@ -44,6 +54,9 @@ class Claimer:
         batch: int | None,
         paused: PausedQueues,
         max_jobs: int | None,
+        *,
+        poll_interval: float = 1.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.queues = queues
         self.worker_id = worker_id
@@ -54,16 +67,35 @@ class Claimer:
         self.paused = paused
         self.max_jobs = max_jobs
         self.refill = max(1, min(batch or capacity, capacity) // 2)
+        self.poll_interval = poll_interval
+        self.monotonic = monotonic
+        #: Set by the listener on a NOTIFY for a served queue: the next look is a full one.
+        self.notified = threading.Event()
+        self._full_look_at = float("-inf")  # the first look is a full one
         self.claimed_total = 0
         #: Whether the last run_once filled a claim to the brim: more may be due right now.
         self.came_back_full = False
         self._next = 0
 
-    def worth_claiming(self) -> bool:
-        """Claim when half the capacity (or the batch) is free, or when nothing runs: topping
-        up one slot at a time would spend a transaction per job."""
+    def worth_claiming(self, full_look: bool = False) -> bool:
+        """Any free slot is worth a full look; a top-up waits for the refill mark, unless
+        nothing runs."""
         free = self.room()
-        return free > 0 and (free >= self.refill or self.inflight.running() == 0)
+        if free == 0:
+            return False
+        return full_look or free >= self.refill or self.inflight.running() == 0
+
+    def full_look_due(self) -> bool:
+        """Whether this look is a full one (a NOTIFY came, or a poll interval passed since
+        the last full look); if so, it counts as that full look."""
+        now = self.monotonic()
+        if not self.notified.is_set() and now - self._full_look_at < self.poll_interval:
+            return False
+        # Consumed even when no slot is free: a NOTIFY kept for later would turn the next
+        # finished job into a claim of one, the very top-up the refill mark avoids.
+        self.notified.clear()
+        self._full_look_at = now
+        return True
 
     def room(self) -> int:
         """How many more jobs this worker may take now."""
@@ -75,7 +107,7 @@ class Claimer:
     def run_once(self) -> int:
         """Claim and dispatch once across the served, non-paused queues; returns jobs claimed."""
         self.came_back_full = False
-        if not self.worth_claiming():
+        if not self.worth_claiming(self.full_look_due()):
             return 0
         paused = self.paused.current()
         active = [q for q in self.queues if q.name not in paused]
@@ -101,7 +133,8 @@ class Claimer:
     def exhausted(self) -> bool:
         return self.max_jobs is not None and self.claimed_total >= self.max_jobs
 
-    def wait(self, wake: threading.Event, poll_interval: float) -> None:
-        """Sleep until woken or the poll interval passes."""
-        wake.wait(poll_interval)
+    def wait(self, wake: threading.Event) -> None:
+        """Sleep until woken (a NOTIFY, a finished job, a signal) or the next full look is
+        due: never longer, so a free slot is not left idle past one poll interval."""
+        wake.wait(max(self._full_look_at + self.poll_interval - self.monotonic(), 0.0))
         wake.clear()

@@ -7,13 +7,21 @@ was started with --takeover.
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from ..clock import system_clock
 from ..consumers import ConsumerSpec
 from ..models import Consumer
 from ..queues import DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
 from .startup import StartupRefused
 
 
-def sync_consumers(specs: list[ConsumerSpec], using: str, takeover: bool) -> None:
+def sync_consumers(
+    specs: list[ConsumerSpec], using: str, takeover: bool, now: datetime | None = None
+) -> None:
+    """Write each consumer's row. `now` (default: the system clock) stamps updated_at on a
+    re-sync: an UPDATE leaves auto_now fields alone."""
+    stamp = now or system_clock()
     for spec in specs:
         settings = {
             "handler": spec.path,
@@ -36,4 +44,5 @@ def sync_consumers(specs: list[ConsumerSpec], using: str, takeover: bool) -> Non
                 f"worker's consumer is {spec.path}; refusing to start (use --takeover to "
                 "replace it)"
             )
-        Consumer.objects.using(using).filter(pk=row.pk).update(**settings)
+        # update() touches only the named columns (never the paused flag an operator set).
+        Consumer.objects.using(using).filter(pk=row.pk).update(**settings, updated_at=stamp)

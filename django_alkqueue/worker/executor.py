@@ -32,9 +32,13 @@ from .stats import WorkerStats
 logger = logging.getLogger("django_alkqueue")
 
 
-# What a handler may raise and still leave the worker whole. SystemExit from handler code
-# (a library calling sys.exit) is a failure of that job, not a request to stop the worker.
-HANDLER_ERRORS = (Exception, SystemExit)
+# What a handler may raise and still leave the worker whole: anything. A BaseException that
+# is not an Exception is still a failure of that job, not of the worker: SystemExit (a
+# library calling sys.exit), asyncio.CancelledError (a handler running a coroutine that
+# was cancelled), GeneratorExit, a project's own BaseException subclass. Letting one through
+# would kill the handler thread with the job still claimed and its lease renewed for ever.
+# KeyboardInterrupt alone is passed on (see `run`): it asks to stop, it is not a job's error.
+HANDLER_ERRORS = (BaseException,)
 
 
 class LostClaim(Exception):
@@ -53,10 +57,20 @@ def _retry_delay(request: Retry, handle: JobHandle) -> float | None:
         return None
 
 
+def headline(error: BaseException) -> str:
+    """`ExceptionClass: message` with the bare class name (no module), or the class name
+    alone when the message is empty: the first line the admin groups errors by."""
+    name = type(error).__name__
+    try:
+        message = str(error)
+    except Exception:  # a broken __str__ must not lose the job's outcome
+        message = "<exception str() failed>"
+    return f"{name}: {message}" if message else name
+
+
 def error_text(error: BaseException) -> str:
     """`ExceptionClass: message`, then the traceback."""
-    headline = traceback.format_exception_only(error)[-1].strip()
-    return headline + "\n\n" + "".join(traceback.format_exception(error)).rstrip()
+    return headline(error) + "\n\n" + "".join(traceback.format_exception(error)).rstrip()
 
 
 class Executor:
@@ -75,7 +89,11 @@ class Executor:
         self.using = using
 
     def run(self, handle: JobHandle) -> None:
-        """Run the job to an outcome. Never raises for the handler's sake."""
+        """Run the job to an outcome. Never raises for the handler's sake, except a
+        KeyboardInterrupt: then the job is let go unsettled, and its lease lapses into
+        reclaim with the attempt counted (a handler that always interrupts still ends dead)."""
+        if not self.inflight.begin(handle):
+            return  # released by a shutdown before a thread got to it: never start it
         job = handle.job
         spec = self.specs[job.queue]
         started = time.monotonic()
@@ -95,6 +113,8 @@ class Executor:
     def _run_plain(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> bool:
         try:
             spec.handler(handle.job.payload, handle.job)
+        except KeyboardInterrupt:
+            raise
         except HANDLER_ERRORS as error:
             self._settle_failure(spec, handle, error, started)
             return False
@@ -117,6 +137,8 @@ class Executor:
             handle._finish(False)
             self._report(handle, "lost", started)
             return False
+        except KeyboardInterrupt:
+            raise
         except HANDLER_ERRORS as error:
             self._settle_failure(spec, handle, error, started)
             return False

@@ -29,6 +29,13 @@ class InFlight:
             self._held[handle] = None
             self._running.add(handle)
 
+    def begin(self, handle: JobHandle) -> bool:
+        """A handler thread is about to run the job: True while this worker still holds it.
+        False once shutdown let it go (removed, then released): then it must not start. The
+        check and that removal take one lock, so no handler starts on a released job."""
+        with self._lock:
+            return handle in self._held
+
     def hold_in_transaction(self, handle: JobHandle) -> None:
         """An atomic handler's transaction is about to lock the job's row until it commits:
         from now on the lease keeper leaves it alone (nobody else can claim a locked row)."""

@@ -16,10 +16,14 @@ logger = logging.getLogger("django_alkqueue")
 
 
 class Listener:
-    def __init__(self, using: str, queues: set[str], wake: threading.Event) -> None:
+    def __init__(
+        self, using: str, queues: set[str], wake: threading.Event, notified: threading.Event
+    ) -> None:
         self.using = using
         self.queues = queues
         self.wake = wake
+        #: Tells the claim loop why it woke: a NOTIFY makes its next look a full one.
+        self.notified = notified
         self.connected = threading.Event()
 
     def _connect(self) -> Any:
@@ -40,6 +44,7 @@ class Listener:
                 while not stop.is_set():
                     for notify in connection.notifies(timeout=0.5):
                         if notify.payload in self.queues:
+                            self.notified.set()  # before the wake-up, which reads it
                             self.wake.set()
             except Exception as exc:
                 self.connected.clear()

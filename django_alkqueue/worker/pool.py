@@ -11,14 +11,19 @@ from collections.abc import Callable
 
 from django.db import connections
 
-logger = logging.getLogger("django_alkqueue")
+from ..queues import JobHandle
 
-Task = Callable[[], None]
+logger = logging.getLogger("django_alkqueue")
 
 
 class ThreadPool:
-    def __init__(self, size: int, name: str = "alk-handler") -> None:
-        self._tasks: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
+    """`size` threads that each take the next submitted job and call `run(handle)` on it."""
+
+    def __init__(
+        self, size: int, run: Callable[[JobHandle], None], name: str = "alk-handler"
+    ) -> None:
+        self._run = run
+        self._jobs: queue.SimpleQueue[JobHandle | None] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
             for i in range(size)
@@ -28,12 +33,24 @@ class ThreadPool:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, task: Task) -> None:
-        self._tasks.put(task)
+    def submit(self, handle: JobHandle) -> None:
+        self._jobs.put(handle)
 
-    def stop(self) -> None:
+    def stop(self) -> list[JobHandle]:
+        """Take back every job no thread has started, then tell the threads to end once
+        their current job is done. Returns the jobs taken back, in claim order: a
+        shutdown must not start work it is about to give back."""
+        unstarted: list[JobHandle] = []
+        while True:
+            try:
+                handle = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if handle is not None:
+                unstarted.append(handle)
         for _ in self._threads:
-            self._tasks.put(None)
+            self._jobs.put(None)
+        return unstarted
 
     def join(self, timeout: float) -> None:
         """Wait up to `timeout` in all (not per thread) for the threads to end."""
@@ -42,9 +59,12 @@ class ThreadPool:
             thread.join(max(deadline - time.monotonic(), 0))
 
     def _work(self) -> None:
-        while (task := self._tasks.get()) is not None:
+        while (handle := self._jobs.get()) is not None:
             try:
-                task()
-            except Exception:
+                self._run(handle)
+            # BaseException, not Exception: whatever one job raises (a handler's
+            # KeyboardInterrupt, which the executor passes on), the thread lives on to take
+            # the next job; a dead thread would leave its jobs unstarted for good.
+            except BaseException:
                 logger.exception("unexpected error in a handler thread")
         connections.close_all()

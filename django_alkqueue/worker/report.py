@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from django.core.management.base import OutputWrapper
+
 from ..jobs import Job
 from .connections import recycle_connections
 from .stats import OUTCOMES, WorkerStats
@@ -16,6 +18,7 @@ from .stats import OUTCOMES, WorkerStats
 logger = logging.getLogger("django_alkqueue")
 
 SUMMARY_INTERVAL = 10.0
+LIVE_INTERVAL = 1.0
 
 
 class Stream(Protocol):
@@ -37,13 +40,24 @@ def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -
 
 
 def summary_line(stats: WorkerStats, in_flight: int, depth: int) -> str:
+    """`processed` counts every finished attempt; `failed` those that raised (retried or
+    dead-lettered, WorkerStats.failed); `dead` those dead-lettered."""
     totals = stats.totals()
     elapsed = max(time.monotonic() - stats.started, 1e-9)
     return (
-        f"processed {stats.finished()} (succeeded {totals['succeeded']}, "
-        f"retried {totals['retried']}, dead {totals['dead']}), "
+        f"processed {stats.finished()}, failed {stats.failed()}, dead {totals['dead']}, "
         f"{stats.finished() / elapsed:.1f} jobs/s, in flight {in_flight}, depth {depth}"
     )
+
+
+def write_raw(stream: Stream, text: str) -> None:
+    """Write `text` as it is: Django's OutputWrapper (a command's self.stdout) would end it
+    with a newline, which breaks a status line meant to be rewritten in place."""
+    if isinstance(stream, OutputWrapper):
+        stream.write(text, ending="")
+    else:
+        stream.write(text)
+    stream.flush()
 
 
 def burst_table(stats: WorkerStats, depths: dict[str, int]) -> str:
@@ -65,7 +79,8 @@ def burst_table(stats: WorkerStats, depths: dict[str, int]) -> str:
 
 
 class StatusReporter:
-    """Every 10 s a summary line through logging; on a TTY a live status line instead."""
+    """Every 10 s a summary line through logging; on a TTY a live status line, rewritten in
+    place every second, instead."""
 
     def __init__(
         self,
@@ -80,22 +95,26 @@ class StatusReporter:
         self.stream = stream
         self.live = stream.isatty()
 
-    def run(self, stop: threading.Event) -> None:
-        interval = 1.0 if self.live else SUMMARY_INTERVAL
-        while not stop.wait(interval):
-            try:
-                recycle_connections()
-                line = summary_line(self.stats, self.in_flight(), self.depth())
-            except Exception as exc:  # a report must never take the worker down
-                logger.debug("status line skipped: %s", exc)
-                continue
-            if self.live:
-                self.stream.write("\r\x1b[K" + line)
-                self.stream.flush()
-            else:
-                logger.info("%s", line)
+    def run_once(self) -> str | None:
+        """Report once; returns the line, or None when it could not be computed."""
+        try:
+            recycle_connections()
+            line = summary_line(self.stats, self.in_flight(), self.depth())
+        except Exception as exc:  # a report must never take the worker down
+            logger.debug("status line skipped: %s", exc)
+            return None
         if self.live:
-            self.stream.write("\n")
+            write_raw(self.stream, "\r\x1b[K" + line)  # back to the start, clear, rewrite
+        else:
+            logger.info("%s", line)
+        return line
+
+    def run(self, stop: threading.Event) -> None:
+        interval = LIVE_INTERVAL if self.live else SUMMARY_INTERVAL
+        while not stop.wait(interval):
+            self.run_once()
+        if self.live:
+            write_raw(self.stream, "\n")  # what follows starts on a line of its own
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name="alk-status", daemon=True)

@@ -22,7 +22,7 @@ from ..conf import get_settings
 from ..consumers import ConsumerSpec, registry
 from ..models import QueueMessage
 from ..periodic import Scheduler
-from ..queues import queue
+from ..queues import JobHandle, queue
 from .acker import Acker
 from .claimer import Claimer, PausedQueues
 from .consumer_table import sync_consumers
@@ -42,7 +42,12 @@ from .vacuumer import Vacuumer
 
 logger = logging.getLogger("django_alkqueue")
 
-SECOND_SIGNAL_AFTER = 1.0
+#: The signals that stop a worker: the first one gracefully, a second one at once.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: The supervisor's stop request to its children (see supervisor.py): always graceful, and
+#: never counted as a first or second signal, so a child that systemd signals directly as
+#: well (KillMode=control-group signals every process) still shuts down gracefully.
+SUPERVISOR_STOP = signal.SIGUSR1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +128,6 @@ class Worker:
         self.stop_acker = threading.Event()
         self.wake = threading.Event()
         self._signals = 0
-        self._first_signal_at = 0.0
 
     # -- the sequence ----------------------------------------------------------------------
 
@@ -138,7 +142,7 @@ class Worker:
 
     def _run(self) -> int:
         specs = resolve_specs(self.options.queues)
-        sync_consumers(specs, self.using, self.options.takeover)
+        sync_consumers(specs, self.using, self.options.takeover, self.clock())
         queues = [queue(spec.queue, using=self.using, clock=self.clock) for spec in specs]
         names = [q.name for q in queues]
 
@@ -147,12 +151,11 @@ class Worker:
         acker = Acker(self.using, inflight, stats, get_settings().ACK_WINDOW)
         executor = Executor({s.queue: s for s in specs}, acker, inflight, stats, self.using)
         capacity = max(self.options.concurrency, self.options.batch or 0)
-        pool = ThreadPool(self.options.concurrency)
+        pool = ThreadPool(self.options.concurrency, executor.run)
         claimer = Claimer(
-            queues, self.worker_id, inflight, lambda h: pool.submit(lambda: executor.run(h)),
-            capacity, self.options.batch,
-            PausedQueues(self.using, names, self.options.poll_interval),
-            self.options.max_jobs,
+            queues, self.worker_id, inflight, pool.submit, capacity, self.options.batch,
+            PausedQueues(self.using, names, self.options.poll_interval), self.options.max_jobs,
+            poll_interval=self.options.poll_interval,
         )  # fmt: skip
         presence = Presence(
             self.using, self.worker_id, names, self.options.concurrency, stats, self.clock,
@@ -185,11 +188,12 @@ class Worker:
         services.append(stat_deltas.start(self.stop_services))
         listen_alias = get_settings().LISTEN_DATABASE or self.using
         if connections[listen_alias].vendor == "postgresql":
-            services.append(Listener(listen_alias, set(names), self.wake).start(self.stop_services))
-        if not self.options.burst:
-            reporter = StatusReporter(stats, inflight.count, lambda: _depth(self.using, names),
-                                      self.stdout)  # fmt: skip
-            services.append(reporter.start(self.stop_services))
+            listener = Listener(listen_alias, set(names), self.wake, claimer.notified)
+            services.append(listener.start(self.stop_services))
+        # With --burst too: a long drain reports as it goes, and ends with the table.
+        reporter = StatusReporter(stats, inflight.count, lambda: _depth(self.using, names),
+                                  self.stdout)  # fmt: skip
+        services.append(reporter.start(self.stop_services))
         logger.info(
             "worker %s serving %s with %d threads", self.worker_id, ", ".join(names),
             self.options.concurrency,
@@ -197,11 +201,13 @@ class Worker:
 
         self._claim_until_stopped(claimer, inflight, acker)
 
+        # Jobs no thread has started (prefetched with --batch) go back now: running them
+        # would only delay the exit, and they are released anyway.
+        released = _release(inflight, pool.stop())
         self._drain(inflight, self.options.shutdown_timeout)
-        pool.stop()
         self.stop_acker.set()
         acker_thread.join(5.0)  # the acks of jobs that finished in time
-        released = sum(1 for handle in inflight.all() if _quietly(handle.release))
+        released += _release(inflight, inflight.all())
         if released:
             logger.warning("released %d unfinished jobs back to pending", released)
         # Loops end; the leader's thread closes its connection, which drops the advisory lock.
@@ -241,7 +247,7 @@ class Worker:
             # A claim that came back short emptied the queue as of its snapshot: anything
             # enqueued since sends a NOTIFY, which sets the wake-up event waited on below.
             # Woken by a NOTIFY, a handler finishing or a signal; else poll.
-            claimer.wait(self.wake, self.options.poll_interval)
+            claimer.wait(self.wake)
 
     def _drain(self, inflight: InFlight, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -250,26 +256,30 @@ class Worker:
             inflight.changed.clear()
 
     def _install_signal_handlers(self) -> dict[int, Any]:
-        """Catch SIGTERM and SIGINT (main thread only); returns the handlers replaced."""
+        """Catch SIGTERM, SIGINT and the supervisor's SIGUSR1 (main thread only); returns
+        the handlers replaced."""
         if threading.current_thread() is not threading.main_thread():
             return {}
-        return {
-            signum: signal.signal(signum, self._on_signal)
-            for signum in (signal.SIGTERM, signal.SIGINT)
+        replaced: dict[int, Any] = {
+            signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS
         }
+        replaced[SUPERVISOR_STOP] = signal.signal(SUPERVISOR_STOP, self._on_supervisor_stop)
+        return replaced
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        now = time.monotonic()
-        # The same stop request can arrive twice at once (systemd signals the whole cgroup
-        # and the supervisor forwards it): only a signal a second later means "exit now".
-        if self._signals and now - self._first_signal_at < SECOND_SIGNAL_AFTER:
-            return
         self._signals += 1
-        self._first_signal_at = self._first_signal_at or now
         if self._signals > 1:
-            # Second signal: leave now; the leases lapse and reclaim returns the jobs.
+            # Second signal, however soon after the first: leave now; the leases lapse and
+            # reclaim returns the jobs.
             os._exit(1)
-        logger.info("signal %d: finishing in-flight jobs, claiming no more", signum)
+        self._stop_gracefully(signum)
+
+    def _on_supervisor_stop(self, signum: int, frame: FrameType | None) -> None:
+        self._stop_gracefully(signum)
+
+    def _stop_gracefully(self, signum: int) -> None:
+        if not self.stop_claiming.is_set():
+            logger.info("signal %d: finishing in-flight jobs, claiming no more", signum)
         self.stop_claiming.set()
         self.wake.set()
 
@@ -288,6 +298,16 @@ def _depths(using: str, names: list[str]) -> dict[str, int]:
         .annotate(n=Count("id"))
     )
     return {name: 0 for name in names} | dict(rows)
+
+
+def _release(inflight: InFlight, handles: list[JobHandle]) -> int:
+    """Give unfinished jobs back to pending; returns how many were released. Each leaves
+    `inflight` first, so a handler thread that has not begun it never will (InFlight.begin)."""
+    released = 0
+    for handle in handles:
+        inflight.remove(handle)
+        released += _quietly(handle.release)
+    return released
 
 
 def _quietly(step: Callable[[], object]) -> bool:

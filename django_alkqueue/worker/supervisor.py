@@ -14,7 +14,7 @@ import threading
 import time
 from types import FrameType
 
-from .runner import WorkerOptions
+from .runner import SUPERVISOR_STOP, WorkerOptions
 from .startup import EXIT_CONFIG
 
 logger = logging.getLogger("django_alkqueue")
@@ -87,19 +87,22 @@ class Supervisor:
     def _spawn(self, index: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
         command = child_command(self.options, index, self.verbosity)
         # Their own session: a Ctrl-C or a signal to our process group reaches the children
-        # once, through us, not twice (which they would take as "exit now").
+        # only through us, not also directly (which they would take as a second signal).
         return subprocess.Popen(command, env=env, start_new_session=True)
 
     def _stop_all(self) -> None:
         for child in self.children.values():
             if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
+                child.send_signal(SUPERVISOR_STOP)
         for child in self.children.values():
             child.wait()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # The first stop is forwarded as SUPERVISOR_STOP, which a child never counts as a
+        # signal: under systemd's default KillMode=control-group a child also gets the
+        # SIGTERM directly, and the two must add up to one graceful shutdown, not "exit now".
         self._signals += 1
         self.stopping.set()
         for child in self.children.values():
             if child.poll() is None:
-                child.send_signal(signal.SIGTERM if self._signals == 1 else signal.SIGKILL)
+                child.send_signal(SUPERVISOR_STOP if self._signals == 1 else signal.SIGKILL)

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -56,6 +57,13 @@ def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
     return "\n".join(lines)
 
 
+def _json_value(value: object) -> str:
+    """Timestamps as ISO 8601 (`2026-12-01T04:47:51.189404+00:00`), what JSON readers parse."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 class Command(BaseCommand):
     help = "Show queue depths and the live workers."
 
@@ -82,5 +90,5 @@ class Command(BaseCommand):
                 "queues": [dataclasses.asdict(q) for q in queues],
                 "workers": [dataclasses.asdict(w) for w in workers],
             }
-            return json.dumps(data, default=str, indent=2)
+            return json.dumps(data, default=_json_value, indent=2)
         return f"{queue_table(queues)}\n\nworkers\n{worker_table(workers)}\n"
