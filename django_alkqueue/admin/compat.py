@@ -26,10 +26,14 @@ FORM_SELECT_ACROSS = f"{_FORM_PREFIX}-select_across"
 
 
 def action(**options: Any) -> Callable[[Any], Any]:
-    """`admin.action`, without `location` and `description_plural` where Django lacks them."""
+    """`admin.action`, without `location` and `description_plural` where Django lacks them.
+    There, actions run from the changelist only, on the selected rows: the plural wording is
+    the one that fits, so it becomes the description."""
     if not DETAIL_PAGE_ACTIONS:
         options.pop("location", None)
-        options.pop("description_plural", None)
+        plural = options.pop("description_plural", None)
+        if plural is not None:
+            options["description"] = plural
     return admin.action(**options)  # type: ignore[no-any-return]
 
 
