@@ -44,7 +44,6 @@ OPTION_DEFAULTS: dict[str, Any] = {
 #: A result id is a job id written the one canonical way: a positive decimal without sign,
 #: leading zeros, spaces, underscores or non-ASCII digits, at most a signed 64-bit integer.
 _RESULT_ID = re.compile(r"[1-9][0-9]{0,18}")
-MAX_JOB_ID = 2**63 - 1
 
 
 class AlkQueueBackend(BaseTaskBackend):
@@ -147,7 +146,7 @@ def parse_result_id(result_id: Any) -> int:
     if not isinstance(result_id, str) or not _RESULT_ID.fullmatch(result_id):
         raise TaskResultDoesNotExist(result_id)
     job_id = int(result_id)
-    if job_id > MAX_JOB_ID:
+    if job_id > validation.MAX_JOB_ID:
         raise TaskResultDoesNotExist(result_id)
     return job_id
 
