@@ -268,7 +268,7 @@ def _m(fig: Any) -> float | None:
 
 
 def _why_drain(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str, Any]]) -> str:
-    ours, raw = _ours(results), _raw(results, "claim 100")
+    ours, raw = _ours(results), _raw(results, "claim 100 per tx")
     measured = "; ".join(
         f"{i['target']}: {i['measured']}" for i in bad if i["key"].startswith("drain")
     )
@@ -357,7 +357,7 @@ def _cpu_budget_note(results: dict[str, Any], peer_rate: float) -> str:
     ours = _ours(results)
     worker = _m(get(ours, "drain_2", "cpu_ms_per_job"))
     server = _m(get(ours, "drain_2", "server_cpu_ms_per_job"))
-    raw_server = _m(get(_raw(results, "claim 100"), "drain_2", "server_cpu_ms_per_job"))
+    raw_server = _m(get(_raw(results, "claim 100 per tx"), "drain_2", "server_cpu_ms_per_job"))
     if worker is None or server is None:
         return ""
     nproc = results["machine"]["nproc"]
@@ -374,7 +374,22 @@ def _cpu_budget_note(results: dict[str, Any], peer_rate: float) -> str:
             f"{raw_server:.3f} ms of server CPU per job"
             + (": the server's share alone is over that budget." if raw_server > budget else ".")
         )
-    return text
+    return text + _ceiling_note(results, needed)
+
+
+def _ceiling_note(results: dict[str, Any], needed: float) -> str:
+    """Whether larger raw batches lift the machine's ceiling up to `needed` jobs/s."""
+    r100 = _m(get(_raw(results, "claim 100 per tx"), "drain_2", "jobs_per_s"))
+    r1000 = _m(get(_raw(results, "claim 1000 per tx"), "drain_2", "jobs_per_s"))
+    if not r100 or not r1000:
+        return ""
+    measured = (
+        f"the raw loop, with no work per job, drained {fmt_num(r1000)} jobs/s with two "
+        f"processes claiming 1,000 per transaction ({fmt_num(r100)} claiming 100)"
+    )
+    if max(r100, r1000) < needed:
+        return f" Larger batches do not lift the machine's ceiling that far: {measured}."
+    return f" For comparison, {measured}."
 
 
 def _why_single(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str, Any]]) -> str:

@@ -43,16 +43,19 @@ def get(d: Any, *path: str) -> Any:
 
 
 def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per system and measured configuration (raw has two)."""
+    """One row per system and measured configuration (raw has three)."""
     out = []
     for name, res in results["systems"].items():
         for variant in res.get("variants") or [{}]:
             title = res.get("title", name)
+            config = variant.get("config", "-")
             if name == "raw":
-                title = f"{title}, {variant.get('config', '')}"
+                title = f"{title}, {config}"
+            if variant.get("informational"):
+                config += " (informational: no target reads it)"
             bulk = get(res, "enqueue_bulk")
             out.append({
-                "name": name, "title": title, "config": variant.get("config", "-"),
+                "name": name, "title": title, "config": config,
                 "single": get(res, "enqueue_single", "jobs_per_s"),
                 "bulk": get(bulk, "jobs_per_s"),
                 "bulk_note": "no API" if bulk and not bulk.get("supported", True) else "",

@@ -101,7 +101,7 @@ class Suite:
 
     def variant(self, config: Config) -> dict[str, Any]:
         s, p = self.system, self.p
-        out: dict[str, Any] = {"config": config.label}
+        out: dict[str, Any] = {"config": config.label, "informational": config.informational}
         # One step per repetition: a server restart costs that repetition only.
         for procs in (1, 2):
             runs = [

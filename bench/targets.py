@@ -32,7 +32,7 @@ def _item(key: str, target: str, measured: str, ok: bool | None, **data: Any) ->
 
 def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     ours = _variant(results, "alkqueue")
-    raw100 = _variant(results, "raw", "claim 100")
+    raw100 = _variant(results, "raw", "claim 100 per tx")
     out = []
 
     d2 = _median(_get(ours, "drain_2", "jobs_per_s"))
