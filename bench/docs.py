@@ -63,7 +63,13 @@ subset), `--keep-dbs`, `--no-docs`. See `bench/README.md`."""
 
 SCALE_INTRO = """One loop per batch size in the harness process: claim k jobs (one statement,
 one commit), then ack them (one statement, one commit); the figure is microseconds per job, and x is
-the ratio to the 10k-pending row. django-alkqueue goes through the library
+the ratio to the 10k-pending row. **Side by side**: each row's loops take turns (8 turns each
+per repetition) with the same loops on a baseline of 10k pending in a second database on the
+same server, refilled for each row; "side by side x" is the median of the repetitions' ratios
+of the two, and it is the reading the targets use. A claim of 1 is two commits, and this
+machine's commit latency drifts by tens of percent over the minutes between rows; taking turns
+within seconds leaves the table's state as the one difference (the 10k-pending row's own side
+by side ratio is the method's noise). django-alkqueue goes through the library
 (`Queue.claim` + `ack_handles`, what the worker calls); the raw ceiling through the
 psycopg statements of its worker loop. The rows are written with `generate_series`, then
 `VACUUM (ANALYZE)` and a `CHECKPOINT`, so that neither the autovacuum of a table just
@@ -578,9 +584,14 @@ def _repetitions(scale: dict[str, Any], key: str) -> str:
     for b, label in (("b1", "claim 1"), ("b100", "claim 100")):
         values = get(scale, key, b, "us_per_job", "values") or []
         base = get(scale, "pending_10000", b, "us_per_job", "values") or []
+        beside = get(scale, key, b, "baseline_us_per_job", "values") or []
         text += (f" {label.capitalize()}, each repetition: "
                  f"{', '.join(f'{v:,.1f}' for v in values)} us per job, against "
-                 f"{', '.join(f'{v:,.1f}' for v in base)} at 10k pending alone.")  # fmt: skip
+                 f"{', '.join(f'{v:,.1f}' for v in base)} at 10k pending alone")  # fmt: skip
+        if beside:
+            text += (f" and {', '.join(f'{v:,.1f}' for v in beside)} on the baseline side by "
+                     "side")  # fmt: skip
+        text += "."
     return text
 
 

@@ -151,6 +151,9 @@ def scale_table(results: dict[str, Any]) -> str:
                     base[(sysname, b)] = fig["median"]
                 ratio = fig["median"] / base[(sysname, b)] if (sysname, b) in base else None
                 extra = f" x{ratio:.2f}" if ratio and key != "pending_10000" else ""
+                paired = get(data, b, "ratio", "median")
+                if paired is not None:
+                    extra += f"; side by side x{paired:.2f}"
                 cells.append(f"{fmt(fig, 1)}{extra}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) if len(lines) > 2 else "(not measured in this run)"

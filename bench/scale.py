@@ -1,7 +1,11 @@
 """Claim+ack cost against the size and the history of the table.
 
 One loop per batch size, in this process: claim k jobs (one statement, one commit), then ack
-them (one statement, one commit); the figure is microseconds per job. After the loops, one
+them (one statement, one commit); the figure is microseconds per job. Each scenario's loops
+take turns with the same loops on a baseline of 10k pending in a database of its own on the
+same server (refilled for every scenario), so that the ratio of the two reads the table's
+state in the same seconds, not the drift of the machine's commit latency between scenarios
+minutes apart (which moves a claim of 1, two commits, by tens of percent). After the loops, one
 claim of 1 runs under EXPLAIN (ANALYZE, BUFFERS), rolled back: the pages it touched. For
 django-alkqueue the loop goes through the library (`Queue.claim` + `ack_handles`, what the
 worker calls); for the raw ceiling through the psycopg statements of raw_worker.py. Rows are
@@ -40,6 +44,11 @@ LEASE = 30.0  # the queue default
 BURST_LEASE = 3600.0
 INDEX_FILL_ROWS = 100_000
 WAITING_FOR_RETRY = 1_000
+#: The baseline's rows, and the suffix of the database that holds them.
+BASELINE_PENDING = 10_000
+BASELINE_SUFFIX = "_baseline"
+#: Turns each side takes per repetition of the paired loops.
+TURNS = 8
 
 
 class Loops:
@@ -67,6 +76,10 @@ class Loops:
     def truncate(self) -> None:
         raise NotImplementedError
 
+    def install(self) -> None:
+        """The system's tables in the (fresh) database these loops run on."""
+        raise NotImplementedError
+
     def execute(self, sql: str) -> None:
         raise NotImplementedError
 
@@ -79,26 +92,48 @@ class Loops:
     extras: dict[str, Callable[[int], None]] = {}
 
 
-def cost(loops: Loops, k: int, iterations: int, reps: int) -> dict[str, Any]:
-    """Microseconds per job of claim k + ack, median over `reps` runs of `iterations` loops."""
-    per_job = []
-    for _ in range(reps):
-        jobs = 0
-        started = time.perf_counter()
-        for _ in range(iterations):
-            jobs += loops.claim_ack(k)
-        elapsed = time.perf_counter() - started
-        if jobs < iterations * k:
+def paired_cost(
+    loops: Loops, baseline: Loops, k: int, iterations: int, reps: int
+) -> dict[str, Any]:
+    """Microseconds per job of claim k + ack on the scenario's loops and on the baseline's,
+    median over `reps` repetitions of `iterations` loops each. Within a repetition the two
+    take turns, TURNS each, the first alternating; the ratio is taken per repetition."""
+    ours: list[float] = []
+    base: list[float] = []
+    ratios: list[float] = []
+    chunk = max(1, iterations // TURNS)
+    for rep in range(reps):
+        spent, jobs = [0.0, 0.0], [0, 0]
+        for turn, start in enumerate(range(0, iterations, chunk)):
+            for side in (0, 1) if (turn + rep) % 2 == 0 else (1, 0):
+                started = time.perf_counter()
+                for _ in range(min(chunk, iterations - start)):
+                    jobs[side] += (loops, baseline)[side].claim_ack(k)
+                spent[side] += time.perf_counter() - started
+        if min(jobs) < iterations * k:
             raise RuntimeError(f"only {jobs} of {iterations * k} jobs were claimed")
-        per_job.append(elapsed * 1e6 / jobs)
-    return {"us_per_job": common.figure(per_job), "k": k, "iterations": iterations}
+        ours.append(spent[0] * 1e6 / jobs[0])
+        base.append(spent[1] * 1e6 / jobs[1])
+        ratios.append(ours[-1] / base[-1])
+    return {"us_per_job": common.figure(ours), "baseline_us_per_job": common.figure(base),
+            "ratio": common.figure(ratios), "k": k, "iterations": iterations,
+            "turns": TURNS}  # fmt: skip
+
+
+def refill_baseline(baseline: Loops) -> None:
+    """The baseline as the 10k-pending scenario leaves it: BASELINE_PENDING due jobs,
+    vacuumed and analysed, then a CHECKPOINT."""
+    baseline.truncate()
+    baseline.fill_pending(BASELINE_PENDING)
+    settle(baseline, f"VACUUM (ANALYZE) {baseline.table}")
 
 
 def scenarios(
-    make_loops: Callable[[], Loops], quick: bool
+    make_loops: Callable[[], Loops], make_baseline: Callable[[], Loops], quick: bool
 ) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     """The scenarios as separate steps (each makes its own loops, so that one interrupted by
-    a server restart is run again alone). Their dicts merge into the system's "scale"."""
+    a server restart is run again alone). Their dicts merge into the system's "scale".
+    `make_baseline`: loops on the baseline's database, its tables installed."""
     # (iterations, repetitions) per batch size. Claims of 1 take a few commits each, so the
     # machine's noise moves them most: more repetitions, and longer ones. Both loops together
     # claim 8,000 jobs, within the 10k-pending scenario's rows.
@@ -107,7 +142,10 @@ def scenarios(
     sizes = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
 
     def both(loops: Loops) -> dict[str, Any]:
-        timed = {"b1": cost(loops, 1, *loops_b1), "b100": cost(loops, 100, *loops_b100)}
+        baseline = make_baseline()
+        refill_baseline(baseline)
+        timed = {"b1": paired_cost(loops, baseline, 1, *loops_b1),
+                 "b100": paired_cost(loops, baseline, 100, *loops_b100)}  # fmt: skip
         return {**timed, "claim_pages": claim_pages(loops.explain_claim())}
 
     def pending(size: int) -> dict[str, Any]:
@@ -269,10 +307,13 @@ class AlkQueueLoops(Loops):
     table = "alkqueue_message"
     claim_index = "alkqueue_pending_idx"
 
-    def __init__(self, admin: Callable[[str], dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, admin: Callable[[str], dict[str, Any]] | None = None, using: str = "default"
+    ) -> None:
         from django_alkqueue import queue
 
-        self.queue = queue("scale")
+        self.using = using
+        self.queue = queue("scale", using=using)
         self.admin = admin
         self.extras = {"retained_results": self.fill_results, "dead_letters": self.fill_dead}
 
@@ -280,31 +321,37 @@ class AlkQueueLoops(Loops):
         from django_alkqueue.queues import ack_handles
 
         handles = self.queue.claim("bench-scale", k)
-        return len(ack_handles(handles, "default"))
+        return len(ack_handles(handles, self.using))
+
+    def install(self) -> None:
+        from django.core.management import call_command
+
+        call_command("migrate", database=self.using, verbosity=0)
 
     def execute(self, sql: str, params: list[Any] | None = None) -> None:
-        from django.db import connection
+        from django.db import connections
 
-        with connection.cursor() as cursor:
+        with connections[self.using].cursor() as cursor:
             cursor.execute(sql, params)
 
     def query(self, sql: str, params: list[Any]) -> Any:
-        from django.db import connection
+        from django.db import connections
 
-        with connection.cursor() as cursor:
+        with connections[self.using].cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchone()
 
     def explain_claim(self) -> Any:
-        from django.db import connection, transaction
+        from django.db import connections, transaction
 
         from django_alkqueue.sql.postgresql import CLAIM, claim_params
 
         params = claim_params("scale", "bench-scale", 1, self.queue.clock())
-        with transaction.atomic(), connection.cursor() as cursor:
+        connection = connections[self.using]
+        with transaction.atomic(using=self.using), connection.cursor() as cursor:
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + CLAIM, params)
             explained = cursor.fetchone()[0]
-            transaction.set_rollback(True)
+            transaction.set_rollback(True, using=self.using)
         return explained
 
     def fill_pending(self, n: int) -> None:
@@ -321,7 +368,7 @@ class AlkQueueLoops(Loops):
         from django_alkqueue import queue
 
         shift = timedelta(seconds=seconds)
-        self.queue = queue("scale", clock=lambda: timezone.now() + shift)
+        self.queue = queue("scale", using=self.using, clock=lambda: timezone.now() + shift)
         return True
 
     def fill_waiting(self, n: int) -> None:
@@ -361,6 +408,11 @@ class RawLoops(Loops):
         rows = self.conn.execute(self.claim_sql, [k]).fetchall()
         self.conn.execute(self.ack_sql, [[r[0] for r in rows]])
         return len(rows)
+
+    def install(self) -> None:
+        from .systems.raw import create_table
+
+        create_table(self.conn)
 
     def execute(self, sql: str, params: list[Any] | None = None) -> None:
         self.conn.execute(sql, params)

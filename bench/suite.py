@@ -24,6 +24,8 @@ from .systems import Config, System, load
 RETRIES = 8
 #: Pairs of bulk enqueues (raw COPY, enqueue_many) in the side-by-side step of a full run.
 SIDE_BY_SIDE_REPS = 7
+#: The Django alias of the claim+ack baseline's database (bench/settings/alkqueue_admin.py).
+BASELINE_ALIAS = "baseline"
 
 
 class Suite:
@@ -148,17 +150,31 @@ class Suite:
             )
             if self.p["profile"]:
                 self.out["profile"] = self.step("py-spy profile", self.profile)
-            self.scale(lambda: scale.AlkQueueLoops(self.admin))
+            self.scale(
+                lambda: scale.AlkQueueLoops(self.admin),
+                lambda: scale.AlkQueueLoops(using=BASELINE_ALIAS),
+            )
         if self.system.name == "raw":
-            self.scale(lambda: scale.RawLoops(self.system.database))
+            baseline = self.system.database + scale.BASELINE_SUFFIX
+            self.scale(
+                lambda: scale.RawLoops(self.system.database), lambda: scale.RawLoops(baseline)
+            )
 
-    def scale(self, make_loops: Callable[[], Any]) -> None:
+    def scale(self, make_loops: Callable[[], Any], make_baseline: Callable[[], Any]) -> None:
+        """The claim+ack scenarios, beside a baseline in a database of its own (created here,
+        dropped at the end)."""
         from . import scale
 
-        merged: dict[str, Any] = {}
-        for name, fn in scale.scenarios(make_loops, self.p["quick"]):
-            merged.update(self.step(f"claim+ack, {name}", fn) or {})
-        self.out["scale"] = merged
+        baseline = self.system.database + scale.BASELINE_SUFFIX
+        common.create_database(baseline)
+        try:
+            make_baseline().install()
+            merged: dict[str, Any] = {}
+            for name, fn in scale.scenarios(make_loops, make_baseline, self.p["quick"]):
+                merged.update(self.step(f"claim+ack, {name}", fn) or {})
+            self.out["scale"] = merged
+        finally:
+            common.drop_database(baseline)  # WITH (FORCE): the loops' connections go with it
 
     def admin(self, which: str) -> dict[str, Any]:
         from . import admin_timing

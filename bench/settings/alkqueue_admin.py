@@ -2,7 +2,14 @@
 timed with 1M rows (workers run without it, like the other systems' workers)."""
 
 from .alkqueue import *  # noqa: F403
-from .alkqueue import INSTALLED_APPS
+from .alkqueue import DATABASES, INSTALLED_APPS
+
+# The claim+ack baseline (bench/scale.py): 10k pending in a database of its own, created and
+# dropped by the suite. Nothing connects to it before then.
+DATABASES = {
+    **DATABASES,
+    "baseline": {**DATABASES["default"], "NAME": DATABASES["default"]["NAME"] + "_baseline"},
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
