@@ -58,7 +58,8 @@ make bench         # N = 20,000, 3 repetitions, the 1M-row steps: about an hour
 Both targets create `bench/.venv` (the project with `[postgres]`, plus the peers and tools
 pinned in `bench/requirements.txt`), start the local PostgreSQL if it is down, and run
 `python -m bench.run`. Each system gets a fresh database on the same server
-(127.0.0.1:5432, user `root`), dropped afterwards. Options: `--systems raw,alkqueue` (a
+(127.0.0.1:5432, user `root`), dropped afterwards; the claim+ack scenarios also use a
+second one for their baseline (`..._baseline`). Options: `--systems raw,alkqueue` (a
 subset), `--keep-dbs`, `--no-docs`. See `bench/README.md`."""
 
 SCALE_INTRO = """One loop per batch size in the harness process: claim k jobs (one statement,
