@@ -482,13 +482,13 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
             text += (f" The table held {dead:,} dead tuples when the loops ran (two per acked "
                      "job: the version the claim replaced and the deleted row).")  # fmt: skip
         if vac and base:
-            clean = _m(get(base, "b1", "us_per_job"))
-            r1 = _m(get(vac, "b1", "us_per_job")) / clean
-            r100 = _m(get(vac, "b100", "us_per_job")) / _m(get(base, "b100", "us_per_job"))
-            bloated = _m(get(scale, f"after_{big}_acked_no_vacuum", "b1", "us_per_job"))
+            bloated_key = f"after_{big}_acked_no_vacuum"
+            clean, where = _clean_cost(scale, bloated_key, "b1")
+            r1, r100 = _ratio_to_clean(scale, vac, "b1"), _ratio_to_clean(scale, vac, "b100")
+            bloated = _m(get(scale, bloated_key, "b1", "us_per_job"))
             if bloated is not None and clean is not None:
-                text += (f" A claim+ack of 1 cost {bloated - clean:,.0f} us more than at 10k "
-                         "pending" + _raw_extra(results, big) + ": server work that does "
+                text += (f" A claim+ack of 1 cost {bloated - clean:,.0f} us more than {where}"
+                         + _raw_extra(results, big) + ": server work that does "
                          "not shrink with the rest of the loop, so the ratio moves with the "
                          f"cost at 10k pending ({clean:,.0f} us here, two commits per "
                          "claim+ack): the cheaper the claim, the larger the same walk's "
@@ -538,7 +538,7 @@ def _leader_bound_text(results: dict[str, Any], big: int) -> str:
     from django_alkqueue.conf import AlkQueueSettings
 
     scale = get(results, "systems", "alkqueue", "scale") or {}
-    clean = _m(get(scale, "pending_10000", "b1", "us_per_job"))
+    clean, _ = _clean_cost(scale, f"after_{big}_acked_no_vacuum", "b1")
     bloated = _m(get(scale, f"after_{big}_acked_no_vacuum", "b1", "us_per_job"))
     d2 = _m(get(_ours(results), "drain_2", "jobs_per_s"))
     if clean is None or bloated is None or not d2:
@@ -557,9 +557,26 @@ def _leader_bound_text(results: dict[str, Any], big: int) -> str:
             "next one and add to it.")  # fmt: skip
 
 
+def _clean_cost(scale: dict[str, Any], key: str, b: str) -> tuple[float | None, str]:
+    """What row `key`'s claim+ack is compared with, and how to name it: the baseline taking
+    turns with it where the run has one (bench/scale.py), else the 10k-pending row."""
+    beside = _m(get(scale, key, b, "baseline_us_per_job"))
+    if beside is not None:
+        return beside, "the 10k-pending baseline taking turns with it"
+    return _m(get(scale, "pending_10000", b, "us_per_job")), "at 10k pending"
+
+
+def _ratio_to_clean(scale: dict[str, Any], row: dict[str, Any], b: str) -> float:
+    """The side-by-side ratio of `row` where the run has it, else the ratio to the 10k row."""
+    paired = _m(get(row, b, "ratio"))
+    if paired is not None:
+        return paired
+    return _m(get(row, b, "us_per_job")) / _m(get(scale, "pending_10000", b, "us_per_job"))
+
+
 def _raw_extra(results: dict[str, Any], big: int) -> str:
     raw = get(results, "systems", "raw", "scale") or {}
-    clean = _m(get(raw, "pending_10000", "b1", "us_per_job"))
+    clean, _ = _clean_cost(raw, f"after_{big}_acked_no_vacuum", "b1")
     bloated = _m(get(raw, f"after_{big}_acked_no_vacuum", "b1", "us_per_job"))
     if clean is None or bloated is None:
         return ""
