@@ -476,7 +476,8 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
     elif "acked" in item["key"]:
         big = scale["sizes"]["big"]
         dead = scale.get("bloat_dead_tuples")
-        vac = get(scale, f"after_{big}_acked_then_vacuum")
+        vac_key = f"after_{big}_acked_then_vacuum"
+        vac = get(scale, vac_key)
         base = get(scale, "pending_10000")
         if dead is not None and dead >= 0:
             text += (f" The table held {dead:,} dead tuples when the loops ran (two per acked "
@@ -484,7 +485,8 @@ def _why_scale(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
         if vac and base:
             bloated_key = f"after_{big}_acked_no_vacuum"
             clean, where = _clean_cost(scale, bloated_key, "b1")
-            r1, r100 = _ratio_to_clean(scale, vac, "b1"), _ratio_to_clean(scale, vac, "b100")
+            r1 = targets.scale_ratio(scale, vac_key, "b1")
+            r100 = targets.scale_ratio(scale, vac_key, "b100")
             bloated = _m(get(scale, bloated_key, "b1", "us_per_job"))
             if bloated is not None and clean is not None:
                 text += (f" A claim+ack of 1 cost {bloated - clean:,.0f} us more than {where}"
@@ -564,14 +566,6 @@ def _clean_cost(scale: dict[str, Any], key: str, b: str) -> tuple[float | None, 
     if beside is not None:
         return beside, "the 10k-pending baseline taking turns with it"
     return _m(get(scale, "pending_10000", b, "us_per_job")), "at 10k pending"
-
-
-def _ratio_to_clean(scale: dict[str, Any], row: dict[str, Any], b: str) -> float:
-    """The side-by-side ratio of `row` where the run has it, else the ratio to the 10k row."""
-    paired = _m(get(row, b, "ratio"))
-    if paired is not None:
-        return paired
-    return _m(get(row, b, "us_per_job")) / _m(get(scale, "pending_10000", b, "us_per_job"))
 
 
 def _raw_extra(results: dict[str, Any], big: int) -> str:

@@ -44,9 +44,11 @@ LEASE = 30.0  # the queue default
 BURST_LEASE = 3600.0
 INDEX_FILL_ROWS = 100_000
 WAITING_FOR_RETRY = 1_000
-#: The baseline's rows, and the suffix of the database that holds them.
+#: The baseline's rows, the suffix of the database that holds them, and its Django alias
+#: (bench/settings/alkqueue_admin.py).
 BASELINE_PENDING = 10_000
 BASELINE_SUFFIX = "_baseline"
+BASELINE_ALIAS = "baseline"
 #: Turns each side takes per repetition of the paired loops.
 TURNS = 8
 

@@ -24,8 +24,6 @@ from .systems import Config, System, load
 RETRIES = 8
 #: Pairs of bulk enqueues (raw COPY, enqueue_many) in the side-by-side step of a full run.
 SIDE_BY_SIDE_REPS = 7
-#: The Django alias of the claim+ack baseline's database (bench/settings/alkqueue_admin.py).
-BASELINE_ALIAS = "baseline"
 
 
 class Suite:
@@ -152,25 +150,25 @@ class Suite:
                 self.out["profile"] = self.step("py-spy profile", self.profile)
             self.scale(
                 lambda: scale.AlkQueueLoops(self.admin),
-                lambda: scale.AlkQueueLoops(using=BASELINE_ALIAS),
+                lambda _: scale.AlkQueueLoops(using=scale.BASELINE_ALIAS),
             )
         if self.system.name == "raw":
-            baseline = self.system.database + scale.BASELINE_SUFFIX
-            self.scale(
-                lambda: scale.RawLoops(self.system.database), lambda: scale.RawLoops(baseline)
-            )
+            self.scale(lambda: scale.RawLoops(self.system.database), scale.RawLoops)
 
-    def scale(self, make_loops: Callable[[], Any], make_baseline: Callable[[], Any]) -> None:
+    def scale(self, make_loops: Callable[[], Any], make_baseline: Callable[[str], Any]) -> None:
         """The claim+ack scenarios, beside a baseline in a database of its own (created here,
-        dropped at the end)."""
+        dropped at the end); `make_baseline` gets that database's name."""
         from . import scale
 
         baseline = self.system.database + scale.BASELINE_SUFFIX
         common.create_database(baseline)
         try:
-            make_baseline().install()
+            make_baseline(baseline).install()
             merged: dict[str, Any] = {}
-            for name, fn in scale.scenarios(make_loops, make_baseline, self.p["quick"]):
+            scenarios = scale.scenarios(
+                make_loops, lambda: make_baseline(baseline), self.p["quick"]
+            )
+            for name, fn in scenarios:
                 merged.update(self.step(f"claim+ack, {name}", fn) or {})
             self.out["scale"] = merged
         finally:

@@ -167,17 +167,28 @@ def _scale_items(results: dict[str, Any]) -> list[dict[str, Any]]:
             val = _median(_get(scale, key, b, "us_per_job"))
             apart = _ratio(val, base)
             measured = f"{_n(val, 1)} / {_n(base, 1)} us per job = x{apart:.2f}" if apart else "-"
-            # Read side by side with the baseline where the run has it (bench/scale.py).
             paired = _median(_get(scale, key, b, "ratio"))
             if paired is not None and apart is not None:
                 beside = _median(_get(scale, key, b, "baseline_us_per_job"))
                 measured = (f"side by side {_n(val, 1)} / {_n(beside, 1)} us per job = "
                             f"x{paired:.2f} (median of the repetitions' ratios); against the "
                             f"10k-pending row {measured}")  # fmt: skip
-            r = paired if paired is not None else apart
+            r = scale_ratio(scale, key, b)
             out.append(_item(f"scale_{key}_{b}", f"{target} ({label})", measured,
                              _le(r, limit), ratio=r, limit=limit))  # fmt: skip
     return out
+
+
+def scale_ratio(scale: dict[str, Any], key: str, b: str) -> float | None:
+    """The ratio a claim+ack target reads for row `key` at batch `b`: side by side with the
+    baseline where the run has it (bench/scale.py), else to the 10k-pending row."""
+    paired = _median(_get(scale, key, b, "ratio"))
+    if paired is not None:
+        return paired
+    return _ratio(
+        _median(_get(scale, key, b, "us_per_job")),
+        _median(_get(scale, "pending_10000", b, "us_per_job")),
+    )
 
 
 def _admin_items(results: dict[str, Any]) -> list[dict[str, Any]]:

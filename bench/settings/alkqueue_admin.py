@@ -1,6 +1,7 @@
 """django-alkqueue in the suite process: the worker settings plus the admin, whose pages are
 timed with 1M rows (workers run without it, like the other systems' workers)."""
 
+from ..scale import BASELINE_ALIAS, BASELINE_SUFFIX
 from .alkqueue import *  # noqa: F403
 from .alkqueue import DATABASES, INSTALLED_APPS
 
@@ -8,7 +9,10 @@ from .alkqueue import DATABASES, INSTALLED_APPS
 # dropped by the suite. Nothing connects to it before then.
 DATABASES = {
     **DATABASES,
-    "baseline": {**DATABASES["default"], "NAME": DATABASES["default"]["NAME"] + "_baseline"},
+    BASELINE_ALIAS: {
+        **DATABASES["default"],
+        "NAME": DATABASES["default"]["NAME"] + BASELINE_SUFFIX,
+    },
 }
 
 INSTALLED_APPS = [
