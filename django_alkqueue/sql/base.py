@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, cast
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import payload as payload_codec
-from ..jobs import Job, Stamps, State, live_state
+from ..jobs import Job, Stamps, State, live_state, make_job
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
 
 # One row shape for live jobs and dead letters alike; `Job` is built from it.
@@ -121,15 +121,16 @@ class Dialect:
         else:
             state = live_state(self.read_token(token) is not None, run_at, now)
         # SQLite hands back REAL columns as ints when they hold whole numbers.
-        return Job(
-            id=job_id, queue=queue, payload=payload_codec.decode(payload), state=state,
-            priority=priority, attempts=attempts, max_attempts=max_attempts,
-            backoff_base=float(backoff_base), lease=float(lease), run_at=run_at,
-            enqueued_at=cast(datetime, read(enqueued_at)), expires_at=read(expires_at),
-            unique_key=unique_key, claimed_by=claimed_by, lease_expires_at=read(lease_expires_at),
-            last_error=last_error, died_at=died_at, claimed_at=read(claimed_at), reason=reason,
-            retention=None if retention is None else float(retention),
-        )  # fmt: skip
+        return make_job({
+            "id": job_id, "queue": queue, "payload": payload_codec.decode(payload),
+            "state": state, "priority": priority, "attempts": attempts,
+            "max_attempts": max_attempts, "backoff_base": float(backoff_base),
+            "lease": float(lease), "run_at": run_at, "enqueued_at": read(enqueued_at),
+            "expires_at": read(expires_at), "unique_key": unique_key, "claimed_by": claimed_by,
+            "lease_expires_at": read(lease_expires_at), "last_error": last_error,
+            "died_at": died_at, "claimed_at": read(claimed_at), "reason": reason,
+            "retention": None if retention is None else float(retention),
+        })  # fmt: skip
 
     def token_of(self, row: Row) -> uuid.UUID:
         token = self.read_token(row[_TOKEN_AT])

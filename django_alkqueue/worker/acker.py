@@ -58,7 +58,7 @@ class Acker:
                 signals.announce(signals.job_succeeded, Job, job=handle.job)
             else:
                 report_outcome(self.stats, handle.job, "lost", started)
-            self.inflight.remove(handle)
+        self.inflight.remove_all([handle for handle, _ in batch])
         return len(acked)
 
     def run(self, stop: threading.Event) -> None:

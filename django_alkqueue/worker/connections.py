@@ -23,3 +23,10 @@ def recycle_connections() -> None:
                     connection.close()
         else:
             connection.close_if_unusable_or_obsolete()
+
+
+def ages_connections() -> bool:
+    """Whether any alias sets CONN_MAX_AGE above 0 (or None): only then can a connection go
+    stale while its thread waits for the next job. With 0 everywhere, the check after each
+    job leaves nothing for a check before the next one to find."""
+    return any(s.get("CONN_MAX_AGE", 0) != 0 for s in connections.settings.values())

@@ -24,7 +24,7 @@ from ..jobs import Job
 from ..outcomes import Fail, Retry
 from ..queues import JobHandle
 from .acker import Acker
-from .connections import recycle_connections
+from .connections import ages_connections, recycle_connections
 from .inflight import InFlight
 from .report import report_outcome
 from .stats import WorkerStats
@@ -87,6 +87,7 @@ class Executor:
         self.inflight = inflight
         self.stats = stats
         self.using = using
+        self.recycle_before = ages_connections()
 
     def run(self, handle: JobHandle) -> None:
         """Run the job to an outcome. Never raises for the handler's sake, except a
@@ -97,7 +98,8 @@ class Executor:
         job = handle.job
         spec = self.specs[job.queue]
         started = time.monotonic()
-        recycle_connections()
+        if self.recycle_before:
+            recycle_connections()
         signals.announce(signals.job_started, Job, job=job)
         finished = False
         try:

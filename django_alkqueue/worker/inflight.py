@@ -53,10 +53,15 @@ class InFlight:
         self.changed.set()
 
     def remove(self, handle: JobHandle) -> None:
+        self.remove_all([handle])
+
+    def remove_all(self, handles: list[JobHandle]) -> None:
+        """Let go of many at once (an ack batch): one lock and one wake-up, not one per job."""
         with self._lock:
-            self._held.pop(handle, None)
-            self._atomic.discard(handle)
-            self._running.discard(handle)
+            for handle in handles:
+                self._held.pop(handle, None)
+                self._atomic.discard(handle)
+                self._running.discard(handle)
         self.changed.set()
 
     def count(self) -> int:

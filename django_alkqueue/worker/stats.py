@@ -17,7 +17,10 @@ class WorkerStats:
 
     def record(self, queue: str, outcome: str) -> None:
         with self._lock:
-            self.by_queue.setdefault(queue, Counter())[outcome] += 1
+            counts = self.by_queue.get(queue)
+            if counts is None:  # not setdefault: it would build a Counter on every call
+                counts = self.by_queue[queue] = Counter()
+            counts[outcome] += 1
 
     def totals(self) -> Counter[str]:
         with self._lock:
