@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -187,6 +188,30 @@ def test_a_payload_is_stored_as_the_standard_librarys_compact_json(q):
         cursor.execute("SELECT payload FROM alkqueue_message WHERE id = %s", [job.id])
         [(text,)] = cursor.fetchall()
     assert text == json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"n":1}', ' {"n": 1}\n', "[1,2] ", "NaN", '"a"', '{"n":1}x', "\ufeff{}", "[1,", ""]
+)
+def test_a_stored_payload_is_decoded_exactly_as_json_loads_decodes_it(text):
+    try:
+        expected: object = json.loads(text)
+    except json.JSONDecodeError as exc:
+        with pytest.raises(json.JSONDecodeError, match=re.escape(exc.msg)):
+            payload_codec.decode(text)
+    else:
+        decoded = payload_codec.decode(text)
+        assert decoded == expected or (decoded != decoded and expected != expected)  # NaN
+
+
+def test_a_payload_written_by_hand_with_whitespace_around_it_is_claimed_as_its_json(q):
+    job = q.enqueue({"a": 1})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE alkqueue_message SET payload = %s WHERE id = %s", ['  {"a": [1, 2]} \n', job.id]
+        )
+    [handle] = q.claim("w1")
+    assert handle.job.payload == {"a": [1, 2]}
 
 
 def test_the_size_limit_counts_utf8_bytes_not_characters(q):
