@@ -3,6 +3,7 @@ Django's cursor kept where queries are watched, Django's exceptions either way."
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
 import threading
@@ -14,6 +15,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.sql.hot_cursor import behind_a_pooler, fetch_all
+from tests.clocks import FakeClock
 from tests.conftest import PLANNER_DEFAULTS, planner_settings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only]
@@ -311,3 +313,30 @@ def test_a_data_error_of_the_statements_own_is_raised_and_preparing_goes_on(q, c
     q.enqueue(1)
     assert _prepared("pg_notify('alkqueue'") == 1
     assert [r for r in caplog.records if LOST in r.getMessage()] == []
+
+
+def _claimed_and_stored_times(q):
+    job = q.enqueue({"a": 1})
+    [handle] = q.claim("w")
+    stored = QueueMessage.objects.get(id=job.id)
+    claimed = handle.job
+    fields = ("run_at", "enqueued_at", "claimed_at", "lease_expires_at")
+    return [getattr(claimed, f) for f in fields], [getattr(stored, f) for f in fields]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_reads_its_timestamps_as_the_orm_does(q):
+    claimed, stored = _claimed_and_stored_times(q)
+    assert claimed == stored
+    assert [t.tzinfo for t in claimed] == [t.tzinfo for t in stored] == [datetime.UTC] * 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_use_tz_off_a_claim_reads_naive_timestamps_as_the_orm_does(q, make_queue):
+    _claimed_and_stored_times(q)  # the connection's hot cursor is made, for UTC
+    with override_settings(USE_TZ=False, TIME_ZONE="America/New_York"):
+        naive = make_queue("naive", clock=FakeClock(datetime.datetime(2030, 1, 15, 9, 30)))
+        claimed, stored = _claimed_and_stored_times(naive)
+    assert claimed == stored
+    assert [t.tzinfo for t in claimed] == [t.tzinfo for t in stored] == [None] * 4
+    assert claimed[0] == datetime.datetime(2030, 1, 15, 9, 30)
