@@ -12,7 +12,7 @@ from django.db import DatabaseError, InterfaceError, connections
 from .. import signals
 from ..jobs import Job
 from ..queues import JobHandle, ack_handles
-from .connections import recycle_connections
+from .connections import ThreadConnections
 from .inflight import InFlight
 from .report import report_outcome
 from .stats import WorkerStats
@@ -30,6 +30,7 @@ class Acker:
         self.window = window
         self._pending: list[tuple[JobHandle, float]] = []
         self._cond = threading.Condition()
+        self._connections = ThreadConnections()
 
     def submit(self, handle: JobHandle, started: float) -> None:
         with self._cond:
@@ -74,7 +75,7 @@ class Acker:
             if self.window > 0:
                 time.sleep(self.window)  # let other finishing jobs join this commit
             try:
-                recycle_connections()
+                self._connections.recycle()
                 self.run_once()
                 backoff = 0.0
             except (DatabaseError, InterfaceError) as exc:

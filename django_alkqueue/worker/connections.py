@@ -8,21 +8,50 @@ once, and honours CONN_MAX_AGE when it is set above 0.
 
 from __future__ import annotations
 
+import threading
+
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 
 def recycle_connections() -> None:
+    """Check this thread's open connections (every alias it has used)."""
     for connection in connections.all(initialized_only=True):
-        if connection.connection is None or connection.in_atomic_block:
-            continue
-        if connection.settings_dict.get("CONN_MAX_AGE") == 0:
-            if connection.errors_occurred:
-                if connection.is_usable():
-                    connection.errors_occurred = False
-                else:
-                    connection.close()
-        else:
-            connection.close_if_unusable_or_obsolete()
+        _recycle(connection)
+
+
+class ThreadConnections:
+    """recycle_connections() for threads that check after every job.
+
+    Finding which aliases a thread has used goes through asgiref's thread-local lookup, an
+    exception for each alias not yet used, about 2 us a time: a tenth of a draining worker's
+    CPU per job. So each thread here takes its wrapper of every alias once (making one opens
+    no connection) and checks those directly; Django keeps one wrapper per alias and thread
+    for the thread's lifetime.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def recycle(self) -> None:
+        wrappers: list[BaseDatabaseWrapper] | None = getattr(self._local, "wrappers", None)
+        if wrappers is None:
+            wrappers = self._local.wrappers = [connections[alias] for alias in connections]
+        for connection in wrappers:
+            _recycle(connection)
+
+
+def _recycle(connection: BaseDatabaseWrapper) -> None:
+    if connection.connection is None or connection.in_atomic_block:
+        return
+    if connection.settings_dict.get("CONN_MAX_AGE") == 0:
+        if connection.errors_occurred:
+            if connection.is_usable():
+                connection.errors_occurred = False
+            else:
+                connection.close()
+    else:
+        connection.close_if_unusable_or_obsolete()
 
 
 def ages_connections() -> bool:

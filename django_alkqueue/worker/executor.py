@@ -24,7 +24,7 @@ from ..jobs import Job
 from ..outcomes import Fail, Retry
 from ..queues import JobHandle
 from .acker import Acker
-from .connections import ages_connections, recycle_connections
+from .connections import ThreadConnections, ages_connections
 from .inflight import InFlight
 from .report import report_outcome
 from .stats import WorkerStats
@@ -88,6 +88,7 @@ class Executor:
         self.stats = stats
         self.using = using
         self.recycle_before = ages_connections()
+        self.connections = ThreadConnections()
 
     def run(self, handle: JobHandle) -> None:
         """Run the job to an outcome. Never raises for the handler's sake, except a
@@ -99,7 +100,7 @@ class Executor:
         spec = self.specs[job.queue]
         started = time.monotonic()
         if self.recycle_before:
-            recycle_connections()
+            self.connections.recycle()
         signals.announce(signals.job_started, Job, job=job)
         finished = False
         try:
@@ -110,7 +111,7 @@ class Executor:
         finally:
             if not finished:
                 self.inflight.remove(handle)
-            recycle_connections()
+            self.connections.recycle()
 
     def _run_plain(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> bool:
         try:

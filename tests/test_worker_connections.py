@@ -1,0 +1,65 @@
+"""Connection hygiene between jobs (worker/connections.py): a healthy connection stays open
+between jobs, a broken one is closed before the next job, and every alias the thread uses
+is checked, however late it first uses it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.db import DatabaseError, connections
+
+from django_alkqueue.worker.connections import ThreadConnections
+from tests.conftest import run_threads
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "other"])
+
+
+def _in_a_thread(body: Callable[[], None]) -> None:
+    run_threads(1, lambda _: body())
+
+
+def _break(alias: str) -> None:
+    """End the alias's server process, then fail a query on it, as a restart would."""
+    connection = connections[alias]
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    with connections["default" if alias != "default" else "other"].cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    with pytest.raises(DatabaseError), connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    assert connection.errors_occurred
+
+
+def test_a_healthy_connection_stays_open_after_a_job():
+    def body() -> None:
+        checks = ThreadConnections()
+        connection = connections["default"]
+        connection.ensure_connection()
+        checks.recycle()
+        assert connection.connection is not None
+
+    _in_a_thread(body)
+
+
+@pytest.mark.postgres_only
+def test_a_broken_connection_is_closed_after_a_job():
+    def body() -> None:
+        checks = ThreadConnections()
+        _break("default")
+        checks.recycle()
+        assert connections["default"].connection is None
+
+    _in_a_thread(body)
+
+
+@pytest.mark.postgres_only
+def test_an_alias_a_thread_first_uses_after_its_first_check_is_checked_too():
+    def body() -> None:
+        checks = ThreadConnections()
+        checks.recycle()  # nothing used yet
+        _break("other")
+        checks.recycle()
+        assert connections["other"].connection is None
+
+    _in_a_thread(body)
