@@ -75,12 +75,14 @@ _COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
 #             (queue, priority DESC, run_at, id) WHERE claim_token IS NULL;
 #   lapsed  - claimed rows whose lease lapsed: index alkqueue_lease_idx
 #             (queue, lease_expires_at) WHERE claim_token IS NOT NULL;
-#   chosen  - the best n of both, still in handout order;
+#   chosen  - the best n of both, still in handout order, sorted on the keys both scans
+#             read off the rows they locked (not read again: a third visit to each row
+#             was a fifth of a batch claim+ack's server time);
 #   claimed - stamps attempts + 1, a fresh claim token, claimed_by and the lease;
 #   buried  - lapsed rows with no attempts left go to the dead letters instead.
 CLAIM = f"""
 WITH due AS (
-    SELECT id FROM {MESSAGE_TABLE}
+    SELECT id, priority, run_at FROM {MESSAGE_TABLE}
     WHERE queue = %(queue)s AND claim_token IS NULL AND run_at <= %(now)s
       AND (expires_at IS NULL OR expires_at > %(now)s)
     ORDER BY priority DESC, run_at, id
@@ -89,14 +91,17 @@ WITH due AS (
 ), lapsed AS (
     -- Every lapsed row of the queue (few: the index holds only claimed rows), so that the
     -- best of them competes with the due rows and every exhausted one is buried.
-    SELECT id, attempts >= max_attempts AS exhausted FROM {MESSAGE_TABLE}
+    SELECT id, priority, run_at, attempts >= max_attempts AS exhausted FROM {MESSAGE_TABLE}
     WHERE queue = %(queue)s AND claim_token IS NOT NULL AND lease_expires_at <= %(now)s
       AND (expires_at IS NULL OR expires_at > %(now)s)
     FOR UPDATE SKIP LOCKED
 ), chosen AS (
-    SELECT m.id FROM {MESSAGE_TABLE} m
-    WHERE m.id IN (SELECT id FROM due UNION ALL SELECT id FROM lapsed WHERE NOT exhausted)
-    ORDER BY m.priority DESC, m.run_at, m.id
+    SELECT id FROM (
+        SELECT id, priority, run_at FROM due
+        UNION ALL
+        SELECT id, priority, run_at FROM lapsed WHERE NOT exhausted
+    ) AS candidates
+    ORDER BY priority DESC, run_at, id
     LIMIT %(n)s
 ), claimed AS (
     UPDATE {MESSAGE_TABLE} m
