@@ -693,7 +693,10 @@ def knobs(results: dict[str, Any]) -> str:
         return "--batch" in c and "ACK_WINDOW" not in c and "synchronous" not in c
 
     def window(c: str) -> bool:
-        return "ACK_WINDOW" in c or c == "--concurrency 4 --batch 500"
+        return c.startswith("--concurrency 4 --batch 500") and "synchronous" not in c
+
+    def threads(c: str) -> bool:
+        return c.endswith("--batch 1000, ACK_WINDOW 0.01")
 
     def sync(c: str) -> bool:
         return "synchronous" in c or c == "--concurrency 4 --batch 500"
@@ -711,7 +714,12 @@ def knobs(results: dict[str, Any]) -> str:
         "claims up to its free capacity, max(C, B), in one statement. For no-op jobs the claim "
         "size matters most: one claim, one commit for B jobs. Measured (1 process): "
         + (rate(plain) or "not scanned in this run")
-        + ".",
+        + ". Threads, at the same claim size and window: "
+        + (rate(threads) or "not scanned in this run")
+        + ". The handler threads share one GIL, and every job passes from the claimer to a "
+        "handler thread and on to the acker, so for jobs that only use CPU one thread is the "
+        "cheapest; jobs that wait (HTTP, SMTP, other databases) need as many threads as jobs "
+        "should wait at once.",
         "- **`--processes P`**: P supervised worker processes. It helps while one process is "
         "bound by its own Python (the GIL); on this 2-core machine the workers compete with "
         "PostgreSQL for the same cores. Compare the drain columns for 1 and 2 processes.",

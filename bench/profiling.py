@@ -31,7 +31,7 @@ class PySpy:
             self.files.append(path)
             self.procs.append(subprocess.Popen(
                 [exe, "record", "--pid", str(proc.pid), "--rate", str(RATE), "--format", "raw",
-                 "--output", str(path), "--nonblocking"],
+                 "--output", str(path), "--nonblocking", "--gil"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))  # fmt: skip
         time.sleep(0.5)  # py-spy attaches before the jobs arrive

@@ -211,10 +211,11 @@ def profile_lines(results: dict[str, Any], top: int = 12) -> str:
     for p in prof["self"]:
         owner = package(p["name"])
         packages[owner] = packages.get(owner, 0.0) + p["pct"]
-    out = [f"py-spy {prof['rate_hz']} Hz, non-blocking, on the worker process (1 process, "
-           f"{prof['config']}) draining {run['n']:,} jobs at {fmt_num(run['jobs_per_s'])} "
-           f"jobs/s under the profiler; {prof['samples']:,} samples of the threads py-spy saw "
-           "active (a thread blocked in C, e.g. on a lock or the socket, can count as active).",
+    out = [f"py-spy {prof['rate_hz']} Hz, non-blocking, `--gil`, on the worker process (1 "
+           f"process, {prof['config']}) draining {run['n']:,} jobs at "
+           f"{fmt_num(run['jobs_per_s'])} jobs/s under the profiler; {prof['samples']:,} samples "
+           "of whichever thread held the GIL, so the shares are of the worker's Python time "
+           "(waits on the socket or a lock, with the GIL released, are not sampled).",
            "", f"By package of the running (leaf) frame, over the {len(prof['self'])} functions "
            f"with the most self time ({covered:.0f}% of the samples):", "",
            "| package | share of samples |", "|---|---:|"]  # fmt: skip

@@ -72,9 +72,13 @@ class AlkQueue(System):
 
         if quick:
             return [cfg(4, 200)]
+        # Claim size raised until it stops helping (2,000); one handler thread against four,
+        # since no-op jobs gain nothing from threads that share one GIL.
         return [
-            cfg(4, 200), cfg(4, 100), cfg(4, 500), cfg(8, 500),
+            cfg(4, 200), cfg(4, 100), cfg(4, 500), cfg(8, 500), cfg(4, 1000),
             cfg(4, 500, ack_window=0.0), cfg(4, 500, ack_window=0.01),
+            cfg(4, 1000, ack_window=0.01), cfg(1, 1000, ack_window=0.01),
+            cfg(1, 2000, ack_window=0.01),
             cfg(4, 500, synchronous_commit="off"),
         ]  # fmt: skip
 
