@@ -87,18 +87,32 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
             ratio=_ratio(cpu, 0.1),
         )
     )
-    rss = _median(_get(ours, "drain_1", "peak_rss_mb"))
-    out.append(
-        _item(
-            "rss",
-            "worker RSS <= 80 MB (concurrency 4)",
-            f"{rss:.1f} MB" if rss else "-",
-            _le(rss, 80),
-            ratio=_ratio(rss, 80),
-        )
-    )
+    out.append(_rss_item(results, ours))
     out += _admin_items(results)
     return out
+
+
+def _rss_item(results: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
+    """The target names concurrency 4. When the configuration the figures use has fewer
+    threads, the largest peak RSS of the scan's concurrency-4 drains stands in (one drain
+    each, 1 process)."""
+    config = ours.get("config", "")
+    rss = _median(_get(ours, "drain_1", "peak_rss_mb"))
+    where = ""
+    if not config.startswith("--concurrency 4 "):
+        scanned = [r for r in _get(results, "systems", "alkqueue", "scan") or []
+                   if r.get("config", "").startswith("--concurrency 4 ")
+                   and r.get("peak_rss_mb")]  # fmt: skip
+        top = max(scanned, key=lambda r: r["peak_rss_mb"], default=None)
+        rss = top["peak_rss_mb"] if top else None
+        where = f" (the scan's largest at concurrency 4: {top['config']})" if top else ""
+    return _item(
+        "rss",
+        "worker RSS <= 80 MB (concurrency 4)",
+        (f"{rss:.1f} MB" if rss else "-") + where,
+        _le(rss, 80),
+        ratio=_ratio(rss, 80),
+    )
 
 
 def _bulk_item(results: dict[str, Any]) -> dict[str, Any]:
