@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from .payload import decode_encoded
+from .payload import decode
 
 State = Literal["pending", "scheduled", "claimed", "dead"]
 LIVE_STATES: tuple[State, ...] = ("pending", "scheduled", "claimed")
@@ -79,7 +79,7 @@ class Stamps(NamedTuple):
         id and payload, so the other fields are worked out once."""
         fields = self._fresh_fields(queue, now)
         return [
-            make_job({**fields, "id": job_id, "payload": decode_encoded(text)})
+            make_job({**fields, "id": job_id, "payload": decode(text)})
             for job_id, text in zip(ids, texts, strict=True)
         ]
 

@@ -19,7 +19,7 @@ from . import signals, validation
 from .exceptions import AlkQueueError
 from .jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED, Job, QueueStats, Stamps
 from .models import Consumer, DeadLetter, QueueMessage
-from .payload import decode, decode_encoded
+from .payload import decode
 from .sql import Claim, Dialect, Row, dialect_for
 from .sql.base import (
     BY_CLAIM,
@@ -71,7 +71,7 @@ def enqueue(
         # cost a single enqueue() several percent of its rate.
         (text,) = texts
         job_id = dialect.insert_one(connection, queue, text, stamps)
-        jobs.append(stamps.new_job(job_id, queue, decode_encoded(text), now))
+        jobs.append(stamps.new_job(job_id, queue, decode(text), now))
     else:
         with dialect.insert_many(connection, queue, stamps, count) as write:
             for chunk in _chunks(texts, ENQUEUE_CHUNK):

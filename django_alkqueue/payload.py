@@ -68,20 +68,14 @@ def encode(payload: JSONValue, *, max_bytes: int, path: str = "payload") -> str:
 
 def decode(text: str) -> JSONValue:
     """json.loads(text), by the C scanner alone where that reads the whole text (a stored
-    payload almost always); anything else (surrounding whitespace, trailing data, a byte
-    order mark, bad JSON) goes to json.loads, which decides exactly as before."""
+    payload almost always, and always a text encode() produced); anything else
+    (surrounding whitespace, trailing data, a byte order mark, bad JSON) goes to
+    json.loads, which decides exactly as before."""
     try:
         value, end = _SCAN(text, 0)
     except (StopIteration, ValueError):
         return json.loads(text)
     return value if end == len(text) else json.loads(text)
-
-
-def decode_encoded(text: str) -> JSONValue:
-    """decode() of a text encode() has just produced: the C scanner alone, without the
-    checks for surrounding whitespace and trailing data such a text cannot have (a third of
-    the cost)."""
-    return _SCAN(text, 0)[0]
 
 
 def _plain(value: Any) -> bool:
