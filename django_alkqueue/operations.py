@@ -107,10 +107,8 @@ def _enqueue_unique(using: str, queue: str, text: str, stamps: Stamps, now: date
 def claim(using: str, queue: str, worker_id: str, n: int, now: datetime) -> list[tuple[Job, Claim]]:
     """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered."""
     dialect, connection = _dialect_and_connection(using)
-    claimed, dead = dialect.claim(connection, queue, worker_id, n, now)
-    _announce_deaths(_jobs(using, dead, now))
-    handed = [(dialect.to_job(row, now), Claim(row[0], dialect.token_of(row))) for row in claimed]
-    handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
+    handed, dead = dialect.claim(connection, queue, worker_id, n, now)
+    _announce_deaths(dead)
     return handed
 
 

@@ -10,6 +10,7 @@ from django.db import connection, connections
 
 from django_alkqueue import InvalidName, InvalidOption, queue
 from django_alkqueue.models import QueueMessage
+from django_alkqueue.signals import job_dead_lettered
 from tests.conftest import run_threads
 
 pytestmark = pytest.mark.django_db
@@ -83,6 +84,34 @@ def test_claim_stamps_attempt_worker_token_and_lease(make_queue, clock):
     assert stored.lease_expires_at == clock.now + timedelta(seconds=45)
     assert stored.claim_token == handle.token
     assert handle.job.lease_expires_at == clock.now + timedelta(seconds=45)
+
+
+def test_the_job_a_claim_hands_out_is_the_job_read_back_from_the_table(make_queue, clock):
+    q = make_queue("read-back", lease=45, retention=600)
+    q.enqueue({"to": "a@example.com"}, priority=3, unique_key="k1", expires=timedelta(hours=1))
+    [handle] = q.claim("worker-9")
+
+    assert handle.job == q.get_job(handle.job.id)
+    assert handle.job.state == "claimed"
+
+
+def test_a_dead_letter_announced_by_a_claim_is_the_one_stored(q, clock):
+    job = q.enqueue({"n": 1}, max_attempts=1)
+    q.claim_one("first")
+    clock.advance(31)
+    announced = []
+
+    def receiver(sender, job, **kwargs):
+        announced.append(job)
+
+    job_dead_lettered.connect(receiver)
+    try:
+        assert q.claim("second") == []
+    finally:
+        job_dead_lettered.disconnect(receiver)
+
+    assert announced == [q.get_job(job.id)]
+    assert announced[0].claimed_by == "first"
 
 
 def test_each_claim_gets_a_fresh_token(q, clock):

@@ -132,7 +132,14 @@ class Dialect:
             "retention": None if retention is None else float(retention),
         })  # fmt: skip
 
-    def token_of(self, row: Row) -> uuid.UUID:
+    def handed_out(self, rows: Sequence[Row], now: datetime) -> list[tuple[Job, Claim]]:
+        """Claimed rows (ROW_FIELDS order) as jobs and their claims, in handout order:
+        priority descending, then run_at, then id."""
+        handed = [(self.to_job(row, now), Claim(row[0], self._token_of(row))) for row in rows]
+        handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
+        return handed
+
+    def _token_of(self, row: Row) -> uuid.UUID:
         token = self.read_token(row[_TOKEN_AT])
         assert token is not None
         return token
@@ -247,8 +254,9 @@ class Dialect:
 
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
-    ) -> tuple[list[Row], list[Row]]:
-        """Claim up to n due jobs; returns (claimed rows, rows dead-lettered on the way)."""
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
+        """Claim up to n due jobs; returns (each job and its claim, in handout order; the jobs
+        dead-lettered on the way)."""
         raise NotImplementedError
 
     def ack(

@@ -16,12 +16,12 @@ from typing import Any
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..jobs import MAX_ATTEMPTS_EXCEEDED, Stamps
+from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps, make_job
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from ..payload import decode
 from .base import (
     BURIED_FIELDS,
     INSERT_FIELDS,
-    LIVE_COLUMNS,
     Claim,
     Dialect,
     Row,
@@ -35,13 +35,22 @@ from .hot_cursor import fetch_all
 #: Channel of the wake-up NOTIFY sent by every enqueue; the payload is the queue name.
 NOTIFY_CHANNEL = "alkqueue"
 
-_ROW_FROM_LIVE = f"{LIVE_COLUMNS}, NULL::timestamptz, NULL::varchar"
 _DEAD_AS_ROW = (
     "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
     "run_at, enqueued_at, expires_at, unique_key, NULL::uuid, claimed_by, claimed_at, "
     "NULL::timestamptz, last_error, died_at, reason"
 )
 _BURIED = ", ".join(BURIED_FIELDS)
+_CLAIMED_AS_ROW = (
+    "{m}id, {m}payload, {m}priority, {m}attempts, {m}max_attempts, {m}backoff_base, {m}lease, "
+    "{m}retention, {m}run_at, {m}enqueued_at, {m}expires_at, {m}unique_key, {m}claim_token, "
+    "{m}lease_expires_at, {m}last_error"
+)
+_DEAD_AS_CLAIMED = (
+    "job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
+    "run_at, enqueued_at, expires_at, unique_key, NULL::uuid, NULL::timestamptz, last_error, "
+    "claimed_by, claimed_at"
+)
 
 # The enqueue of one job. The NOTIFY rides in the same statement, so it is sent exactly when
 # the caller's transaction commits, and not at all on rollback. ON CONFLICT targets the partial
@@ -80,6 +89,12 @@ _COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
 #             was a fifth of a batch claim+ack's server time);
 #   claimed - stamps attempts + 1, a fresh claim token, claimed_by and the lease;
 #   buried  - lapsed rows with no attempts left go to the dead letters instead.
+# The rows come back in handout order, sorted by the server, in one shape (unpacked in
+# PostgresDialect.claim) that leaves out what the worker already knows: the queue, for a
+# claimed row its claimed_by and claimed_at (this claim's), for a dead letter its died_at
+# and reason (this claim's). Loading the rows' columns was a sixth of a draining worker's
+# Python time, and sorting them in Python another share. A dead letter has no claim token;
+# its last two columns are the claim it died in.
 CLAIM = f"""
 WITH due AS (
     SELECT id, priority, run_at FROM {MESSAGE_TABLE}
@@ -111,7 +126,7 @@ WITH due AS (
         claimed_at = %(now)s,
         lease_expires_at = %(now)s + make_interval(secs => m.lease)
     FROM chosen WHERE m.id = chosen.id
-    RETURNING {", ".join("m." + c.strip() for c in LIVE_COLUMNS.split(","))}
+    RETURNING {_CLAIMED_AS_ROW.format(m="m.")}
 ), buried AS (
     DELETE FROM {MESSAGE_TABLE} m USING lapsed
     WHERE m.id = lapsed.id AND lapsed.exhausted
@@ -119,11 +134,12 @@ WITH due AS (
 ), dead AS (
     INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
     SELECT id, {_BURIED}, %(now)s, %(reason)s::text, %(reason)s::text FROM buried
-    RETURNING {_DEAD_AS_ROW}
+    RETURNING {_DEAD_AS_CLAIMED}
 )
-SELECT *, NULL::timestamptz, NULL::varchar FROM claimed
+SELECT *, NULL::varchar, NULL::timestamptz FROM claimed
 UNION ALL
 SELECT * FROM dead
+ORDER BY priority DESC, run_at, id
 """
 
 
@@ -245,12 +261,34 @@ class PostgresDialect(Dialect):
 
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
-    ) -> tuple[list[Row], list[Row]]:
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
         params = claim_params(queue, worker_id, n, now)
         rows = fetch_all(connection, CLAIM, params, generic_plan=True)
-        claimed = [row for row in rows if row[-2] is None]
-        dead = [row for row in rows if row[-2] is not None]
-        return claimed, dead
+        handed: list[tuple[Job, Claim]] = []
+        dead: list[Job] = []
+        # Unpacked by position, into the Job's fields: one Job per handed-out row.
+        for (
+            job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention,
+            run_at, enqueued_at, expires_at, unique_key, token, lease_expires_at, last_error,
+            dead_claimed_by, dead_claimed_at,
+        ) in rows:  # fmt: skip
+            fields = {
+                "id": job_id, "queue": queue, "payload": decode(payload), "state": "claimed",
+                "priority": priority, "attempts": attempts, "max_attempts": max_attempts,
+                "backoff_base": backoff_base, "lease": lease, "run_at": run_at,
+                "enqueued_at": enqueued_at, "expires_at": expires_at, "unique_key": unique_key,
+                "claimed_by": worker_id, "lease_expires_at": lease_expires_at,
+                "last_error": last_error, "died_at": None, "claimed_at": now, "reason": None,
+                "retention": retention,
+            }  # fmt: skip
+            if token is not None:
+                handed.append((make_job(fields), Claim(job_id, token)))
+            else:
+                fields.update(state="dead", claimed_by=dead_claimed_by,
+                              claimed_at=dead_claimed_at, died_at=now,
+                              reason=MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
+                dead.append(make_job(fields))
+        return handed, dead
 
     def ack(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime

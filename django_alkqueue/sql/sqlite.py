@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils.dateparse import parse_datetime
 
-from ..jobs import MAX_ATTEMPTS_EXCEEDED, Stamps
+from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
 from .base import (
     BURIED_FIELDS,
@@ -167,7 +167,7 @@ class SqliteDialect(Dialect):
 
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
-    ) -> tuple[list[Row], list[Row]]:
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
         at = self.param_datetime(connection, now)
         with connection.cursor() as cursor:
             cursor.execute(_ANY_CLAIMABLE, [queue, at, at, queue, at])
@@ -190,7 +190,7 @@ class SqliteDialect(Dialect):
                     token = uuid.uuid4().hex
                     cursor.execute(_STAMP_CLAIM, [token, worker_id, at, expires, job_id])
                     claimed.append(cursor.fetchone())
-        return claimed, dead
+        return self.handed_out(claimed, now), [self.to_job(row, now) for row in dead]
 
     def ack(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
