@@ -50,7 +50,12 @@ class InFlight:
         """The handler returned; the job may still await its ack."""
         with self._lock:
             self._running.discard(handle)
-        self.changed.set()
+        # Event.set takes the event's lock and notifies; a draining worker finishes a job
+        # every few microseconds, and the claimer has seldom cleared the event in between.
+        # Reading it set is safe: the claimer clears it before it counts the free slots,
+        # and the slot was freed (above) before the read.
+        if not self.changed.is_set():
+            self.changed.set()
 
     def remove(self, handle: JobHandle) -> None:
         self.remove_all([handle])
