@@ -4,6 +4,7 @@ on a TTY (also through a management command's stdout), and a --burst worker's re
 from __future__ import annotations
 
 import io
+import logging
 import os
 import pty
 import select
@@ -13,8 +14,9 @@ import time
 import pytest
 from django.core.management.base import OutputWrapper
 
-from django_alkqueue import queue
-from django_alkqueue.worker.report import StatusReporter, summary_line
+from django_alkqueue import Job, queue
+from django_alkqueue.jobs import make_job
+from django_alkqueue.worker.report import StatusReporter, report_successes, summary_line
 from django_alkqueue.worker.stats import WorkerStats
 from tests.workers import database_env, worker_command
 
@@ -40,6 +42,34 @@ def test_the_summary_line_names_processed_failed_and_dead():
 
     assert line.startswith("processed 5, failed 3, dead 1, ")
     assert line.endswith(" jobs/s, in flight 3, depth 6")
+
+
+def finished(queue_name: str, job_id: int, started: float) -> tuple[Job, float]:
+    return make_job({"queue": queue_name, "id": job_id}), started
+
+
+def test_an_ack_batch_counts_its_successes_per_queue():
+    stats = stats_of("succeeded")
+    started = time.monotonic()
+    batch = [finished("shop-emails", 1, started), finished("shop-emails", 2, started),
+             finished("shop-reports", 3, started)]  # fmt: skip
+
+    report_successes(stats, batch)
+
+    assert stats.snapshot()["shop-emails"]["succeeded"] == 3
+    assert stats.snapshot()["shop-reports"]["succeeded"] == 1
+
+
+def test_each_job_of_an_ack_batch_logs_its_line_at_info(caplog):
+    started = time.monotonic()
+    caplog.set_level(logging.INFO, logger="django_alkqueue")
+
+    report_successes(WorkerStats(), [finished("shop-emails", 7, started),
+                                     finished("shop-reports", 8, started)])  # fmt: skip
+
+    lines = [r.getMessage().rsplit(" in ", 1)[0] for r in caplog.records]
+    assert lines == ["shop-emails job 7 succeeded", "shop-reports job 8 succeeded"]
+    assert all(r.getMessage().endswith(" ms") for r in caplog.records)
 
 
 def test_the_live_status_line_rewrites_one_line_through_a_commands_stdout():

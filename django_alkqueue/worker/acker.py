@@ -14,7 +14,7 @@ from ..jobs import Job
 from ..queues import JobHandle, ack_handles
 from .connections import ThreadConnections
 from .inflight import InFlight
-from .report import report_outcome
+from .report import report_outcome, report_successes
 from .stats import WorkerStats
 
 logger = logging.getLogger("django_alkqueue")
@@ -53,12 +53,15 @@ class Acker:
             with self._cond:  # keep them: the leases still run, the next flush retries
                 self._pending[:0] = batch
             raise
+        succeeded: list[tuple[Job, float]] = []
         for handle, started in batch:
             if handle.claim in acked:
-                report_outcome(self.stats, handle.job, "succeeded", started)
-                signals.announce(signals.job_succeeded, Job, job=handle.job)
+                succeeded.append((handle.job, started))
             else:
                 report_outcome(self.stats, handle.job, "lost", started)
+        report_successes(self.stats, succeeded)
+        for job, _ in succeeded:
+            signals.announce(signals.job_succeeded, Job, job=job)
         self.inflight.remove_all([handle for handle, _ in batch])
         return len(acked)
 

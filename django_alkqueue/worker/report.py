@@ -6,7 +6,8 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from django.core.management.base import OutputWrapper
@@ -17,6 +18,8 @@ from .stats import OUTCOMES, WorkerStats
 
 logger = logging.getLogger("django_alkqueue")
 
+#: The INFO line of a finished job: queue, id, outcome, milliseconds since its handler started.
+FINISHED_LINE = "%s job %s %s in %.1f ms"
 SUMMARY_INTERVAL = 10.0
 LIVE_INTERVAL = 1.0
 
@@ -36,7 +39,18 @@ def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -
         )
     elif logger.isEnabledFor(logging.INFO):
         elapsed = (time.monotonic() - started) * 1000
-        logger.info("%s job %s %s in %.1f ms", job.queue, job.id, outcome, elapsed)
+        logger.info(FINISHED_LINE, job.queue, job.id, outcome, elapsed)
+
+
+def report_successes(stats: WorkerStats, finished: Sequence[tuple[Job, float]]) -> None:
+    """report_outcome(..., "succeeded", ...) for the jobs of one ack batch (each with the
+    monotonic time its handler started): one count per queue, not a lock per job."""
+    for queue, count in Counter(job.queue for job, _ in finished).items():
+        stats.record(queue, "succeeded", count)
+    if logger.isEnabledFor(logging.INFO):
+        now = time.monotonic()
+        for job, started in finished:
+            logger.info(FINISHED_LINE, job.queue, job.id, "succeeded", (now - started) * 1000)
 
 
 def summary_line(stats: WorkerStats, in_flight: int, depth: int) -> str:

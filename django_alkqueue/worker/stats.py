@@ -15,12 +15,12 @@ class WorkerStats:
         self.by_queue: dict[str, Counter[str]] = {}
         self.started = time.monotonic()
 
-    def record(self, queue: str, outcome: str) -> None:
+    def record(self, queue: str, outcome: str, count: int = 1) -> None:
         with self._lock:
             counts = self.by_queue.get(queue)
             if counts is None:  # not setdefault: it would build a Counter on every call
                 counts = self.by_queue[queue] = Counter()
-            counts[outcome] += 1
+            counts[outcome] += count
 
     def totals(self) -> Counter[str]:
         with self._lock:
