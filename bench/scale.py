@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -348,7 +349,7 @@ class AlkQueueLoops(Loops):
 
         from django_alkqueue.sql.postgresql import CLAIM, claim_params
 
-        params = claim_params("scale", "bench-scale", 1, self.queue.clock())
+        params = claim_params("scale", "bench-scale", 1, self.queue.clock(), uuid.uuid4())
         connection = connections[self.using]
         with transaction.atomic(using=self.using), connection.cursor() as cursor:
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + CLAIM, params)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -227,7 +228,8 @@ def test_claim_query_uses_the_partial_pending_index_on_100k_rows(transactional_d
             """
         )
         cursor.execute("ANALYZE alkqueue_message")
-        cursor.execute("EXPLAIN " + CLAIM, claim_params("q3", "w", 10, queue("q3").clock()))
+        params = claim_params("q3", "w", 10, queue("q3").clock(), uuid.uuid4())
+        cursor.execute("EXPLAIN " + CLAIM, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "alkqueue_pending_idx" in plan, plan
     assert "alkqueue_lease_idx" in plan, plan

@@ -141,6 +141,21 @@ def test_release_returns_the_job_and_refunds_the_attempt(q):
     assert (stored.state, stored.attempts, stored.claimed_by) == ("pending", 0, None)
 
 
+def test_each_job_of_one_claim_is_settled_by_its_own_handle_alone(q):
+    # The jobs of one claim may share its token (PostgreSQL): the job id fences each.
+    first, second, third = (q.enqueue(n).id for n in range(3))
+    acked, retried, held = q.claim("w", 3)
+
+    assert acked.ack() is True
+    assert retried.retry("again", delay=timedelta(0)) is True
+
+    assert q.get_job(first) is None
+    assert (q.get_job(second).state, q.get_job(second).last_error) == ("pending", "again")
+    assert q.get_job(third).state == "claimed"
+    assert held.heartbeat() is True
+    assert held.ack() is True
+
+
 def test_a_batch_ack_holding_the_old_and_the_new_claim_of_a_job_acks_only_the_new(q, clock):
     # One worker can hold both: its ack waited (a locked table) until the lease lapsed, and
     # its own claimer took the job again.

@@ -11,6 +11,7 @@ the claim's pinned settings."""
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -133,8 +134,8 @@ def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_c
     with pgbouncer() as port, django_connection(port) as pooled:
         pooled.ensure_connection()
         pooled.set_autocommit(True)
-        rows = fetch_all(pooled, CLAIM, claim_params("shop-emails", "w1", 1, timezone.now()),
-                         generic_plan=True)  # fmt: skip
+        params = claim_params("shop-emails", "w1", 1, timezone.now(), uuid.uuid4())
+        rows = fetch_all(pooled, CLAIM, params, generic_plan=True)
         claimed_on = fetch_all(pooled, "SELECT pg_backend_pid()", [])[0][0]
         with psycopg.connect(url(port), autocommit=True, prepare_threshold=None) as other:
             seen_on = other.execute("SELECT pg_backend_pid()").fetchone()

@@ -43,12 +43,12 @@ _DEAD_AS_ROW = (
 _BURIED = ", ".join(BURIED_FIELDS)
 _CLAIMED_AS_ROW = (
     "{m}id, {m}payload, {m}priority, {m}attempts, {m}max_attempts, {m}backoff_base, {m}lease, "
-    "{m}retention, {m}run_at, {m}enqueued_at, {m}expires_at, {m}unique_key, {m}claim_token, "
+    "{m}retention, {m}run_at, {m}enqueued_at, {m}expires_at, {m}unique_key, "
     "{m}lease_expires_at, {m}last_error"
 )
 _DEAD_AS_CLAIMED = (
     "job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
-    "run_at, enqueued_at, expires_at, unique_key, NULL::uuid, NULL::timestamptz, last_error, "
+    "run_at, enqueued_at, expires_at, unique_key, NULL::timestamptz, last_error, "
     "claimed_by, claimed_at"
 )
 
@@ -87,14 +87,17 @@ _COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
 #   chosen  - the best n of both, still in handout order, sorted on the keys both scans
 #             read off the rows they locked (not read again: a third visit to each row
 #             was a fifth of a batch claim+ack's server time);
-#   claimed - stamps attempts + 1, a fresh claim token, claimed_by and the lease;
+#   claimed - stamps attempts + 1, the claim token, claimed_by and the lease;
 #   buried  - lapsed rows with no attempts left go to the dead letters instead.
 # The rows come back in handout order, sorted by the server, in one shape (unpacked in
 # PostgresDialect.claim) that leaves out what the worker already knows: the queue, for a
 # claimed row its claimed_by and claimed_at (this claim's), for a dead letter its died_at
-# and reason (this claim's). Loading the rows' columns was a sixth of a draining worker's
-# Python time, and sorting them in Python another share. A dead letter has no claim token;
-# its last two columns are the claim it died in.
+# and reason (this claim's), and the claim token, which is the client's: one fresh random
+# token per claim, shared by the jobs it hands out (see claim_params). Loading the rows'
+# columns was a sixth of a draining worker's Python time, and sorting them in Python another
+# share; gen_random_uuid() per row was 8% of the server's CPU per job. A dead
+# letter has no lease (lease_expires_at is NULL); its last two columns are the claim it
+# died in.
 CLAIM = f"""
 WITH due AS (
     SELECT id, priority, run_at FROM {MESSAGE_TABLE}
@@ -121,7 +124,7 @@ WITH due AS (
 ), claimed AS (
     UPDATE {MESSAGE_TABLE} m
     SET attempts = m.attempts + 1,
-        claim_token = gen_random_uuid(),
+        claim_token = %(token)s,
         claimed_by = %(worker)s,
         claimed_at = %(now)s,
         lease_expires_at = %(now)s + make_interval(secs => m.lease)
@@ -143,9 +146,13 @@ ORDER BY priority DESC, run_at, id
 """
 
 
-def claim_params(queue: str, worker_id: str, n: int, now: datetime) -> dict[str, Any]:
-    """CLAIM's parameters (`make bench` EXPLAINs the statement with them too)."""
-    return {"queue": queue, "now": now, "n": n, "worker": worker_id,
+def claim_params(
+    queue: str, worker_id: str, n: int, now: datetime, token: uuid.UUID
+) -> dict[str, Any]:
+    """CLAIM's parameters (`make bench` EXPLAINs the statement with them too). `token` is
+    the claim's: a fencing token only has to differ between two claims of one job, and a
+    job is handed out at most once by one claim."""
+    return {"queue": queue, "now": now, "n": n, "worker": worker_id, "token": token,
             "reason": MAX_ATTEMPTS_EXCEEDED}  # fmt: skip
 
 
@@ -262,14 +269,15 @@ class PostgresDialect(Dialect):
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
     ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
-        params = claim_params(queue, worker_id, n, now)
-        rows = fetch_all(connection, CLAIM, params, generic_plan=True)
+        token = uuid.uuid4()
+        rows = fetch_all(connection, CLAIM, claim_params(queue, worker_id, n, now, token),
+                         generic_plan=True)  # fmt: skip
         handed: list[tuple[Job, Claim]] = []
         dead: list[Job] = []
         # Unpacked by position, into the Job's fields: one Job per handed-out row.
         for (
             job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention,
-            run_at, enqueued_at, expires_at, unique_key, token, lease_expires_at, last_error,
+            run_at, enqueued_at, expires_at, unique_key, lease_expires_at, last_error,
             dead_claimed_by, dead_claimed_at,
         ) in rows:  # fmt: skip
             fields = {
@@ -281,7 +289,7 @@ class PostgresDialect(Dialect):
                 "last_error": last_error, "died_at": None, "claimed_at": now, "reason": None,
                 "retention": retention,
             }  # fmt: skip
-            if token is not None:
+            if lease_expires_at is not None:
                 handed.append((make_job(fields), Claim(job_id, token)))
             else:
                 fields.update(state="dead", claimed_by=dead_claimed_by,
