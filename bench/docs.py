@@ -311,7 +311,7 @@ def _why_drain(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str
             f"The raw claim-100 loop drained {fmt_num(r2)} jobs/s with {rc2:.3f} ms of worker "
             f"CPU and {rs2:.3f} ms of server CPU per job: the gap to it is the worker's own "
             "Python per job (the profile below) and the extra SQL work per job of a durable "
-            "claim (a claim token, a lease, the RETURNING of the whole row)."
+            "claim (a claim token, a lease, the RETURNING of the job's columns)."
         )
     return "\n".join(lines)
 
