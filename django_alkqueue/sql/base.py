@@ -20,7 +20,6 @@ ROW_FIELDS = (
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claim_token",
     "claimed_by", "claimed_at", "lease_expires_at", "last_error", "died_at", "reason",
 )  # fmt: skip
-_TOKEN_AT = ROW_FIELDS.index("claim_token")
 INSERT_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key",
@@ -131,18 +130,6 @@ class Dialect:
             "died_at": died_at, "claimed_at": read(claimed_at), "reason": reason,
             "retention": None if retention is None else float(retention),
         })  # fmt: skip
-
-    def handed_out(self, rows: Sequence[Row], now: datetime) -> list[tuple[Job, Claim]]:
-        """Claimed rows (ROW_FIELDS order) as jobs and their claims, in handout order:
-        priority descending, then run_at, then id."""
-        handed = [(self.to_job(row, now), Claim(row[0], self._token_of(row))) for row in rows]
-        handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
-        return handed
-
-    def _token_of(self, row: Row) -> uuid.UUID:
-        token = self.read_token(row[_TOKEN_AT])
-        assert token is not None
-        return token
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -42,9 +42,9 @@ _DEAD_AS_ROW = (
 )
 _BURIED = ", ".join(BURIED_FIELDS)
 _CLAIMED_AS_ROW = (
-    "{m}id, {m}payload, {m}priority, {m}attempts, {m}max_attempts, {m}backoff_base, {m}lease, "
-    "{m}retention, {m}run_at, {m}enqueued_at, {m}expires_at, {m}unique_key, "
-    "{m}lease_expires_at, {m}last_error"
+    "m.id, m.payload, m.priority, m.attempts, m.max_attempts, m.backoff_base, m.lease, "
+    "m.retention, m.run_at, m.enqueued_at, m.expires_at, m.unique_key, m.lease_expires_at, "
+    "m.last_error"
 )
 _DEAD_AS_CLAIMED = (
     "job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
@@ -129,7 +129,7 @@ WITH due AS (
         claimed_at = %(now)s,
         lease_expires_at = %(now)s + make_interval(secs => m.lease)
     FROM chosen WHERE m.id = chosen.id
-    RETURNING {_CLAIMED_AS_ROW.format(m="m.")}
+    RETURNING {_CLAIMED_AS_ROW}
 ), buried AS (
     DELETE FROM {MESSAGE_TABLE} m USING lapsed
     WHERE m.id = lapsed.id AND lapsed.exhausted

@@ -24,6 +24,7 @@ from .base import (
     INSERT_FIELDS,
     LAPSED_EXHAUSTED_IN_QUEUE,
     LIVE_COLUMNS,
+    ROW_FIELDS,
     Claim,
     Dialect,
     Row,
@@ -32,6 +33,7 @@ from .base import (
     returned_claim,
 )
 
+_TOKEN_AT = ROW_FIELDS.index("claim_token")
 _INSERT_CHUNK = 500
 _ROW_FROM_LIVE = f"{LIVE_COLUMNS}, NULL, NULL"
 _BURIED = ", ".join(BURIED_FIELDS)
@@ -190,7 +192,20 @@ class SqliteDialect(Dialect):
                     token = uuid.uuid4().hex
                     cursor.execute(_STAMP_CLAIM, [token, worker_id, at, expires, job_id])
                     claimed.append(cursor.fetchone())
-        return self.handed_out(claimed, now), [self.to_job(row, now) for row in dead]
+        return self._handed_out(claimed, now), [self.to_job(row, now) for row in dead]
+
+    def _handed_out(self, rows: Sequence[Row], now: datetime) -> list[tuple[Job, Claim]]:
+        """Claimed rows (ROW_FIELDS order) as jobs and their claims, in handout order:
+        priority descending, then run_at, then id (each half of the claim reads its own
+        index in that order; the two are merged here)."""
+        handed = [(self.to_job(row, now), Claim(row[0], self._token_of(row))) for row in rows]
+        handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
+        return handed
+
+    def _token_of(self, row: Row) -> uuid.UUID:
+        token = self.read_token(row[_TOKEN_AT])
+        assert token is not None
+        return token
 
     def ack(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
