@@ -226,10 +226,24 @@ def server_cpu() -> dict[int, float]:
     return found
 
 
-def server_cpu_delta(before: dict[int, float]) -> float:
-    """CPU seconds the server spent since `before` (processes alive at both ends; those that
-    started meanwhile count in full)."""
-    after = server_cpu()
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of all the machine's cores since boot. Waiting on I/O counts
+    as idle; guest time is already inside user time, so it is not added again."""
+    t = psutil.cpu_times()
+    idle = t.idle + getattr(t, "iowait", 0.0)
+    total = sum(getattr(t, f) for f in t._fields if f not in ("guest", "guest_nice"))
+    return total - idle, total
+
+
+def machine_busy_since(before: tuple[float, float]) -> float:
+    """The share of all cores' time that was busy since `before` (0 to 1)."""
+    busy, total = machine_cpu()
+    return (busy - before[0]) / max(total - before[1], 1e-9)
+
+
+def server_cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds the server spent between two `server_cpu()` readings (processes alive at
+    both ends; those that started meanwhile count in full)."""
     return sum(v - before.get(pid, 0.0) for pid, v in after.items())
 
 

@@ -201,7 +201,9 @@ against the same PostgreSQL server, each in a fresh database, one system after a
    job is left unfinished. Jobs/s = N / (last job finished - commit). Worker CPU per job
    is the CPU time of the worker processes over the drain divided by N; server CPU per job
    is the same for all PostgreSQL processes on the machine (so it includes other users of
-   the server).
+   the server, and the backend of the completion polls, also given apart). The machine's
+   busy share is the part of all cores' time (`/proc/stat`, waits on I/O counted as idle)
+   that was not idle over the drain, whatever process it went to.
 3. **Pickup latency**: one idle worker; 200 jobs enqueued 20 ms apart, each carrying the
    enqueuer's `time.time()` taken just before the enqueue call; the job appends its own
    `time.time()` at start to a file. Latency = start - enqueue: it includes the INSERT and
@@ -381,7 +383,42 @@ def _cpu_budget_note(results: dict[str, Any], peer_rate: float) -> str:
             f"{raw_server:.3f} ms of server CPU per job"
             + (": the server's share alone is over that budget." if raw_server > budget else ".")
         )
-    return text + _ceiling_note(results, needed)
+    return text + _occupancy_note(results, worker + server, needed) + _ceiling_note(results, needed)
+
+
+def _occupancy_note(results: dict[str, Any], cpu_per_job: float, needed: float) -> str:
+    """How busy the machine was during the drain, and the CPU per job 10x would then need."""
+    ours = _ours(results)
+    rate = _m(get(ours, "drain_2", "jobs_per_s"))
+    busy = _m(get(ours, "drain_2", "machine_busy"))
+    if rate is None or busy is None:
+        return ""
+    nproc = results["machine"]["nproc"]
+    cores = cpu_per_job * rate / 1000
+    poll = _m(get(ours, "drain_2", "poll_server_cpu_ms_per_job"))
+    text = (
+        f" At {fmt_num(rate)} jobs/s those {cpu_per_job:.3f} ms per job kept {cores:.2f} of the "
+        f"{nproc} cores busy, and the machine as a whole was {busy:.0%} busy during the drain "
+        "(the rest: the harness's completion polls"
+        + (f", {poll:.4f} ms of the server's figure per job" if poll is not None else "")
+        + ", its vacuum checks, the kernel)."
+    )
+    target = cpu_per_job * rate / needed
+    text += (
+        f" With the cores as busy as that, 10x needs about {target:.3f} ms of CPU per job in "
+        f"the workers and the server together, {1 - target / cpu_per_job:.0%} less than now."
+    )
+    raw1000 = _m(get(_raw(results, "claim 1000 per tx"), "drain_2", "cpu_ms_per_job"))
+    worker = _m(get(ours, "drain_2", "cpu_ms_per_job"))
+    if raw1000 is not None and worker is not None:
+        text += (
+            f" The workers' share is where the loop spends more than the raw ceiling: "
+            f"{worker:.3f} ms of worker CPU per job here, {raw1000:.3f} ms in the raw "
+            "claim-1,000 loop's workers (the per-job Python of a job queue: the job built from "
+            "its row, handed to a handler thread, run, counted and acked; the section on where "
+            "the worker's time goes has its profile)."
+        )
+    return text
 
 
 def _ceiling_note(results: dict[str, Any], needed: float) -> str:

@@ -99,6 +99,7 @@ def drain(
             committed = time.perf_counter()
             idle_xact = oldest_idle_transaction(conn)
             server_before = common.server_cpu()  # after the seed: its INSERTs do not count
+            machine_before = common.machine_cpu()
             timeout = max(120.0, n / 20)
             try:
                 done = common.wait_until(
@@ -109,7 +110,12 @@ def drain(
                 raise RuntimeError(f"{left} of {n} jobs left after {timeout:.0f}s:\n"
                                    f"{workers.tail()}") from None  # fmt: skip
             cpu = workers.cpu_seconds() - cpu_before
-            server = common.server_cpu_delta(server_before)
+            busy = common.machine_busy_since(machine_before)
+            server_after = common.server_cpu()
+            server = common.server_cpu_delta(server_before, server_after)
+            # The completion polls' own backend: part of the server figure, not the system's.
+            poll_pid = conn.info.backend_pid
+            poll = server_after.get(poll_pid, 0.0) - server_before.get(poll_pid, 0.0)
         elapsed = done - committed
         rss = workers.peak_rss_mb()
     finally:
@@ -124,6 +130,8 @@ def drain(
         "jobs_per_s": n / elapsed,
         "cpu_ms_per_job": cpu * 1000 / n,
         "server_cpu_ms_per_job": server * 1000 / n,
+        "poll_server_cpu_ms_per_job": poll * 1000 / n,
+        "machine_busy": busy,
         "peak_rss_mb": rss,
         "vacuums": vacuumer.vacuums,
         "oldest_idle_transaction_s": idle_xact,
@@ -158,6 +166,10 @@ def drain_summary(
         "jobs_per_s": common.figure([r["jobs_per_s"] for r in runs]),
         "cpu_ms_per_job": common.figure([r["cpu_ms_per_job"] for r in runs]),
         "server_cpu_ms_per_job": common.figure([r["server_cpu_ms_per_job"] for r in runs]),
+        "poll_server_cpu_ms_per_job": common.figure(
+            [r["poll_server_cpu_ms_per_job"] for r in runs]
+        ),
+        "machine_busy": common.figure([r["machine_busy"] for r in runs]),
         "peak_rss_mb": common.figure([r["peak_rss_mb"] for r in runs]),
         "vacuums": [r["vacuums"] for r in runs],
         "oldest_idle_transaction_s": [r["oldest_idle_transaction_s"] for r in runs],
