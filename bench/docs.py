@@ -383,12 +383,13 @@ def _cpu_budget_note(results: dict[str, Any], peer_rate: float) -> str:
             f"{raw_server:.3f} ms of server CPU per job"
             + (": the server's share alone is over that budget." if raw_server > budget else ".")
         )
-    return text + _occupancy_note(results, worker + server, needed) + _ceiling_note(results, needed)
+    return text + _occupancy_note(results, worker, server, needed) + _ceiling_note(results, needed)
 
 
-def _occupancy_note(results: dict[str, Any], cpu_per_job: float, needed: float) -> str:
+def _occupancy_note(results: dict[str, Any], worker: float, server: float, needed: float) -> str:
     """How busy the machine was during the drain, and the CPU per job 10x would then need."""
     ours = _ours(results)
+    cpu_per_job = worker + server
     rate = _m(get(ours, "drain_2", "jobs_per_s"))
     busy = _m(get(ours, "drain_2", "machine_busy"))
     if rate is None or busy is None:
@@ -396,11 +397,17 @@ def _occupancy_note(results: dict[str, Any], cpu_per_job: float, needed: float) 
     nproc = results["machine"]["nproc"]
     cores = cpu_per_job * rate / 1000
     poll = _m(get(ours, "drain_2", "poll_server_cpu_ms_per_job"))
+    n = get(ours, "drain_2", "n")
     text = (
         f" At {fmt_num(rate)} jobs/s those {cpu_per_job:.3f} ms per job kept {cores:.2f} of the "
         f"{nproc} cores busy, and the machine as a whole was {busy:.0%} busy during the drain "
         "(the rest: the harness's completion polls"
-        + (f", {poll:.4f} ms of the server's figure per job" if poll is not None else "")
+        + (
+            f", {poll * n:.0f} ms of server CPU over the whole drain in the 10 ms ticks of the "
+            "process clock"
+            if poll is not None and n
+            else ""
+        )
         + ", its vacuum checks, the kernel)."
     )
     target = cpu_per_job * rate / needed
@@ -409,8 +416,7 @@ def _occupancy_note(results: dict[str, Any], cpu_per_job: float, needed: float) 
         f"the workers and the server together, {1 - target / cpu_per_job:.0%} less than now."
     )
     raw1000 = _m(get(_raw(results, "claim 1000 per tx"), "drain_2", "cpu_ms_per_job"))
-    worker = _m(get(ours, "drain_2", "cpu_ms_per_job"))
-    if raw1000 is not None and worker is not None:
+    if raw1000 is not None:
         text += (
             f" The workers' share is where the loop spends more than the raw ceiling: "
             f"{worker:.3f} ms of worker CPU per job here, {raw1000:.3f} ms in the raw "
