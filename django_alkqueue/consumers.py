@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -20,20 +20,26 @@ from django.utils.module_loading import module_has_submodule
 
 from . import validation
 from .backoff import RetryPolicy
+from .exceptions import InvalidOption
 from .jobs import Job
 
 Handler = Callable[[Any, Job], Any]
+#: A batch consumer's handler: the jobs of one call, in handout order; returns None (all
+#: succeeded) or a mapping of job id to the exception that job failed with.
+BatchHandler = Callable[[list[Job]], Mapping[int, BaseException] | None]
 
 
 @dataclasses.dataclass(frozen=True)
 class ConsumerSpec:
     queue: str
-    handler: Handler
+    handler: Callable[..., Any]  # a Handler, or a BatchHandler when `batch` is set
     path: str
     lease: float | None
     max_attempts: int | None
     retry: RetryPolicy
     atomic: bool
+    #: A batch consumer's most jobs per call; None for a plain handler(payload, job).
+    batch: int | None = None
 
     def queue_defaults(self) -> dict[str, Any]:
         """The stamps this consumer gives jobs enqueued on its queue."""
@@ -133,15 +139,23 @@ def consumer(
     max_attempts: int | None = None,
     retry: RetryPolicy | None = None,
     atomic: bool = False,
-) -> Callable[[Handler], Handler]:
-    """Bind the decorated `handler(payload, job)` to `queue`. Options become the queue's stamps."""
+    batch: int | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Bind the decorated `handler(payload, job)` to `queue`. Options become the queue's stamps.
+
+    With `batch`, the handler is `handler(jobs)` instead: a list of up to `batch` jobs of one
+    claim per call (see BatchHandler and docs/consumers.md)."""
     validation.queue_name(queue)
+    size = None if batch is None else validation.consumer_batch(batch)
+    if size is not None and atomic:
+        raise InvalidOption("batch and atomic cannot be combined: an atomic consumer runs one "
+                            "job per transaction")  # fmt: skip
     lease_seconds = None if lease is None else validation.seconds(lease, "lease", positive=True)
     attempts = None if max_attempts is None else validation.max_attempts(max_attempts)
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise TypeError("retry must be a RetryPolicy")
 
-    def decorate(handler: Handler) -> Handler:
+    def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
         registry.register(
             ConsumerSpec(
                 queue=queue,
@@ -151,6 +165,7 @@ def consumer(
                 max_attempts=attempts,
                 retry=retry or RetryPolicy(),
                 atomic=atomic,
+                batch=size,
             )
         )
         return handler

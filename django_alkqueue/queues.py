@@ -24,8 +24,9 @@ DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_BACKOFF_BASE = 5.0
 DEFAULT_LEASE = 30.0
 DEFAULT_RETENTION = timedelta(days=7)
-#: One claim call hands out at most this many jobs, whatever n asks for.
-MAX_CLAIM = 100_000
+#: One claim call hands out at most this many jobs, whatever n asks for (the rule lives with
+#: the other input rules, in validation.py, where a batch consumer's size is checked too).
+MAX_CLAIM = validation.MAX_CLAIM
 
 _UNSET: Any = object()
 

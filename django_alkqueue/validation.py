@@ -25,6 +25,9 @@ MAX_DURATION = timedelta(days=365 * 100)
 
 #: The smallest positive duration a timestamp can carry (datetime's resolution).
 MIN_POSITIVE_SECONDS = 1e-6
+#: One claim hands out at most this many jobs, whatever n asks for; also a batch consumer's
+#: largest call.
+MAX_CLAIM = 100_000
 #: Job ids are bigint primary keys.
 MAX_JOB_ID = 2**63 - 1
 
@@ -151,6 +154,15 @@ def batch_size(n: object) -> int:
     if not isinstance(n, int) or isinstance(n, bool):
         raise InvalidOption(f"n must be an int, not {type(n).__name__}")
     return n
+
+
+def consumer_batch(value: object) -> int:
+    """A batch consumer's most jobs per handler call: an int in 1..MAX_CLAIM."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidOption(f"batch must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_CLAIM:
+        raise InvalidOption(f"batch must be in 1..{MAX_CLAIM}, got {value}")
+    return value
 
 
 def job_id(value: object) -> int:

@@ -15,7 +15,7 @@ def _claimer(queues, capacity: int, batch: int | None) -> tuple[Claimer, list[Jo
     dispatched: list[JobHandle] = []
     names = [q.name for q in queues]
     paused = PausedQueues("default", names, every=60.0)
-    claimer = Claimer(queues, "w", InFlight(), dispatched.append, capacity, batch, paused, None)
+    claimer = Claimer(queues, "w", InFlight(), dispatched.extend, capacity, batch, paused, None)
     return claimer, dispatched
 
 

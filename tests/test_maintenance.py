@@ -221,7 +221,7 @@ def test_paused_queues_are_skipped_by_the_claimer(make_queue):
     inflight = InFlight()
     dispatched = []
     paused = PausedQueues("default", ["shop-emails", "shop-reports"], 0)
-    claimer = Claimer([emails, reports], "w", inflight, dispatched.append, 4, None, paused, None)
+    claimer = Claimer([emails, reports], "w", inflight, dispatched.extend, 4, None, paused, None)
     assert claimer.run_once() == 1
     assert [h.job.queue for h in dispatched] == ["shop-reports"]
     Consumer.objects.filter(queue="shop-emails").update(paused=False)

@@ -35,7 +35,7 @@ class Busy:
         self.dispatched: list[JobHandle] = []
         paused = PausedQueues("default", [q.name], every=60.0)
         self.claimer = Claimer(
-            [q], "w", self.inflight, self.dispatched.append, 4, None, paused, None,
+            [q], "w", self.inflight, self.dispatched.extend, 4, None, paused, None,
             poll_interval=1.0, monotonic=self.ticks,
         )  # fmt: skip
 

@@ -29,16 +29,15 @@ def test_stopping_the_pool_hands_back_the_jobs_no_thread_started(q: Queue, db):
     started = threading.Event()
     release = threading.Event()
 
-    def run(handle: JobHandle) -> None:
+    def run(unit: list[JobHandle]) -> None:
         started.set()
         release.wait(10)
 
     pool = ThreadPool(1, run)
     pool.start()
-    pool.submit(first)
+    pool.submit([first])
     started.wait(10)
-    pool.submit(second)
-    pool.submit(third)
+    pool.submit([second, third])
 
     assert pool.stop() == [second, third]
     release.set()

@@ -37,6 +37,14 @@ class Acker:
             self._pending.append((handle, started))
             self._cond.notify()
 
+    def submit_all(self, handles: list[JobHandle], started: float) -> None:
+        """submit() for the jobs of one batch handler call, under one lock."""
+        if not handles:
+            return
+        with self._cond:
+            self._pending.extend((handle, started) for handle in handles)
+            self._cond.notify()
+
     def pending(self) -> int:
         with self._cond:
             return len(self._pending)

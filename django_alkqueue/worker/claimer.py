@@ -1,5 +1,6 @@
-"""Claim and dispatch: claim up to the free capacity in one query per queue, hand the jobs to
-the handler threads, then wait for a wake-up (a NOTIFY, a freed slot) or the poll interval."""
+"""Claim and dispatch: claim up to the free capacity in one query per queue, hand each claim's
+jobs to the handler threads (`dispatch`, see worker/units.py), then wait for a wake-up (a
+NOTIFY, a freed slot) or the poll interval."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class Claimer:
         queues: list[Queue],
         worker_id: str,
         inflight: InFlight,
-        dispatch: Callable[[JobHandle], None],
+        dispatch: Callable[[list[JobHandle]], None],
         capacity: int,
         batch: int | None,
         paused: PausedQueues,
@@ -122,11 +123,11 @@ class Claimer:
                 break
             handles = queue.claim(self.worker_id, want)
             self.came_back_full = self.came_back_full or len(handles) == want
-            for handle in handles:
-                self.inflight.add(handle)
-                self.claimed_total += 1
-                claimed += 1
-                self.dispatch(handle)
+            if handles:
+                self.inflight.add_all(handles)
+                self.claimed_total += len(handles)
+                claimed += len(handles)
+                self.dispatch(handles)
         self._next += 1
         return claimed
 

@@ -5,7 +5,9 @@
 - it raises Fail(reason)         -> dead letter now
 - an exception outside retry_on  -> dead letter now
 - any other exception            -> retry on the policy's curve; dead letter when out of attempts
-Atomic consumers run the handler and the ack in one transaction (see `run_atomic`).
+A batch consumer's handler takes many jobs in one call, and the same rules apply to each job
+(see `run_batch`). Atomic consumers run the handler and the ack in one transaction (see
+`run_atomic`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Mapping
 from datetime import timedelta
 
 from django.db import transaction
@@ -73,6 +76,26 @@ def error_text(error: BaseException) -> str:
     return headline(error) + "\n\n" + "".join(traceback.format_exception(error)).rstrip()
 
 
+def batch_failures(result: object, jobs: list[Job]) -> dict[int, BaseException]:
+    """A batch handler's return value, checked: None (no failures) or a mapping of the ids of
+    jobs in its call to the exceptions they failed with. Anything else is a TypeError, which
+    fails the whole call: a handler that returns the wrong thing must not ack jobs."""
+    if result is None:
+        return {}
+    if not isinstance(result, Mapping):
+        raise TypeError("a batch handler returns None or a mapping of job id to exception, "
+                        f"not {type(result).__name__}")  # fmt: skip
+    ids = {job.id for job in jobs}
+    for job_id, error in result.items():
+        if job_id not in ids:
+            raise TypeError(f"a batch handler returned a failure for job {job_id!r}, "
+                            "which is not in its call")  # fmt: skip
+        if not isinstance(error, BaseException):
+            raise TypeError(f"a batch handler returned {error!r} for job {job_id}, "
+                            "not an exception")  # fmt: skip
+    return dict(result)
+
+
 class Executor:
     def __init__(
         self,
@@ -89,6 +112,55 @@ class Executor:
         self.using = using
         self.recycle_before = ages_connections()
         self.connections = ThreadConnections()
+
+    def run_unit(self, unit: list[JobHandle]) -> None:
+        """Run one unit of work (worker/units.py): a batch consumer's jobs in one call, a
+        plain consumer's job on its own."""
+        if self.specs[unit[0].job.queue].batch is not None:
+            self.run_batch(unit)
+        else:
+            for handle in unit:
+                self.run(handle)
+
+    def run_batch(self, handles: list[JobHandle]) -> None:
+        """Call a batch consumer's handler once with the jobs of `handles` this worker still
+        holds. It returns None: all are acked (grouped by the Acker, like any success). It
+        returns a mapping of job id to exception: those jobs settle as if their own handler
+        had raised it, the rest are acked. It raises: every job of the call settles with
+        that exception. A KeyboardInterrupt lets them all go unsettled, as in `run`."""
+        live = self.inflight.begin_all(handles)
+        if not live:
+            return
+        spec = self.specs[live[0].job.queue]
+        started = time.monotonic()
+        if self.recycle_before:
+            self.connections.recycle()
+        jobs = [handle.job for handle in live]
+        for job in jobs:
+            signals.announce(signals.job_started, Job, job=job)
+        unsettled = live  # until the handler's outcome is known: let go if anything raises
+        try:
+            try:
+                # The handler gets a list of its own: whatever it does to it, every job of
+                # the call is still settled here.
+                failures = batch_failures(spec.handler(list(jobs)), jobs)
+            except KeyboardInterrupt:
+                raise
+            except HANDLER_ERRORS as error:
+                failures = dict.fromkeys([job.id for job in jobs], error)
+            if failures:
+                unsettled = [handle for handle in live if handle.job.id in failures]
+                acking = [handle for handle in live if handle.job.id not in failures]
+            else:
+                unsettled, acking = [], live
+            self.inflight.handlers_done(acking)
+            self.acker.submit_all(acking, started)
+            for handle in unsettled:
+                self._settle_failure(spec, handle, failures[handle.job.id], started)
+        finally:
+            if unsettled:
+                self.inflight.remove_all(unsettled)
+            self.connections.recycle()
 
     def run(self, handle: JobHandle) -> None:
         """Run the job to an outcome. Never raises for the handler's sake, except a

@@ -25,9 +25,19 @@ class InFlight:
         self.changed = changed or threading.Event()
 
     def add(self, handle: JobHandle) -> None:
+        self.add_all([handle])
+
+    def add_all(self, handles: list[JobHandle]) -> None:
+        """Hold a claim's jobs, running from now: one lock for the claim, not one per job."""
         with self._lock:
-            self._held[handle] = None
-            self._running.add(handle)
+            for handle in handles:
+                self._held[handle] = None
+            self._running.update(handles)
+
+    def begin_all(self, handles: list[JobHandle]) -> list[JobHandle]:
+        """begin() for a batch, under one lock: the jobs this worker still holds."""
+        with self._lock:
+            return [handle for handle in handles if handle in self._held]
 
     def begin(self, handle: JobHandle) -> bool:
         """A handler thread is about to run the job: True while this worker still holds it.
@@ -48,8 +58,13 @@ class InFlight:
 
     def handler_done(self, handle: JobHandle) -> None:
         """The handler returned; the job may still await its ack."""
+        self.handlers_done([handle])
+
+    def handlers_done(self, handles: list[JobHandle]) -> None:
+        """The handler returned for these jobs (one job, or a batch); they may still await
+        their ack."""
         with self._lock:
-            self._running.discard(handle)
+            self._running.difference_update(handles)
         # Event.set takes the event's lock and notifies; a draining worker finishes a job
         # every few microseconds, and the claimer has seldom cleared the event in between.
         # Reading it set is safe: the claimer clears it before it counts the free slots,

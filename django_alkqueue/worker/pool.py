@@ -17,13 +17,14 @@ logger = logging.getLogger("django_alkqueue")
 
 
 class ThreadPool:
-    """`size` threads that each take the next submitted job and call `run(handle)` on it."""
+    """`size` threads that each take the next submitted unit of work (the jobs of one
+    handler call: one job, or a batch consumer's batch) and call `run(unit)` on it."""
 
     def __init__(
-        self, size: int, run: Callable[[JobHandle], None], name: str = "alk-handler"
+        self, size: int, run: Callable[[list[JobHandle]], None], name: str = "alk-handler"
     ) -> None:
         self._run = run
-        self._jobs: queue.SimpleQueue[JobHandle | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[list[JobHandle] | None] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
             for i in range(size)
@@ -33,8 +34,8 @@ class ThreadPool:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, handle: JobHandle) -> None:
-        self._jobs.put(handle)
+    def submit(self, unit: list[JobHandle]) -> None:
+        self._jobs.put(unit)
 
     def stop(self) -> list[JobHandle]:
         """Take back every job no thread has started, then tell the threads to end once
@@ -43,11 +44,11 @@ class ThreadPool:
         unstarted: list[JobHandle] = []
         while True:
             try:
-                handle = self._jobs.get_nowait()
+                unit = self._jobs.get_nowait()
             except queue.Empty:
                 break
-            if handle is not None:
-                unstarted.append(handle)
+            if unit is not None:
+                unstarted.extend(unit)
         for _ in self._threads:
             self._jobs.put(None)
         return unstarted
@@ -59,9 +60,9 @@ class ThreadPool:
             thread.join(max(deadline - time.monotonic(), 0))
 
     def _work(self) -> None:
-        while (handle := self._jobs.get()) is not None:
+        while (unit := self._jobs.get()) is not None:
             try:
-                self._run(handle)
+                self._run(unit)
             # BaseException, not Exception: whatever one job raises (a handler's
             # KeyboardInterrupt, which the executor passes on), the thread lives on to take
             # the next job; a dead thread would leave its jobs unstarted for good.

@@ -38,6 +38,7 @@ from .queue_stats import STATS_INTERVAL, QueueStatDeltas, QueueStatWriter
 from .report import StatusReporter, Stream, burst_table
 from .startup import StartupRefused
 from .stats import WorkerStats
+from .units import Dispatch, worker_capacity
 from .vacuumer import Vacuumer
 
 logger = logging.getLogger("django_alkqueue")
@@ -150,10 +151,11 @@ class Worker:
         inflight = InFlight(changed=self.wake)
         acker = Acker(self.using, inflight, stats, get_settings().ACK_WINDOW)
         executor = Executor({s.queue: s for s in specs}, acker, inflight, stats, self.using)
-        capacity = max(self.options.concurrency, self.options.batch or 0)
-        pool = ThreadPool(self.options.concurrency, executor.run)
+        capacity = worker_capacity(self.options.concurrency, self.options.batch, specs)
+        pool = ThreadPool(self.options.concurrency, executor.run_unit)
         claimer = Claimer(
-            queues, self.worker_id, inflight, pool.submit, capacity, self.options.batch,
+            queues, self.worker_id, inflight, Dispatch(executor.specs, pool.submit), capacity,
+            self.options.batch,
             PausedQueues(self.using, names, self.options.poll_interval), self.options.max_jobs,
             poll_interval=self.options.poll_interval,
         )  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from typing import Any
 
 from django_alkqueue import Fail, Job, Retry, RetryPolicy, consumer
@@ -29,9 +30,9 @@ def _record(job: Job, note: str = "") -> None:
     )
 
 
-def _act(payload: Any, job: Job) -> None:
+def _act(payload: Any, job: Job, note: str = "") -> None:
     """Shared behaviour of the demo handlers, driven by the payload."""
-    _record(job)
+    _record(job, note)
     if not isinstance(payload, dict):
         return
     if payload.get("sleep"):
@@ -77,3 +78,18 @@ def post_to_ledger(payload: Any, job: Job) -> None:
 @consumer("shop-noop")
 def do_nothing(payload: Any, job: Job) -> None:
     """A no-op handler: what the benchmarks and throughput tests measure."""
+
+
+@consumer("shop-receipts", batch=50, max_attempts=3, retry=RetryPolicy(backoff="constant", base=0))
+def send_receipts(jobs: list[Job]) -> dict[int, BaseException]:
+    """A batch consumer: one call sends up to 50 receipts (over one SMTP connection, say).
+    Each job's payload flags act on that job alone; the jobs that raised are returned as the
+    call's failures, and the rest are acked. Each run's note names its call."""
+    call = f"call {uuid.uuid4().hex[:8]} of {len(jobs)}"
+    failures: dict[int, BaseException] = {}
+    for job in jobs:
+        try:
+            _act(job.payload, job, call)
+        except Exception as error:
+            failures[job.id] = error
+    return failures
