@@ -67,18 +67,26 @@ class AlkQueue(System):
                 label += f", ACK_WINDOW {extra['ack_window']}"
             if "synchronous_commit" in extra:
                 label += f", synchronous_commit={extra['synchronous_commit']}"
+            if "consumer_batch" in extra:
+                label += f", @consumer(batch={extra['consumer_batch']})"
             return Config(label, {"concurrency": c, "batch": b, **extra},
                           informational="synchronous_commit" in extra)  # fmt: skip
 
-        if quick:
-            return [cfg(4, 200)]
+        if quick:  # the batch consumer too, so that CI runs its path through the harness
+            return [cfg(4, 200), cfg(1, 1000, ack_window=0.0, consumer_batch=1000)]
         # Claim size raised until it stops helping (2,000); one handler thread against four,
-        # since no-op jobs gain nothing from threads that share one GIL.
+        # since no-op jobs gain nothing from threads that share one GIL. Then a batch
+        # consumer (one handler call per N jobs), the like of django-vtasks' batching option,
+        # with calls of 100 to 1,000 jobs.
         return [
             cfg(4, 200), cfg(4, 100), cfg(4, 500), cfg(8, 500), cfg(4, 1000),
             cfg(4, 500, ack_window=0.0), cfg(4, 500, ack_window=0.01),
             cfg(4, 1000, ack_window=0.01), cfg(1, 1000, ack_window=0.01),
             cfg(1, 2000, ack_window=0.01),
+            cfg(4, 1000, ack_window=0.0, consumer_batch=100),
+            cfg(2, 1000, ack_window=0.0, consumer_batch=500),
+            cfg(1, 1000, ack_window=0.0, consumer_batch=1000),
+            cfg(2, 2000, ack_window=0.0, consumer_batch=1000),
             cfg(4, 500, synchronous_commit="off"),
         ]  # fmt: skip
 
@@ -96,4 +104,6 @@ class AlkQueue(System):
             extra["BENCH_ACK_WINDOW"] = str(o["ack_window"])
         if "synchronous_commit" in o:
             extra["BENCH_SYNCHRONOUS_COMMIT"] = str(o["synchronous_commit"])
+        if o.get("consumer_batch"):
+            extra["BENCH_CONSUMER_BATCH"] = str(o["consumer_batch"])
         return self.env(**extra)
