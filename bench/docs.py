@@ -7,6 +7,7 @@ from typing import Any
 
 from . import report, targets
 from .report import fmt, fmt_num, get
+from .systems import SYSTEMS
 
 
 def benchmarks_md(results: dict[str, Any]) -> str:
@@ -172,6 +173,11 @@ def noise(results: dict[str, Any]) -> str:
                 "these steps more often than the harness retries them; the table's figure is "
                 "the median of the repetitions that completed (a dash when none did)."
             )
+    missing = [name.replace("_", "-") for name in SYSTEMS if name not in results["systems"]]
+    if missing and results.get("mode") == "full":
+        lines.append(f"Not in this run: {', '.join(missing)}. This page has no figure of "
+                     "theirs, and the targets that compare peers compare the peers measured "
+                     "here.")  # fmt: skip
     for merge in results.get("merged") or []:
         lines.append(f"{', '.join(merge['systems'])} were measured again from "
                      f"{merge['started']} (`--merge`) and merged into this run's results: "
