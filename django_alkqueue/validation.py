@@ -118,12 +118,17 @@ def priority(value: object) -> int:
     return value
 
 
-def max_attempts(value: object) -> int:
+def _int_in(value: object, option: str, low: int, high: int) -> int:
+    """An int (not a bool) in low..high, or InvalidOption naming `option`."""
     if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidOption(f"max_attempts must be an int, not {type(value).__name__}")
-    if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
-        raise InvalidOption(f"max_attempts must be in 1..{MAX_ATTEMPTS_LIMIT}, got {value}")
+        raise InvalidOption(f"{option} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidOption(f"{option} must be in {low}..{high}, got {value}")
     return value
+
+
+def max_attempts(value: object) -> int:
+    return _int_in(value, "max_attempts", 1, MAX_ATTEMPTS_LIMIT)
 
 
 def unique_key(value: object) -> str | None:
@@ -158,11 +163,7 @@ def batch_size(n: object) -> int:
 
 def consumer_batch(value: object) -> int:
     """A batch consumer's most jobs per handler call: an int in 1..MAX_CLAIM."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidOption(f"batch must be an int, not {type(value).__name__}")
-    if not 1 <= value <= MAX_CLAIM:
-        raise InvalidOption(f"batch must be in 1..{MAX_CLAIM}, got {value}")
-    return value
+    return _int_in(value, "batch", 1, MAX_CLAIM)
 
 
 def job_id(value: object) -> int:

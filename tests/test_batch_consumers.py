@@ -18,6 +18,7 @@ from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.stats import WorkerStats
 from django_alkqueue.worker.units import split, worker_capacity
 from testproject.shop.models import HandlerRun
+from tests.test_consumers import scratch_queue  # noqa: F401  (the fixture)
 from tests.test_worker_command import workers  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db
@@ -51,13 +52,6 @@ class Harness:
 @pytest.fixture
 def work(make_queue):
     return make_queue("work", max_attempts=3)
-
-
-@pytest.fixture
-def scratch_queue():
-    name = "scratch-batch"
-    yield name
-    registry.unregister(name)
 
 
 # -- one call, many jobs ---------------------------------------------------------------------
@@ -237,7 +231,7 @@ def test_a_worker_holds_a_full_call_per_thread_for_a_batch_consumer():
 # -- the decorator ---------------------------------------------------------------------------
 
 
-def test_consumer_registers_a_batch_handler_with_its_size(scratch_queue):
+def test_consumer_registers_a_batch_handler_with_its_size(scratch_queue):  # noqa: F811
     @consumer(scratch_queue, batch=25)
     def handler(jobs: list[Job]) -> None:
         return None
@@ -247,13 +241,13 @@ def test_consumer_registers_a_batch_handler_with_its_size(scratch_queue):
 
 
 @pytest.mark.parametrize("bad", [0, -1, MAX_CLAIM + 1, 2.5, "10", True])
-def test_a_bad_batch_size_raises_invalid_option_and_registers_nothing(scratch_queue, bad):
+def test_a_bad_batch_size_raises_invalid_option_and_registers_nothing(scratch_queue, bad):  # noqa: F811
     with pytest.raises(InvalidOption, match="batch must be"):
         consumer(scratch_queue, batch=bad)
     assert registry.get(scratch_queue) is None
 
 
-def test_batch_and_atomic_cannot_be_combined(scratch_queue):
+def test_batch_and_atomic_cannot_be_combined(scratch_queue):  # noqa: F811
     with pytest.raises(InvalidOption, match="batch and atomic cannot be combined"):
         consumer(scratch_queue, batch=10, atomic=True)
     assert registry.get(scratch_queue) is None
