@@ -12,13 +12,10 @@ from django_alkqueue.consumers import ConsumerSpec, registry
 from django_alkqueue.models import DeadLetter
 from django_alkqueue.queues import MAX_CLAIM
 from django_alkqueue.signals import job_started, job_succeeded
-from django_alkqueue.worker.acker import Acker
-from django_alkqueue.worker.executor import Executor
-from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.stats import WorkerStats
 from django_alkqueue.worker.units import split, worker_capacity
 from testproject.shop.models import HandlerRun
 from tests.test_consumers import scratch_queue  # noqa: F401  (the fixture)
+from tests.test_executor import Harness
 from tests.test_worker_command import workers  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db
@@ -31,22 +28,9 @@ def _spec(handler, batch=10, name="work"):
     )  # fmt: skip
 
 
-class Harness:
-    """A worker's executor pieces around one batch consumer, driven by the test."""
-
-    def __init__(self, handler, batch=10):
-        self.inflight = InFlight()
-        self.stats = WorkerStats()
-        self.acker = Acker("default", self.inflight, self.stats, window=0)
-        self.executor = Executor(
-            {"work": _spec(handler, batch)}, self.acker, self.inflight, self.stats, "default"
-        )
-
-    def run(self, handles):
-        self.inflight.add_all(handles)
-        self.executor.run_unit(handles)
-        self.acker.run_once()
-        return handles
+def batch_harness(handler):
+    """The executor test harness around a batch consumer of 10 jobs per call."""
+    return Harness(handler, batch=10)
 
 
 @pytest.fixture
@@ -60,15 +44,17 @@ def work(make_queue):
 def test_a_batch_handler_is_called_once_with_the_jobs_in_handout_order(work):
     calls: list[list[object]] = []
     jobs = work.enqueue_many([{"n": n} for n in range(5)])
-    Harness(lambda batch: calls.append([job.payload for job in batch])).run(work.claim("w", 5))
+    batch_harness(lambda batch: calls.append([job.payload for job in batch])).run_unit(
+        work.claim("w", 5)
+    )
     assert calls == [[{"n": n} for n in range(5)]]
     assert all(work.get_job(job.id) is None for job in jobs)
 
 
 def test_returning_none_acks_every_job_and_counts_each(work):
     work.enqueue_many(range(4))
-    harness = Harness(lambda batch: None)
-    harness.run(work.claim("w", 4))
+    harness = batch_harness(lambda batch: None)
+    harness.run_unit(work.claim("w", 4))
     assert work.depth() == 0
     assert harness.stats.snapshot()["work"]["succeeded"] == 4
     assert harness.inflight.count() == 0
@@ -87,7 +73,7 @@ def test_each_job_of_the_call_sends_its_own_started_and_succeeded_signals(work):
     job_succeeded.connect(succeeded)
     try:
         a, b = work.enqueue_many([1, 2])
-        Harness(lambda batch: None).run(work.claim("w", 2))
+        batch_harness(lambda batch: None).run_unit(work.claim("w", 2))
     finally:
         job_started.disconnect(started)
         job_succeeded.disconnect(succeeded)
@@ -105,8 +91,8 @@ def test_returned_failures_settle_those_jobs_alone_and_the_rest_are_acked(work, 
             failed.id: Fail("no such address"),
         }
 
-    harness = Harness(handler)
-    harness.run(work.claim("w", 4))
+    harness = batch_harness(handler)
+    harness.run_unit(work.claim("w", 4))
     assert work.get_job(ok.id) is None
     stored = work.get_job(retried.id)
     assert stored.state == "scheduled" and stored.run_at == clock.now + timedelta(seconds=10)
@@ -125,7 +111,7 @@ def test_a_handler_that_raises_retries_every_job_of_the_call(work, clock):
     def handler(batch):
         raise TimeoutError("provider timed out")
 
-    Harness(handler).run(work.claim("w", 3))
+    batch_harness(handler).run_unit(work.claim("w", 3))
     for job in jobs:
         stored = work.get_job(job.id)
         assert stored.state == "scheduled", job
@@ -139,13 +125,13 @@ def test_a_handler_that_empties_its_list_and_raises_still_retries_every_job(work
         batch.clear()
         raise TimeoutError("provider timed out")
 
-    Harness(handler).run(work.claim("w", 3))
+    batch_harness(handler).run_unit(work.claim("w", 3))
     assert [work.get_job(job.id).state for job in jobs] == ["scheduled"] * 3
 
 
 def test_a_return_value_that_is_not_a_mapping_fails_the_call_instead_of_acking(work):
     jobs = work.enqueue_many(range(2))
-    Harness(lambda batch: [job.id for job in batch]).run(work.claim("w", 2))
+    batch_harness(lambda batch: [job.id for job in batch]).run_unit(work.claim("w", 2))
     for job in jobs:
         stored = work.get_job(job.id)
         assert stored.state == "scheduled"
@@ -154,7 +140,7 @@ def test_a_return_value_that_is_not_a_mapping_fails_the_call_instead_of_acking(w
 
 def test_a_failure_for_a_job_outside_the_call_fails_the_whole_call(work):
     jobs = work.enqueue_many(range(2))
-    Harness(lambda batch: {10**12: ValueError("?")}).run(work.claim("w", 2))
+    batch_harness(lambda batch: {10**12: ValueError("?")}).run_unit(work.claim("w", 2))
     for job in jobs:
         assert work.get_job(job.id).last_error.startswith(
             "TypeError: a batch handler returned a failure for job 1000000000000"
@@ -163,15 +149,15 @@ def test_a_failure_for_a_job_outside_the_call_fails_the_whole_call(work):
 
 def test_a_failure_that_is_not_an_exception_fails_the_whole_call(work):
     first, second = work.enqueue_many(range(2))
-    Harness(lambda batch: {first.id: "oops"}).run(work.claim("w", 2))
+    batch_harness(lambda batch: {first.id: "oops"}).run_unit(work.claim("w", 2))
     assert work.get_job(second.id).last_error.startswith("TypeError: a batch handler returned")
 
 
 def test_the_last_attempt_of_a_returned_failure_dead_letters_it(work, clock):
     job = work.enqueue("x")
-    harness = Harness(lambda batch: {batch[0].id: ValueError("still bad")})
+    harness = batch_harness(lambda batch: {batch[0].id: ValueError("still bad")})
     for _ in range(3):
-        harness.run(work.claim("w", 1))
+        harness.run_unit(work.claim("w", 1))
         clock.advance(10)
     dead = work.get_job(job.id)
     assert (dead.state, dead.reason, dead.attempts) == ("dead", "max attempts exceeded", 3)
@@ -183,7 +169,7 @@ def test_a_keyboard_interrupt_lets_every_job_of_the_call_go_unsettled(work):
     def handler(batch):
         raise KeyboardInterrupt
 
-    harness = Harness(handler)
+    harness = batch_harness(handler)
     handles = work.claim("w", 2)
     harness.inflight.add_all(handles)
     with pytest.raises(KeyboardInterrupt):
@@ -195,7 +181,7 @@ def test_a_keyboard_interrupt_lets_every_job_of_the_call_go_unsettled(work):
 def test_jobs_let_go_by_a_shutdown_are_left_out_of_the_call(work):
     calls: list[list[int]] = []
     work.enqueue_many(range(3))
-    harness = Harness(lambda batch: calls.append([job.id for job in batch]))
+    harness = batch_harness(lambda batch: calls.append([job.id for job in batch]))
     handles = work.claim("w", 3)
     harness.inflight.add_all(handles)
     harness.inflight.remove(handles[1])  # what the shutdown does before it releases a job

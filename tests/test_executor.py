@@ -20,7 +20,8 @@ pytestmark = pytest.mark.django_db
 
 
 class Harness:
-    """A worker's executor pieces, with `run(handle)` and `flush()` driven by the test."""
+    """A worker's executor pieces, with `run(handle)` or `run_unit(handles)` driven by the
+    test."""
 
     def __init__(self, handler, **spec_options):
         self.inflight = InFlight()
@@ -30,7 +31,7 @@ class Harness:
             queue="work", handler=handler, path="tests.handler", lease=None, max_attempts=None,
             retry=spec_options.pop("retry", RetryPolicy(backoff="constant", base=10,
                                                         jitter=False)),
-            atomic=spec_options.pop("atomic", False),
+            atomic=spec_options.pop("atomic", False), batch=spec_options.pop("batch", None),
         )  # fmt: skip
         self.executor = Executor({"work": spec}, self.acker, self.inflight, self.stats, "default")
 
@@ -39,6 +40,13 @@ class Harness:
         self.executor.run(handle)
         self.acker.run_once()
         return handle
+
+    def run_unit(self, handles):
+        """The jobs of one claim as the worker runs them: held, run as one unit, acked."""
+        self.inflight.add_all(handles)
+        self.executor.run_unit(handles)
+        self.acker.run_once()
+        return handles
 
 
 @pytest.fixture
