@@ -179,7 +179,8 @@ def noise(results: dict[str, Any]) -> str:
                      "theirs, and the targets that compare peers compare the peers measured "
                      "here.")  # fmt: skip
     for merge in results.get("merged") or []:
-        lines.append(f"{', '.join(merge['systems'])} were measured again from "
+        titles = [get(results, "systems", name, "title") or name for name in merge["systems"]]
+        lines.append(f"{', '.join(titles)} were measured again from "
                      f"{merge['started']} (`--merge`) and merged into this run's results: "
                      "their figures come from a later time window than the other "
                      "systems'.")  # fmt: skip
@@ -487,7 +488,26 @@ def _why_single(results: dict[str, Any], item: dict[str, Any], bad: list[dict[st
         parts = [f"{label}: {fmt_num(fig['median'])}/s" for label, fig in layers.items()]
         text += (" Layer by layer, taking turns in one window (table below): "
                  + "; ".join(parts) + ".")  # fmt: skip
+        text += _single_extra_us(list(layers.values()))
     return text
+
+
+def _single_extra_us(layers: list[dict[str, Any]]) -> str:
+    """The layer table read as microseconds per call, each layer's share of what enqueue()
+    costs over the raw call (the layer order is bench/breakdown.py's)."""
+    if len(layers) != 6:
+        return ""
+    us = [1e6 / fig["median"] for fig in layers]
+    raw, plain, statement, _django_cursor, hot_path, library = us
+    return (
+        f" Read as time per call: enqueue() took {library - raw:,.1f} us more than the raw "
+        f"call's {raw:,.1f} us; the library's row and indexes in a plain INSERT "
+        f"{plain - raw:+,.1f} us, its RETURNING and pg_notify {statement - plain:+,.1f} us, "
+        f"Django's connection and the prepared statement {hot_path - statement:+,.1f} us, and "
+        f"the Python of enqueue() (validation, encoding, the `Job`, the signal) "
+        f"{library - hot_path:+,.1f} us. The target reads that extra against the raw call's "
+        "time, so the same microseconds weigh more where commits are quicker."
+    )
 
 
 def _why_bulk(results: dict[str, Any], item: dict[str, Any], bad: list[dict[str, Any]]) -> str:

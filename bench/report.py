@@ -165,11 +165,14 @@ def breakdown_table(results: dict[str, Any]) -> str:
         return "(not measured in this run)"
     lines = [f"{data['n']:,} single-row enqueues per layer and repetition, one transaction each, "
              f"the layers taking turns every {data.get('chunk', 1)} calls.", "",
-             "| layer | jobs/s | vs the first layer |", "|---|---:|---:|"]  # fmt: skip
+             "| layer | jobs/s | vs the first layer | us per call | over the first layer |",
+             "|---|---:|---:|---:|---:|"]  # fmt: skip
     base = None
     for label, fig in data["layers"].items():
         base = base or fig["median"]
-        lines.append(f"| {label} | {fmt(fig)} | {fig['median'] / base:.0%} |")
+        call_us = 1e6 / fig["median"]
+        lines.append(f"| {label} | {fmt(fig)} | {fig['median'] / base:.0%} | {call_us:,.1f} | "
+                     f"{call_us - 1e6 / base:+,.1f} |")  # fmt: skip
     return "\n".join(lines)
 
 
