@@ -31,34 +31,38 @@ RAW_LAYER = "the raw ceiling's call: INSERT of one JSON column into raw_job"
 LIBRARY_LAYER = "Queue.enqueue"
 
 
-def _row(i: int) -> list[Any]:
+def _row(i: int, width: int) -> list[Any]:
+    """The first `width` values of a row in INSERT_FIELDS order."""
     now = datetime.now(UTC)
     return [QUEUE, json.dumps({"i": i}, separators=(",", ":")), 0, 0, 5, 5.0, 30.0, 604800.0,
-            now, now, None, None]  # fmt: skip
+            now, now, None, None][:width]  # fmt: skip
 
 
-def _library_statement(placeholders: str) -> str:
-    """The library's single-row enqueue statement, whichever name this version gives it."""
+def _library_statement() -> tuple[str, tuple[str, ...]]:
+    """The library's single-row enqueue statement for a job without a unique key, whichever
+    name this version gives it, and the columns it writes."""
     from django_alkqueue.sql import postgresql
+    from django_alkqueue.sql.base import INSERT_FIELDS
 
-    one = getattr(postgresql, "_INSERT_ONE", None)
-    return one if one is not None else postgresql._INSERT.format(values=placeholders)
+    keyless = getattr(postgresql, "_INSERT_KEYLESS", None)
+    if keyless is not None:
+        return keyless, INSERT_FIELDS[:-1]  # all but unique_key
+    return postgresql._INSERT_ONE, INSERT_FIELDS
 
 
 def measure(database: str, n: int, reps: int) -> dict[str, Any]:
     from django.db import connections
 
     from django_alkqueue import queue
-    from django_alkqueue.sql.base import INSERT_FIELDS
     from django_alkqueue.sql.hot_cursor import fetch_all
 
     # This thread's wrapper itself, as the library uses it: every attribute read through
     # the `django.db.connection` proxy costs a lookup of its own.
     connection = connections["default"]
 
-    placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
-    library_sql = _library_statement(placeholders)
-    plain_sql = f"INSERT INTO alkqueue_message ({', '.join(INSERT_FIELDS)}) VALUES {placeholders}"
+    library_sql, fields = _library_statement()
+    placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    plain_sql = f"INSERT INTO alkqueue_message ({', '.join(fields)}) VALUES {placeholders}"
     conn = common.connect(database)
     raw.create_table(conn)
     q = queue(QUEUE)
@@ -67,18 +71,18 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
         conn.execute(raw.INSERT, [json.dumps({"i": i})])
 
     def psycopg_plain(i: int) -> None:
-        conn.execute(plain_sql, _row(i))
+        conn.execute(plain_sql, _row(i, len(fields)))
 
     def psycopg_library_sql(i: int) -> None:
-        conn.execute(library_sql, [*_row(i), QUEUE]).fetchall()
+        conn.execute(library_sql, [*_row(i, len(fields)), QUEUE]).fetchall()
 
     def django_cursor(i: int) -> None:
         with connection.cursor() as cursor:
-            cursor.execute(library_sql, [*_row(i), QUEUE])
+            cursor.execute(library_sql, [*_row(i, len(fields)), QUEUE])
             cursor.fetchall()
 
     def hot_path(i: int) -> None:
-        fetch_all(connection, library_sql, [*_row(i), QUEUE])
+        fetch_all(connection, library_sql, [*_row(i, len(fields)), QUEUE])
 
     def library(i: int) -> None:
         q.enqueue({"i": i})

@@ -46,6 +46,31 @@ def test_the_enqueue_and_the_ack_are_prepared(q):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_an_enqueue_with_a_unique_key_and_one_without_are_prepared_apart(q):
+    q.enqueue(1)
+    q.enqueue(2, unique_key="k")
+    assert _prepared("pg_notify('alkqueue'") == 2
+    assert _prepared("ON CONFLICT") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_two_hot_statements_take_parameters_of_the_same_count_and_types(q):
+    # A statement name another statement holds on the server connection is refused, and run
+    # again unprepared, only where the parameters differ (sql/hot_cursor.py).
+    q.enqueue(1)
+    q.enqueue(2, unique_key="k")
+    handle = q.claim_one("w")
+    handle.heartbeat()
+    handle.ack()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT parameter_types::text FROM pg_prepared_statements WHERE name LIKE '_pg3_%%'"
+        )
+        signatures = [row[0] for row in cursor.fetchall()]
+    assert len(set(signatures)) == len(signatures), signatures
+
+
+@pytest.mark.django_db(transaction=True)
 @override_settings(ALKQUEUE={"PREPARED_STATEMENTS": False})
 def test_prepared_statements_off_prepares_nothing(q):
     q.enqueue(1)

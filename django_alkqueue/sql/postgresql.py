@@ -52,18 +52,31 @@ _DEAD_AS_CLAIMED = (
     "claimed_by, claimed_at"
 )
 
+
 # The enqueue of one job. The NOTIFY rides in the same statement, so it is sent exactly when
-# the caller's transaction commits, and not at all on rollback. ON CONFLICT targets the partial
-# unique index alkqueue_live_unique_key (it only matters when a unique key is given).
-_INSERT_ONE = f"""
+# the caller's transaction commits, and not at all on rollback.
+def _insert_one(fields: Sequence[str], on_conflict: str) -> str:
+    return f"""
 WITH inserted AS (
-    INSERT INTO {MESSAGE_TABLE} ({", ".join(INSERT_FIELDS)})
-    VALUES ({", ".join(["%s"] * len(INSERT_FIELDS))})
-    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    INSERT INTO {MESSAGE_TABLE} ({", ".join(fields)})
+    VALUES ({", ".join(["%s"] * len(fields))}){on_conflict}
     RETURNING id
 )
 SELECT inserted.id FROM inserted, (SELECT pg_notify('{NOTIFY_CHANNEL}', %s)) AS wake
 """
+
+
+# With a unique key: ON CONFLICT targets the partial unique index alkqueue_live_unique_key, and
+# no row comes back when a live job holds the key.
+_INSERT_UNIQUE = _insert_one(
+    INSERT_FIELDS, "\n    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
+)
+# Without one, the row is in no unique index but the primary key's, and the statement leaves
+# the column out (NULL) and ON CONFLICT with it: with ON CONFLICT every row is inserted
+# speculatively, a lock on a token and a second WAL record per row, for an index it is not in.
+# (One parameter fewer also keeps the two statements' signatures apart: sql/hot_cursor.py.)
+assert INSERT_FIELDS[-1] == "unique_key"
+_INSERT_KEYLESS = _insert_one(INSERT_FIELDS[:-1], "")
 
 # The enqueue of many: ids first, then COPY, the fastest way into a table (no RETURNING,
 # no per-row statement), then one NOTIFY; all in one transaction.
@@ -249,8 +262,15 @@ class PostgresDialect(Dialect):
     def insert_unique(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
     ) -> int | None:
-        rows = fetch_all(connection, _INSERT_ONE, [*insert_values(queue, text, stamps), queue])
+        rows = fetch_all(connection, _INSERT_UNIQUE, [*insert_values(queue, text, stamps), queue])
         return int(rows[0][0]) if rows else None
+
+    def insert_one(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int:
+        assert stamps.unique_key is None
+        values = insert_values(queue, text, stamps)[:-1]  # all but unique_key
+        return int(fetch_all(connection, _INSERT_KEYLESS, [*values, queue])[0][0])
 
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         with connection.cursor() as cursor:
