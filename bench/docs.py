@@ -503,7 +503,7 @@ def _single_extra_us(layers: list[dict[str, Any]]) -> str:
         f" Read as time per call: enqueue() took {library - raw:,.1f} us more than the raw "
         f"call's {raw:,.1f} us; the library's row and indexes in a plain INSERT "
         f"{plain - raw:+,.1f} us, its RETURNING and pg_notify {statement - plain:+,.1f} us, "
-        f"Django's connection and the prepared statement {hot_path - statement:+,.1f} us, and "
+        f"the hot path on Django's connection {hot_path - statement:+,.1f} us, and "
         f"the Python of enqueue() (validation, encoding, the `Job`, the signal) "
         f"{library - hot_path:+,.1f} us. The target reads that extra against the raw call's "
         "time, so the same microseconds weigh more where commits are quicker."

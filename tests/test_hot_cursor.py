@@ -64,7 +64,7 @@ def test_no_two_hot_statements_take_parameters_of_the_same_count_and_types(q):
     handle.ack()
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT parameter_types::text FROM pg_prepared_statements WHERE name LIKE '_pg3_%%'"
+            "SELECT parameter_types::text FROM pg_prepared_statements WHERE name LIKE '_pg3_%'"
         )
         signatures = [row[0] for row in cursor.fetchall()]
     assert len(set(signatures)) == len(signatures), signatures
