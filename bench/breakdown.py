@@ -41,13 +41,12 @@ def _row(i: int, width: int) -> list[Any]:
 def _library_statement() -> tuple[str, tuple[str, ...]]:
     """The library's single-row enqueue statement for a job without a unique key, whichever
     name this version gives it, and the columns it writes."""
-    from django_alkqueue.sql import postgresql
-    from django_alkqueue.sql.base import INSERT_FIELDS
+    from django_alkqueue.sql import base, postgresql
 
     keyless = getattr(postgresql, "_INSERT_KEYLESS", None)
     if keyless is not None:
-        return keyless, INSERT_FIELDS[:-1]  # all but unique_key
-    return postgresql._INSERT_ONE, INSERT_FIELDS
+        return keyless, base.KEYLESS_INSERT_FIELDS
+    return postgresql._INSERT_ONE, base.INSERT_FIELDS
 
 
 def measure(database: str, n: int, reps: int) -> dict[str, Any]:

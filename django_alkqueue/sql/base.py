@@ -24,6 +24,9 @@ INSERT_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key",
 )  # fmt: skip
+# A job without a unique key leaves that column out (NULL); it comes last, so its values are
+# insert_values()' first len(KEYLESS_INSERT_FIELDS).
+KEYLESS_INSERT_FIELDS = INSERT_FIELDS[:-1]
 # The columns a dead letter copies from the live row it replaces.
 BURIED_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",

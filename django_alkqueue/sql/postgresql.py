@@ -22,6 +22,7 @@ from ..payload import decode
 from .base import (
     BURIED_FIELDS,
     INSERT_FIELDS,
+    KEYLESS_INSERT_FIELDS,
     Claim,
     Dialect,
     Row,
@@ -75,8 +76,7 @@ _INSERT_UNIQUE = _insert_one(
 # the column out (NULL) and ON CONFLICT with it: with ON CONFLICT every row is inserted
 # speculatively, a lock on a token and a second WAL record per row, for an index it is not in.
 # (One parameter fewer also keeps the two statements' signatures apart: sql/hot_cursor.py.)
-assert INSERT_FIELDS[-1] == "unique_key"
-_INSERT_KEYLESS = _insert_one(INSERT_FIELDS[:-1], "")
+_INSERT_KEYLESS = _insert_one(KEYLESS_INSERT_FIELDS, "")
 
 # The enqueue of many: ids first, then COPY, the fastest way into a table (no RETURNING,
 # no per-row statement), then one NOTIFY; all in one transaction.
@@ -269,7 +269,7 @@ class PostgresDialect(Dialect):
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
     ) -> int:
         assert stamps.unique_key is None
-        values = insert_values(queue, text, stamps)[:-1]  # all but unique_key
+        values = insert_values(queue, text, stamps)[: len(KEYLESS_INSERT_FIELDS)]
         return int(fetch_all(connection, _INSERT_KEYLESS, [*values, queue])[0][0])
 
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
