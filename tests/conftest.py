@@ -10,6 +10,7 @@ from django.db import connection
 
 from django_alkqueue import queue
 from django_alkqueue.queues import Queue
+from django_alkqueue.sql import wake_pacing
 from django_alkqueue.sql.hot_cursor import PINNED_PLAN_SETTINGS
 from tests.clocks import FakeClock
 
@@ -30,6 +31,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres_only" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def no_notify_sent_yet() -> None:
+    """Each test starts with no NOTIFY sent on this thread's connection: the time of the last
+    one lives on Django's connection object, which outlives a test (sql/wake_pacing.py)."""
+    if hasattr(connection, wake_pacing._LAST_SENT):
+        delattr(connection, wake_pacing._LAST_SENT)
 
 
 @pytest.fixture

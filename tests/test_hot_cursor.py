@@ -21,6 +21,12 @@ from tests.conftest import PLANNER_DEFAULTS, planner_settings
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only]
 
 
+@pytest.fixture(autouse=True)
+def every_enqueue_notifies(settings):
+    """One enqueue statement, whatever the time between two enqueues (sql/wake_pacing.py)."""
+    settings.ALKQUEUE = {"NOTIFY_WINDOW": 0.0}
+
+
 def _prepared(fragment: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -54,11 +60,13 @@ def test_an_enqueue_with_a_unique_key_and_one_without_are_prepared_apart(q):
 
 
 @pytest.mark.django_db(transaction=True)
+@override_settings(ALKQUEUE={"NOTIFY_WINDOW": 3600.0})
 def test_no_two_hot_statements_take_parameters_of_the_same_count_and_types(q):
     # A statement name another statement holds on the server connection is refused, and run
     # again unprepared, only where the parameters differ (sql/hot_cursor.py).
     q.enqueue(1)
-    q.enqueue(2, unique_key="k")
+    q.enqueue(2)  # within the window of the first: the enqueue that sends no NOTIFY
+    q.enqueue(3, unique_key="k")
     handle = q.claim_one("w")
     handle.heartbeat()
     handle.ack()
@@ -67,6 +75,7 @@ def test_no_two_hot_statements_take_parameters_of_the_same_count_and_types(q):
             "SELECT parameter_types::text FROM pg_prepared_statements WHERE name LIKE '_pg3_%'"
         )
         signatures = [row[0] for row in cursor.fetchall()]
+    assert _prepared("INSERT INTO alkqueue_message") == 3  # the three kinds of enqueue
     assert len(set(signatures)) == len(signatures), signatures
 
 

@@ -29,14 +29,14 @@ class Ticks:
 class Busy:
     """A claimer of capacity 4 (refill mark 2) over `q`, polling every second."""
 
-    def __init__(self, q: Queue) -> None:
+    def __init__(self, q: Queue, follow_up: float | None = None) -> None:
         self.ticks = Ticks()
         self.inflight = InFlight()
         self.dispatched: list[JobHandle] = []
         paused = PausedQueues("default", [q.name], every=60.0)
         self.claimer = Claimer(
             [q], "w", self.inflight, self.dispatched.extend, 4, None, paused, None,
-            poll_interval=1.0, monotonic=self.ticks,
+            poll_interval=1.0, follow_up=follow_up, monotonic=self.ticks,
         )  # fmt: skip
 
     def finish(self, count: int) -> None:
@@ -46,12 +46,36 @@ class Busy:
             self.inflight.handler_done(handle)
 
 
+def started(busy: Busy) -> Busy:
+    assert busy.claimer.run_once() == 4  # the first look is a full one
+    return busy
+
+
 @pytest.fixture
 def busy(q: Queue) -> Busy:
     q.enqueue_many(range(10))
-    busy = Busy(q)
-    assert busy.claimer.run_once() == 4  # the first look is a full one
-    return busy
+    return started(Busy(q))
+
+
+@pytest.fixture
+def following(q: Queue) -> Busy:
+    """The same claimer, following each NOTIFY up 0.3 s later."""
+    q.enqueue_many(range(10))
+    return started(Busy(q, follow_up=0.3))
+
+
+class Waits:
+    """Stands in for the wake-up event: records how long the claimer would sleep."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+
+    def wait(self, timeout: float) -> bool:
+        self.timeouts.append(timeout)
+        return False
+
+    def clear(self) -> None:
+        pass
 
 
 @pytest.mark.django_db
@@ -100,6 +124,77 @@ def test_a_notify_while_no_slot_is_free_does_not_make_the_next_top_up_a_full_loo
     busy.ticks.now += 0.1
 
     assert busy.claimer.run_once() == 0
+
+
+@pytest.mark.django_db
+def test_a_notify_brings_a_full_look_again_once_its_follow_up_delay_has_passed(following):
+    following.ticks.now += 0.1
+    following.claimer.notified.set()
+    assert following.claimer.run_once() == 0  # all four threads busy: the NOTIFY is spent
+    following.finish(1)
+    following.ticks.now += 0.2
+    assert following.claimer.run_once() == 0  # 0.2 s after the NOTIFY: a top-up
+
+    following.ticks.now += 0.1
+
+    assert following.claimer.run_once() == 1  # 0.3 s after: the follow-up, a full look
+
+
+@pytest.mark.django_db
+def test_a_follow_up_comes_once_per_notify(following):
+    following.claimer.notified.set()
+    assert following.claimer.run_once() == 0
+    following.ticks.now += 0.3
+    assert following.claimer.run_once() == 0  # the follow-up, with no slot free
+    following.finish(1)
+    following.ticks.now += 0.3
+
+    assert following.claimer.run_once() == 0  # a top-up below the refill mark
+
+
+@pytest.mark.django_db
+def test_without_a_notify_no_follow_up_comes(following):
+    following.finish(1)
+    following.ticks.now += 0.5
+
+    assert following.claimer.run_once() == 0
+
+
+@pytest.mark.django_db
+def test_a_later_notify_moves_the_follow_up_on(following):
+    following.claimer.notified.set()
+    assert following.claimer.run_once() == 0
+    following.ticks.now += 0.2
+    following.claimer.notified.set()
+    assert following.claimer.run_once() == 0
+    following.finish(1)
+    following.ticks.now += 0.2
+    assert following.claimer.run_once() == 0  # 0.4 s after the first, 0.2 s after the second
+
+    following.ticks.now += 0.1
+
+    assert following.claimer.run_once() == 1
+
+
+@pytest.mark.django_db
+def test_the_claimer_sleeps_no_longer_than_until_the_follow_up(following):
+    following.claimer.notified.set()
+    following.claimer.run_once()
+    wake = Waits()
+
+    following.claimer.wait(wake)  # type: ignore[arg-type]
+
+    assert wake.timeouts == [pytest.approx(0.3)]
+
+
+@pytest.mark.django_db
+def test_with_no_follow_up_due_the_claimer_sleeps_until_the_next_poll(following):
+    following.ticks.now += 0.25
+    wake = Waits()
+
+    following.claimer.wait(wake)  # type: ignore[arg-type]
+
+    assert wake.timeouts == [pytest.approx(0.75)]  # the first full look was at 100.0
 
 
 # -- a real worker ---------------------------------------------------------------------------

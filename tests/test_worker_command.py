@@ -20,6 +20,7 @@ from statistics import median
 
 import pytest
 from django.db import connection, connections
+from django.test.utils import override_settings
 from django.utils import timezone
 
 from django_alkqueue import Job, queue
@@ -327,6 +328,23 @@ def test_notify_wakes_an_idle_worker_long_before_its_poll_interval(workers):
     wait_until(is_gone(second), timeout=5)
 
     assert runs_of(first) == [1] and runs_of(second) == [1]
+    assert worker.stop() == 0, worker.output
+
+
+@pytest.mark.postgres_only
+def test_a_job_enqueued_within_the_window_of_a_notify_is_found_by_the_follow_up_look(workers):
+    # The worker follows each NOTIFY up 3.05 s later; its poll would take 30 s.
+    worker = workers("--queue", "shop-emails", "--poll-interval", "30",
+                     env={"ALKQUEUE_NOTIFY_WINDOW": "3"})  # fmt: skip
+    wait_until(lambda: Worker.objects.exists() and listener_ready(), timeout=15)
+    with override_settings(ALKQUEUE={"NOTIFY_WINDOW": 3600.0}):
+        first = queue("shop-emails").enqueue({"n": 1})  # notifies
+        wait_until(is_gone(first), timeout=5)
+        # Sent no NOTIFY (the window of the first); the worker claimed, found nothing, sleeps.
+        second = queue("shop-emails").enqueue({"n": 2})
+
+    wait_until(is_gone(second), timeout=15)
+    assert runs_of(second) == [1]
     assert worker.stop() == 0, worker.output
 
 

@@ -7,6 +7,7 @@ never receive the same row. Indexes relied on are named beside each query (model
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..conf import get_settings
 from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps, make_job
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
 from ..payload import decode
@@ -32,8 +34,10 @@ from .base import (
 )
 from .copy_rows import CopyRows
 from .hot_cursor import fetch_all
+from .wake_pacing import wake_due, wake_sent
 
-#: Channel of the wake-up NOTIFY sent by every enqueue; the payload is the queue name.
+#: Channel of the wake-up NOTIFY sent by enqueues (sql/wake_pacing.py says which); the payload
+#: is the queue name.
 NOTIFY_CHANNEL = "alkqueue"
 
 _DEAD_AS_ROW = (
@@ -77,6 +81,13 @@ _INSERT_UNIQUE = _insert_one(
 # speculatively, a lock on a token and a second WAL record per row, for an index it is not in.
 # (One parameter fewer also keeps the two statements' signatures apart: sql/hot_cursor.py.)
 _INSERT_KEYLESS = _insert_one(KEYLESS_INSERT_FIELDS, "")
+# The same, when its connection notified the queue within ALKQUEUE["NOTIFY_WINDOW"]
+# (sql/wake_pacing.py): no NOTIFY, so no lock held through the commit. Eleven parameters.
+_INSERT_KEYLESS_QUIET = f"""
+INSERT INTO {MESSAGE_TABLE} ({", ".join(KEYLESS_INSERT_FIELDS)})
+VALUES ({", ".join(["%s"] * len(KEYLESS_INSERT_FIELDS))})
+RETURNING id
+"""
 
 # The enqueue of many: ids first, then COPY, the fastest way into a table (no RETURNING,
 # no per-row statement), then one NOTIFY; all in one transaction.
@@ -270,7 +281,13 @@ class PostgresDialect(Dialect):
     ) -> int:
         assert stamps.unique_key is None
         values = insert_values(queue, text, stamps)[: len(KEYLESS_INSERT_FIELDS)]
-        return int(fetch_all(connection, _INSERT_KEYLESS, [*values, queue])[0][0])
+        window = get_settings().NOTIFY_WINDOW
+        if not wake_due(connection, queue, window, time.monotonic()):
+            return int(fetch_all(connection, _INSERT_KEYLESS_QUIET, values)[0][0])
+        job_id = int(fetch_all(connection, _INSERT_KEYLESS, [*values, queue])[0][0])
+        if connection.get_autocommit():  # committed: the window starts now
+            wake_sent(connection, queue, time.monotonic())
+        return job_id
 
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         with connection.cursor() as cursor:

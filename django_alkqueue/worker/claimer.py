@@ -43,6 +43,9 @@ class Claimer:
     throughput rests on. A *full look*, on a NOTIFY or once a poll interval has passed
     since the last full look, claims whatever capacity is free, so a free thread waits at
     most one poll interval (or until a NOTIFY) for a due job, however long the others run.
+    A NOTIFY also brings a *follow-up* full look `follow_up` seconds later: an enqueue that
+    its sender's connection left unannounced, within the NOTIFY_WINDOW after the one that
+    woke us, has committed by then (sql/wake_pacing.py). A later NOTIFY moves it on.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class Claimer:
         max_jobs: int | None,
         *,
         poll_interval: float = 1.0,
+        follow_up: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.queues = queues
@@ -69,10 +73,12 @@ class Claimer:
         self.max_jobs = max_jobs
         self.refill = max(1, min(batch or capacity, capacity) // 2)
         self.poll_interval = poll_interval
+        self.follow_up = follow_up
         self.monotonic = monotonic
         #: Set by the listener on a NOTIFY for a served queue: the next look is a full one.
         self.notified = threading.Event()
         self._full_look_at = float("-inf")  # the first look is a full one
+        self._follow_up_at = float("inf")
         self.claimed_total = 0
         #: Whether the last run_once filled a claim to the brim: more may be due right now.
         self.came_back_full = False
@@ -87,16 +93,24 @@ class Claimer:
         return full_look or free >= self.refill or self.inflight.running() == 0
 
     def full_look_due(self) -> bool:
-        """Whether this look is a full one (a NOTIFY came, or a poll interval passed since
-        the last full look); if so, it counts as that full look."""
+        """Whether this look is a full one (a NOTIFY came, its follow-up is due, or a poll
+        interval passed since the last full look); if so, it counts as that full look."""
         now = self.monotonic()
-        if not self.notified.is_set() and now - self._full_look_at < self.poll_interval:
+        notified = self.notified.is_set()
+        if not notified and now < self._follow_up_at and now < self._next_poll_at():
             return False
         # Consumed even when no slot is free: a NOTIFY kept for later would turn the next
         # finished job into a claim of one, the very top-up the refill mark avoids.
         self.notified.clear()
         self._full_look_at = now
+        if notified and self.follow_up is not None:
+            self._follow_up_at = now + self.follow_up
+        elif now >= self._follow_up_at:
+            self._follow_up_at = float("inf")
         return True
+
+    def _next_poll_at(self) -> float:
+        return self._full_look_at + self.poll_interval
 
     def room(self) -> int:
         """How many more jobs this worker may take now."""
@@ -136,6 +150,7 @@ class Claimer:
 
     def wait(self, wake: threading.Event) -> None:
         """Sleep until woken (a NOTIFY, a finished job, a signal) or the next full look is
-        due: never longer, so a free slot is not left idle past one poll interval."""
-        wake.wait(max(self._full_look_at + self.poll_interval - self.monotonic(), 0.0))
+        due (a follow-up or a poll): never longer, so a free slot is not left idle past it."""
+        due_at = min(self._next_poll_at(), self._follow_up_at)
+        wake.wait(max(due_at - self.monotonic(), 0.0))
         wake.clear()

@@ -23,6 +23,7 @@ from ..consumers import ConsumerSpec, registry
 from ..models import QueueMessage
 from ..periodic import Scheduler
 from ..queues import JobHandle, queue
+from ..sql.wake_pacing import follow_up_delay
 from .acker import Acker
 from .claimer import Claimer, PausedQueues
 from .consumer_table import sync_consumers
@@ -158,6 +159,7 @@ class Worker:
             self.options.batch,
             PausedQueues(self.using, names, self.options.poll_interval), self.options.max_jobs,
             poll_interval=self.options.poll_interval,
+            follow_up=follow_up_delay(get_settings().NOTIFY_WINDOW),
         )  # fmt: skip
         presence = Presence(
             self.using, self.worker_id, names, self.options.concurrency, stats, self.clock,
@@ -247,8 +249,9 @@ class Worker:
             if claimer.came_back_full and claimer.worth_claiming():
                 continue  # more may be due right now
             # A claim that came back short emptied the queue as of its snapshot: anything
-            # enqueued since sends a NOTIFY, which sets the wake-up event waited on below.
-            # Woken by a NOTIFY, a handler finishing or a signal; else poll.
+            # enqueued since sends a NOTIFY (which sets the wake-up event waited on below), or
+            # follows one closely enough for that NOTIFY's follow-up look to find it.
+            # Woken by a NOTIFY, a handler finishing or a signal; else a follow-up or a poll.
             claimer.wait(self.wake)
 
     def _drain(self, inflight: InFlight, timeout: float) -> None:
