@@ -4,11 +4,15 @@ transaction each, peeled layer by layer (jobs/s of each, no worker running):
 0. the raw ceiling's own call (bench/systems/raw.py: one INSERT of one JSON column into
    its raw_job table, created beside the library's table for this measurement);
 1. psycopg, a plain INSERT of the library's columns (the table and its indexes);
-2. psycopg, the library's own statement (INSERT ... RETURNING the row, pg_notify);
+2. psycopg, the library's own statement for an enqueue that sends no NOTIFY (INSERT ...
+   RETURNING id), the one most calls of a burst run (sql/wake_pacing.py);
 3. the same statement through Django's cursor (client-side binding, never prepared);
 4. the same statement through the library's hot path on Django's connection
    (`sql/hot_cursor.py`: server-side binding, prepared);
-5. `Queue.enqueue` (validation, encoding, `Job` values, the `job_enqueued` signal).
+5. `Queue.enqueue` (validation, encoding, `Job` values, the `job_enqueued` signal, and a
+   NOTIFY once per ALKQUEUE["NOTIFY_WINDOW"]);
+6. psycopg, the library's statement for an enqueue that notifies (the same INSERT, and
+   pg_notify), for comparison with layer 2 (no worker listens here).
 
 The layers take turns in chunks of CHUNK calls, so that a commit latency that drifts
 during the run (other work on the machine) weighs on every layer alike. Layers 0 and 5 give
@@ -38,15 +42,12 @@ def _row(i: int, width: int) -> list[Any]:
             now, now, None, None][:width]  # fmt: skip
 
 
-def _library_statement() -> tuple[str, tuple[str, ...]]:
-    """The library's single-row enqueue statement for a job without a unique key, whichever
-    name this version gives it, and the columns it writes."""
+def _library_statements() -> tuple[str, str, tuple[str, ...]]:
+    """The library's single-row enqueue statements for a job without a unique key, the one
+    sent within the NOTIFY window and the one that notifies, and the columns they write."""
     from django_alkqueue.sql import base, postgresql
 
-    keyless = getattr(postgresql, "_INSERT_KEYLESS", None)
-    if keyless is not None:
-        return keyless, base.KEYLESS_INSERT_FIELDS
-    return postgresql._INSERT_ONE, base.INSERT_FIELDS
+    return postgresql._INSERT_KEYLESS_QUIET, postgresql._INSERT_KEYLESS, base.KEYLESS_INSERT_FIELDS
 
 
 def measure(database: str, n: int, reps: int) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
     # the `django.db.connection` proxy costs a lookup of its own.
     connection = connections["default"]
 
-    library_sql, fields = _library_statement()
+    quiet_sql, notify_sql, fields = _library_statements()
     placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
     plain_sql = f"INSERT INTO alkqueue_message ({', '.join(fields)}) VALUES {placeholders}"
     conn = common.connect(database)
@@ -73,26 +74,31 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
         conn.execute(plain_sql, _row(i, len(fields)))
 
     def psycopg_library_sql(i: int) -> None:
-        conn.execute(library_sql, [*_row(i, len(fields)), QUEUE]).fetchall()
+        conn.execute(quiet_sql, _row(i, len(fields))).fetchall()
 
     def django_cursor(i: int) -> None:
         with connection.cursor() as cursor:
-            cursor.execute(library_sql, [*_row(i, len(fields)), QUEUE])
+            cursor.execute(quiet_sql, _row(i, len(fields)))
             cursor.fetchall()
 
     def hot_path(i: int) -> None:
-        fetch_all(connection, library_sql, [*_row(i, len(fields)), QUEUE])
+        fetch_all(connection, quiet_sql, _row(i, len(fields)))
+
+    def psycopg_notifying_sql(i: int) -> None:
+        conn.execute(notify_sql, [*_row(i, len(fields)), QUEUE]).fetchall()
 
     def library(i: int) -> None:
         q.enqueue({"i": i})
 
     layers = [(RAW_LAYER, raw_ceiling),
               ("psycopg: plain INSERT", psycopg_plain),
-              ("psycopg: the library's INSERT ... RETURNING + pg_notify", psycopg_library_sql),
+              ("psycopg: the library's INSERT ... RETURNING id (no NOTIFY)", psycopg_library_sql),
               ("Django cursor: the same statement", django_cursor),
               ("the library's hot path on Django's connection: the same statement, prepared",
                hot_path),
-              (LIBRARY_LAYER, library)]  # fmt: skip
+              (LIBRARY_LAYER, library),
+              ("psycopg: the library's INSERT ... RETURNING id + pg_notify",
+               psycopg_notifying_sql)]  # fmt: skip
     rates: dict[str, list[float]] = {label: [] for label, _ in layers}
     try:
         for _ in range(reps):

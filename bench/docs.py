@@ -31,6 +31,7 @@ def benchmarks_md(results: dict[str, Any]) -> str:
         + "\n\n"
         + scale_notes(results),
         "## Single enqueue, layer by layer\n\n" + report.breakdown_table(results),
+        "## Single enqueues from four processes at once\n\n" + notify_pacing(results),
         "## Bulk enqueue, side by side\n\n" + bulk_side_by_side(results),
         "## Admin\n\n" + report.admin_lines(results),
         "## Where the worker's time goes (py-spy)\n\n" + report.profile_lines(results),
@@ -244,6 +245,27 @@ def bulk_side_by_side(results: dict[str, Any]) -> str:
         f"| raw `COPY` of one JSON column into `raw_job` | {fmt(jobs['raw'])} |",
         f"| `Queue.enqueue_many` | {fmt(jobs['alkqueue'])} |",
         f"| ratio, per pair | {_pct_fig(side['ratio'])} |",
+    ])  # fmt: skip
+
+
+def notify_pacing(results: dict[str, Any]) -> str:
+    data = get(results, "systems", "alkqueue", "notify_pacing")
+    if not data:
+        return "(not measured in this run)"
+    rows = [f"| {label} | {fmt(fig)} |" for label, fig in data["jobs_per_s"].items()]
+    return "\n".join([
+        f"{data['processes']} processes enqueue {data['n']:,} jobs between them, one "
+        "`enqueue()` per job and one commit each, all starting at once, while a LISTEN session "
+        "waits on the channel as a worker's listener does (`bench/notify_pacing.py`). A commit "
+        "that carries a NOTIFY holds a database-wide lock until its WAL is flushed, so "
+        "notifying enqueuers commit one at a time; within `NOTIFY_WINDOW` of its last NOTIFY "
+        "a connection sends none (`django_alkqueue/sql/wake_pacing.py`), and its commits can "
+        "share a flush with the others'. The rounds write into one table, which keeps the "
+        "rows of the rounds before; which round goes first alternates.",
+        "",
+        "| NOTIFY | jobs/s, all processes |",
+        "|---|---:|",
+        *rows,
     ])  # fmt: skip
 
 
@@ -479,9 +501,9 @@ def _why_single(results: dict[str, Any], item: dict[str, Any], bad: list[dict[st
     text = (
         f"**Single enqueue** ({item['measured']}). One `enqueue()` is one statement and one "
         "commit like the raw call, but it writes a row of thirteen columns instead of one, "
-        "the statement also returns the new id and sends `pg_notify` (so the commit also "
-        "queues a notification), and the call validates and encodes the payload, builds the "
-        "`Job` and fires the `job_enqueued` signal."
+        "the statement also returns the new id (and, once per `NOTIFY_WINDOW`, sends "
+        "`pg_notify`, so that commit also queues a notification), and the call validates and "
+        "encodes the payload, builds the `Job` and fires the `job_enqueued` signal."
     )
     layers = get(results, "systems", "alkqueue", "enqueue_breakdown", "layers") or {}
     if layers:
@@ -495,18 +517,21 @@ def _why_single(results: dict[str, Any], item: dict[str, Any], bad: list[dict[st
 def _single_extra_us(layers: list[dict[str, Any]]) -> str:
     """The layer table read as microseconds per call, each layer's share of what enqueue()
     costs over the raw call (the layer order is bench/breakdown.py's)."""
-    if len(layers) != 6:
+    if len(layers) != 7:
         return ""
     us = [1e6 / fig["median"] for fig in layers]
-    raw, plain, statement, _django_cursor, hot_path, library = us
+    raw, plain, statement, _django_cursor, hot_path, library, notifying = us
     return (
         f" Read as time per call: enqueue() took {library - raw:,.1f} us more than the raw "
         f"call's {raw:,.1f} us; the library's row and indexes in a plain INSERT "
-        f"{plain - raw:+,.1f} us, its RETURNING and pg_notify {statement - plain:+,.1f} us, "
+        f"{plain - raw:+,.1f} us, its RETURNING {statement - plain:+,.1f} us, "
         f"the hot path on Django's connection {hot_path - statement:+,.1f} us, and "
-        f"the Python of enqueue() (validation, encoding, the `Job`, the signal) "
-        f"{library - hot_path:+,.1f} us. The target reads that extra against the raw call's "
-        "time, so the same microseconds weigh more where commits are quicker."
+        f"the Python of enqueue() (validation, encoding, the `Job`, the signal) with its "
+        f"NOTIFY once per window {library - hot_path:+,.1f} us. The statement of an enqueue "
+        f"that notifies took {notifying - statement:+,.1f} us more than the one that does not, "
+        "with no worker listening (sql/wake_pacing.py gives the cost with one listening). "
+        "The target reads the extra against the raw call's time, so the same microseconds "
+        "weigh more where commits are quicker."
     )
 
 
@@ -836,6 +861,13 @@ def knobs(results: dict[str, Any]) -> str:
         "its ack (during which a crash would run it again). Measured: "
         + (rate(window) or "not scanned in this run")
         + ".",
+        '- **`ALKQUEUE["NOTIFY_WINDOW"]`** (default 0.005 s): an enqueue outside a '
+        "transaction sends no NOTIFY when its connection sent one for the queue less than this "
+        "long ago; each worker looks again the window plus 50 ms after every NOTIFY it gets, "
+        "which finds those jobs. 0 notifies on every enqueue; a longer window saves more "
+        "NOTIFYs in a slow trickle and delays an unannounced job's pickup by up to the window "
+        "plus 50 ms when the worker is idle. The section on single enqueues from four "
+        "processes compares 0 with the default.",
         "- **`synchronous_commit`**: with `off` (per session: "
         '`OPTIONS = {"options": "-c synchronous_commit=off"}` on the workers\' database '
         "alias), a commit returns before its WAL is flushed. Claims and acks no longer wait "

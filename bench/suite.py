@@ -134,7 +134,7 @@ class Suite:
         from . import scale
 
         if self.system.name == "alkqueue":
-            from . import breakdown, bulk_side_by_side
+            from . import breakdown, bulk_side_by_side, notify_pacing
 
             self.out["enqueue_breakdown"] = self.step(
                 "enqueue breakdown",
@@ -144,6 +144,12 @@ class Suite:
                 "bulk enqueue side by side with the raw COPY",
                 lambda: bulk_side_by_side.measure(
                     self.system.database, self.p["n"], 1 if self.p["quick"] else SIDE_BY_SIDE_REPS
+                ),
+            )
+            self.out["notify_pacing"] = self.step(
+                "single enqueues from four processes, with and without the NOTIFY pacing",
+                lambda: notify_pacing.measure(
+                    self.system.database, 4 * self.p["n_single"], self.p["reps"]
                 ),
             )
             if self.p["profile"]:
