@@ -105,7 +105,8 @@ PEERS = """- **django-tasks-db** (Django's `django.tasks` with the ORM backend):
   django-vtasks 3.2.0 imports `pyzstd` on
   Python < 3.14 but declares it only in its `valkey` extra; `bench/requirements.txt`
   installs it.
-- **raw psycopg**: no framework. Enqueue is one `INSERT` per call (autocommit), bulk is
+- **raw psycopg**: no framework. Enqueue is one `INSERT` per call (autocommit, one kept
+  cursor, prepared), bulk is
   `COPY` or one multi-row `INSERT` per 1,000 rows. The worker claims k rows with
   `UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT k) RETURNING` (one
   commit), runs the no-op for each, deletes them (one commit), and waits on LISTEN when
