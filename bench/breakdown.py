@@ -71,17 +71,17 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
     raw.create_table(conn)
     q = queue(QUEUE)
 
-    cursor = conn.cursor()
+    kept = conn.cursor()
 
     def raw_ceiling(i: int) -> None:
-        cursor.execute(raw.INSERT, [json.dumps({"i": i})], prepare=True)
+        kept.execute(raw.INSERT, [json.dumps({"i": i})], prepare=True)
 
     def psycopg_plain(i: int) -> None:
-        cursor.execute(plain_sql, _row(i, len(fields)), prepare=True)
+        kept.execute(plain_sql, _row(i, len(fields)), prepare=True)
 
     def psycopg_library_sql(i: int) -> None:
-        cursor.execute(quiet_sql, _row(i, len(fields)), prepare=True)
-        cursor.fetchall()
+        kept.execute(quiet_sql, _row(i, len(fields)), prepare=True)
+        kept.fetchall()
 
     def django_cursor(i: int) -> None:
         with connection.cursor() as cursor:
@@ -92,8 +92,8 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
         fetch_all(connection, quiet_sql, _row(i, len(fields)))
 
     def psycopg_notifying_sql(i: int) -> None:
-        cursor.execute(notify_sql, [*_row(i, len(fields)), QUEUE], prepare=True)
-        cursor.fetchall()
+        kept.execute(notify_sql, [*_row(i, len(fields)), QUEUE], prepare=True)
+        kept.fetchall()
 
     def library(i: int) -> None:
         q.enqueue({"i": i})

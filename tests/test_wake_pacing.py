@@ -123,9 +123,9 @@ def test_the_window_counts_from_the_last_notify_that_committed():
     connection.ensure_connection()
     wake_sent(connection, "shop-emails", 100.0)
 
-    assert not wake_due(connection, "shop-emails", 5.0, 104.9)
-    assert wake_due(connection, "shop-emails", 5.0, 105.0)
-    assert wake_due(connection, "shop-reports", 5.0, 101.0)  # never notified on this one
+    assert not wake_due(connection, "shop-emails", 5.0, 104.9, autocommit=True)
+    assert wake_due(connection, "shop-emails", 5.0, 105.0, autocommit=True)
+    assert wake_due(connection, "shop-reports", 5.0, 101.0, autocommit=True)  # never notified
 
 
 def test_a_worker_follows_a_notify_up_once_the_window_and_its_slack_have_passed():

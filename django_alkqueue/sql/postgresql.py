@@ -282,10 +282,11 @@ class PostgresDialect(Dialect):
         assert stamps.unique_key is None
         values = insert_values(queue, text, stamps)[: len(KEYLESS_INSERT_FIELDS)]
         window = get_settings().NOTIFY_WINDOW
-        if not wake_due(connection, queue, window, time.monotonic()):
+        autocommit = connection.get_autocommit()
+        if not wake_due(connection, queue, window, time.monotonic(), autocommit):
             return int(fetch_all(connection, _INSERT_KEYLESS_QUIET, values)[0][0])
         job_id = int(fetch_all(connection, _INSERT_KEYLESS, [*values, queue])[0][0])
-        if connection.get_autocommit():  # committed: the window starts now
+        if autocommit:  # committed: the window starts now
             wake_sent(connection, queue, time.monotonic())
         return job_id
 

@@ -35,9 +35,12 @@ FOLLOW_UP_SLACK = 0.05
 _LAST_SENT = "_alkqueue_notified_at"
 
 
-def wake_due(connection: BaseDatabaseWrapper, queue: str, window: float, now: float) -> bool:
-    """Whether an enqueue of one job on `connection` at monotonic time `now` sends a NOTIFY."""
-    if window <= 0 or not connection.get_autocommit():
+def wake_due(
+    connection: BaseDatabaseWrapper, queue: str, window: float, now: float, autocommit: bool
+) -> bool:
+    """Whether an enqueue of one job on `connection` at monotonic time `now` sends a NOTIFY;
+    `autocommit`: the enqueue's statement is its own transaction."""
+    if window <= 0 or not autocommit:
         return True
     sent = getattr(connection, _LAST_SENT, {}).get(queue)
     return sent is None or now - sent >= window
