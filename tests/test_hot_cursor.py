@@ -3,12 +3,14 @@ Django's cursor kept where queries are watched, Django's exceptions either way."
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import re
 import threading
 
 import pytest
+from django.core.exceptions import SynchronousOnlyOperation
 from django.db import DatabaseError, DataError, connection, connections, transaction
 from django.db.utils import ProgrammingError
 from django.test.utils import CaptureQueriesContext, override_settings
@@ -150,6 +152,63 @@ def test_a_connection_used_from_another_thread_is_refused_as_by_django():
     thread.join()
     assert len(errors) == 1
     assert "thread" in str(errors[0])
+
+
+def test_a_hot_statement_from_a_running_event_loop_is_refused_as_by_django():
+    main = connections["default"]
+    main.ensure_connection()  # an open connection: Django's own check is not reached by connecting
+
+    async def in_the_loop() -> None:
+        fetch_all(main, "SELECT 1", [])
+
+    with pytest.raises(SynchronousOnlyOperation):
+        asyncio.run(in_the_loop())
+
+
+def test_a_hot_statement_from_a_running_event_loop_runs_with_django_allow_async_unsafe(
+    monkeypatch,
+):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    main = connections["default"]
+    main.ensure_connection()
+
+    async def in_the_loop() -> list[tuple[object, ...]]:
+        return fetch_all(main, "SELECT %s::int + 1", [1])
+
+    assert asyncio.run(in_the_loop()) == [(2,)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_from_a_running_event_loop_is_refused_and_writes_nothing(q):
+    q.enqueue(1)  # this thread's connection is open
+
+    async def in_the_loop() -> None:
+        q.enqueue(2)
+
+    with pytest.raises(SynchronousOnlyOperation):
+        asyncio.run(in_the_loop())
+    assert list(QueueMessage.objects.values_list("payload", flat=True)) == [1]
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit: Django reconnects outside a transaction
+def test_a_connection_that_fails_its_health_check_is_replaced_before_a_hot_statement(q):
+    main = connections["default"]
+    main.close()
+    main.settings_dict["CONN_HEALTH_CHECKS"] = True
+    try:
+        q.enqueue(1)  # connects, with health checks on
+        dead_pid = main.connection.info.backend_pid
+        other = connections.create_connection("default")
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [dead_pid])
+        other.close()
+        main.health_check_done = False  # as Django marks it at the start of each request
+        q.enqueue(2)  # on the terminated connection this would raise OperationalError
+        assert main.connection.info.backend_pid != dead_pid
+    finally:
+        main.settings_dict["CONN_HEALTH_CHECKS"] = False
+        main.close()
+    assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 2]
 
 
 @pytest.mark.django_db(transaction=True)  # autocommit: Django reconnects outside a transaction

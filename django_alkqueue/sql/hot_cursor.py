@@ -48,6 +48,7 @@ installed (`connection.execute_wrapper`), and with psycopg2.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 from collections.abc import Sequence
@@ -94,10 +95,7 @@ def fetch_all(
         with connection.cursor() as django_cursor:
             django_cursor.execute(sql, params)
             return list(django_cursor.fetchall())
-    # The checks connection.cursor() runs first, without building a cursor left unused.
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
+    ready(connection)
     with connection.wrap_database_errors:
         conn = connection.connection
         cursor = _kept_cursor(conn, connection.timezone)
@@ -118,6 +116,24 @@ def fetch_all(
                 _stop_preparing(conn, exc)
                 return rows
         return _unprepared(cursor, sql, params)
+
+
+def ready(connection: BaseDatabaseWrapper) -> None:
+    """The checks `connection.cursor()` runs before it makes a cursor, without the cursor:
+    the connection open and, where CONN_HEALTH_CHECKS asks, healthy; not used from a running
+    event loop (SynchronousOnlyOperation); this thread's. On an open connection Django's
+    `ensure_connection()` does nothing but the event-loop check, which raises and catches
+    asyncio's RuntimeError on every call; asking asyncio for the running loop directly
+    raises nothing. A single enqueue runs this between two waits on the server, with its
+    caches cold, where those few lines cost several microseconds (bench/breakdown.py)."""
+    # Django 4.1's health-check flags, which django-stubs does not declare.
+    enabled: bool = connection.health_check_enabled  # type: ignore[attr-defined]
+    if connection.connection is None or (enabled and not connection.health_check_done):  # type: ignore[attr-defined]
+        connection.close_if_health_check_failed()
+        connection.ensure_connection()
+    elif asyncio.events._get_running_loop() is not None:
+        connection.ensure_connection()  # SynchronousOnlyOperation, unless DJANGO_ALLOW_ASYNC_UNSAFE
+    connection.validate_thread_sharing()
 
 
 def _unprepared(

@@ -33,7 +33,7 @@ from .base import (
     returned_claim,
 )
 from .copy_rows import CopyRows
-from .hot_cursor import fetch_all
+from .hot_cursor import fetch_all, ready
 from .wake_pacing import wake_due, wake_sent
 
 #: Channel of the wake-up NOTIFY sent by enqueues (sql/wake_pacing.py says which); the payload
@@ -282,7 +282,8 @@ class PostgresDialect(Dialect):
         assert stamps.unique_key is None
         values = insert_values(queue, text, stamps)[: len(KEYLESS_INSERT_FIELDS)]
         window = get_settings().NOTIFY_WINDOW
-        autocommit = connection.get_autocommit()
+        ready(connection)  # connection.autocommit is only known once connected
+        autocommit = connection.autocommit
         if not wake_due(connection, queue, window, time.monotonic(), autocommit):
             return int(fetch_all(connection, _INSERT_KEYLESS_QUIET, values)[0][0])
         job_id = int(fetch_all(connection, _INSERT_KEYLESS, [*values, queue])[0][0])
