@@ -70,7 +70,9 @@ class Stamps(NamedTuple):
 
     def new_job(self, job_id: int, queue: str, payload: Any, now: datetime) -> Job:
         """The Job a fresh row holds: built from what was written, without reading it back."""
-        return make_job({**self._fresh_fields(queue, now), "id": job_id, "payload": payload})
+        fields = self._fresh_fields(queue, now)
+        fields["id"], fields["payload"] = job_id, payload
+        return make_job(fields)
 
     def new_jobs(
         self, ids: Sequence[int], queue: str, texts: Sequence[str], now: datetime
