@@ -18,6 +18,10 @@ The psycopg layers (0, 1, 2 and 6) run on one kept cursor, prepared, as the libr
 path and the raw ceiling's own enqueue do: psycopg's `Connection.execute` makes a new cursor
 per call, and its set-up (24 to 29 us a call here) would be read as the statement's cost.
 
+`python_alone` times the Python of `Queue.enqueue` above psycopg, its statement answered
+in-process: back to back (warm caches), and with SWEEP_BYTES of memory written between
+calls, as the server's work during a real call's wait leaves the caches of a small machine.
+
 The layers take turns in chunks of CHUNK calls, so that a commit latency that drifts
 during the run (other work on the machine) weighs on every layer alike. Layers 0 and 5 give
 the single-enqueue target its side-by-side ratio (bench/targets.py).
@@ -35,6 +39,8 @@ from .systems import raw
 
 QUEUE = "breakdown"
 CHUNK = 50
+SWEEP_BYTES = 16 * 1024 * 1024
+CACHE_LINE = 64
 RAW_LAYER = "the raw ceiling's call: INSERT of one JSON column into raw_job"
 LIBRARY_LAYER = "Queue.enqueue"
 
@@ -120,8 +126,54 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
                     spent[label] += time.perf_counter() - started
             for label in rates:
                 rates[label].append(n / spent[label])
+        alone = python_alone(n, reps)
         conn.execute("TRUNCATE alkqueue_message")
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {raw.TABLE}")
         conn.close()
-    return {"n": n, "chunk": CHUNK, "layers": {k: common.figure(v) for k, v in rates.items()}}
+    return {"n": n, "chunk": CHUNK, "layers": {k: common.figure(v) for k, v in rates.items()},
+            "python_alone": alone}  # fmt: skip
+
+
+class _Answered:
+    """Stands in for the library's kept psycopg cursor: every statement answers id 1."""
+
+    closed = False
+
+    def execute(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def fetchall(self) -> list[tuple[int]]:
+        return [(1,)]
+
+
+def python_alone(n: int, reps: int) -> dict[str, Any]:
+    """Microseconds of Python per `Queue.enqueue` with no server: warm and cold caches."""
+    from django.db import connections
+
+    from django_alkqueue import queue
+    from django_alkqueue.sql import hot_cursor
+
+    connection = connections["default"]
+    q = queue(QUEUE)
+    q.enqueue({"i": 0})  # connected, with the library's cursor kept
+    conn = connection.connection
+    kept = getattr(conn, hot_cursor._KEPT)
+    sweep = bytearray(SWEEP_BYTES)
+    lines = b"\x01" * (SWEEP_BYTES // CACHE_LINE)
+    spent: dict[str, list[float]] = {"warm": [], "cold": []}
+    setattr(conn, hot_cursor._KEPT, (_Answered(), kept[1]))
+    try:
+        for _ in range(reps):
+            for mode in spent:
+                total = 0.0
+                for i in range(n):
+                    if mode == "cold":
+                        sweep[::CACHE_LINE] = lines  # one write per cache line
+                    started = time.perf_counter()
+                    q.enqueue({"i": i})
+                    total += time.perf_counter() - started
+                spent[mode].append(total / n * 1e6)
+    finally:
+        setattr(conn, hot_cursor._KEPT, kept)
+    return {"n": n, "sweep_bytes": SWEEP_BYTES, **{k: common.figure(v) for k, v in spent.items()}}

@@ -512,6 +512,17 @@ def _why_single(results: dict[str, Any], item: dict[str, Any], bad: list[dict[st
         text += (" Layer by layer, taking turns in one window (table below): "
                  + "; ".join(parts) + ".")  # fmt: skip
         text += _single_extra_us(list(layers.values()))
+    alone = get(results, "systems", "alkqueue", "enqueue_breakdown", "python_alone")
+    if alone:
+        text += (
+            f" That Python is cheap only with warm caches: with its statement answered "
+            f"in-process, one enqueue() above psycopg took {alone['warm']['median']:,.1f} us "
+            f"called back to back, and {alone['cold']['median']:,.1f} us with "
+            f"{alone['sweep_bytes'] // 2**20} MB of memory written between calls, as the "
+            "server's work during each real call's wait for its commit leaves the caches of "
+            "this 2-core machine (bench/breakdown.py, `python_alone`); psycopg's own Python, "
+            "not counted here, runs in the raw call too."
+        )
     return text
 
 
