@@ -523,7 +523,28 @@ def _why_single(results: dict[str, Any], item: dict[str, Any], bad: list[dict[st
             "this 2-core machine (bench/breakdown.py, `python_alone`); psycopg's own Python, "
             "not counted here, runs in the raw call too."
         )
-    return text
+    return text + _enqueue_profile_text(results)
+
+
+def _enqueue_profile_text(results: dict[str, Any]) -> str:
+    prof = get(results, "systems", "alkqueue", "enqueue_profile")
+    if not prof or not prof.get("samples"):
+        return ""
+    pk = ", ".join(f"{p['name']} {p['pct']:.0f}%" for p in prof["by_package"][:5])
+    rest = [p for p in prof["self"] if not p["name"].startswith("Connection.wait ")]
+    fns = ", ".join(f"`{p['name']}` {p['pct']:.1f}%" for p in rest[:5])
+    return (
+        f" A py-spy profile of {prof['n']:,} single enqueues, waits included "
+        f"(`--idle`, {prof['rate_hz']} Hz, {prof['samples']:,} samples; "
+        f"`bench/results/profile-alkqueue-enqueue.txt`): {prof['waiting_pct']:.0f}% of the "
+        "samples are psycopg's `Connection.wait`: the call in libpq and on its socket, "
+        "waiting on the server (its work, the commit's WAL flush, the round trip). "
+        f"By package of the running frame: {pk}. "
+        f"After the wait, the largest by self time: {fns}. Under the profiler the loop ran "
+        f"at {fmt_num(prof['jobs_per_s_under_profiler'])} enqueues/s (py-spy reads the "
+        "process's memory on every sample), so the shares are the profile's reading, "
+        "not the rates'."
+    )
 
 
 def _single_extra_us(layers: list[dict[str, Any]]) -> str:

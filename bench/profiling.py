@@ -17,24 +17,31 @@ RATE = 250
 
 
 class PySpy:
-    """Attaches py-spy to the worker's leaf processes when the drain starts."""
+    """Attaches py-spy to the worker's leaf processes when the drain starts (the thread
+    holding the GIL: where the CPU goes), or to any process with `idle` (every thread, in a
+    wait or not: where the time goes)."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, idle: bool = False) -> None:
         self.out = out
+        self.idle = idle
         self.procs: list[subprocess.Popen[bytes]] = []
         self.files: list[Path] = []
 
     def start(self, workers: common.Workers) -> None:
+        self.attach([proc.pid for proc in workers.leaves()])
+
+    def attach(self, pids: list[int]) -> None:
         exe = shutil.which("py-spy", path=str(Path(common.PYTHON).parent)) or "py-spy"
-        for i, proc in enumerate(workers.leaves()):
+        which = "--idle" if self.idle else "--gil"
+        for i, pid in enumerate(pids):
             path = self.out.with_suffix(f".{i}.raw")
             self.files.append(path)
             self.procs.append(subprocess.Popen(
-                [exe, "record", "--pid", str(proc.pid), "--rate", str(RATE), "--format", "raw",
-                 "--output", str(path), "--nonblocking", "--gil"],
+                [exe, "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw",
+                 "--output", str(path), "--nonblocking", which],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))  # fmt: skip
-        time.sleep(0.5)  # py-spy attaches before the jobs arrive
+        time.sleep(0.5)  # py-spy attaches before the work starts
 
     def stop(self) -> None:
         for proc in self.procs:

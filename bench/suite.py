@@ -24,6 +24,8 @@ from .systems import Config, System, load
 RETRIES = 8
 #: Pairs of bulk enqueues (raw COPY, enqueue_many) in the side-by-side step of a full run.
 SIDE_BY_SIDE_REPS = 7
+#: Single enqueues under py-spy in a full run: about 5 s of them, 1,000-odd samples.
+ENQUEUE_PROFILE_N = 10_000
 
 
 class Suite:
@@ -134,7 +136,7 @@ class Suite:
         from . import scale
 
         if self.system.name == "alkqueue":
-            from . import breakdown, bulk_side_by_side, notify_pacing
+            from . import breakdown, bulk_side_by_side, enqueue_profile, notify_pacing
 
             self.out["enqueue_breakdown"] = self.step(
                 "enqueue breakdown",
@@ -154,6 +156,10 @@ class Suite:
             )
             if self.p["profile"]:
                 self.out["profile"] = self.step("py-spy profile", self.profile)
+                self.out["enqueue_profile"] = self.step(
+                    "py-spy profile of single enqueues",
+                    lambda: enqueue_profile.measure(self.system.database, ENQUEUE_PROFILE_N),
+                )
             self.scale(
                 lambda: scale.AlkQueueLoops(self.admin),
                 lambda _: scale.AlkQueueLoops(using=scale.BASELINE_ALIAS),
