@@ -73,10 +73,7 @@ def measure(database: str, n: int) -> dict[str, Any]:
     stacks = [(frames, count) for frames, count in spy.stacks() if not _before_go(frames)]
     summary = summarise(stacks)
     waiting = sum(count for frames, count in stacks if frames and _waits(frames[-1]))
-    out = common.RESULTS / "profile-alkqueue-enqueue.txt"
-    out.write_text("".join(f"{';'.join(frames)} {count}\n" for frames, count in stacks))
-    for path in spy.files:
-        path.unlink(missing_ok=True)
+    spy.keep(stacks, common.RESULTS / "profile-alkqueue-enqueue.txt")
     with common.connect(database) as conn:
         conn.execute("TRUNCATE alkqueue_message")
     return {"n": n, "jobs_per_s_under_profiler": rate,

@@ -53,6 +53,13 @@ class PySpy:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
+    def keep(self, stacks: list[tuple[list[str], int]], out: Path) -> None:
+        """Write `stacks` collapsed (flamegraph.pl / speedscope read them) to `out`, beside
+        the results, and remove py-spy's raw files."""
+        out.write_text("".join(f"{';'.join(frames)} {count}\n" for frames, count in stacks))
+        for path in self.files:
+            path.unlink(missing_ok=True)
+
     def stacks(self) -> list[tuple[list[str], int]]:
         found = []
         for path in self.files:

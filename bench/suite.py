@@ -202,11 +202,7 @@ class Suite:
         run = measure.drain(self.system, n, 1, config, "profile", profile=spy)
         stacks = spy.stacks()
         summary = summarise(stacks)
-        # Keep the collapsed stacks (flamegraph.pl / speedscope read them) beside the results.
-        out = common.RESULTS / f"profile-{self.system.name}.txt"
-        out.write_text("".join(f"{';'.join(frames)} {count}\n" for frames, count in stacks))
-        for path in spy.files:
-            path.unlink(missing_ok=True)
+        spy.keep(stacks, common.RESULTS / f"profile-{self.system.name}.txt")
         return {"config": config.label, "drain_under_profiler": run, **summary}
 
 
