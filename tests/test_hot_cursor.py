@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.sql.hot_cursor import behind_a_pooler, fetch_all
+from django_alkqueue.sql.prepared import numbered
 from tests.clocks import FakeClock
 from tests.conftest import PLANNER_DEFAULTS, planner_settings
 
@@ -392,8 +393,10 @@ def test_a_connection_that_lost_a_prepared_statement_prepares_nothing_more(q, ca
 
     with caplog.at_level(logging.WARNING, logger="django_alkqueue"):
         for _ in range(4):
-            q.enqueue(1)
+            # The claim first: a statement of the library's own (the enqueue's) that went
+            # missing is prepared again once, as after psycopg's DEALLOCATE ALL (below).
             q.claim_one("w").ack()
+            q.enqueue(1)
 
     assert _prepared("alkqueue_message") == 0
     assert len([r for r in caplog.records if LOST in r.getMessage()]) == 1  # once per connection
@@ -433,3 +436,90 @@ def test_with_use_tz_off_a_claim_reads_naive_timestamps_as_the_orm_does(q, make_
     assert claimed == stored
     assert [t.tzinfo for t in claimed] == [t.tzinfo for t in stored] == [None] * 4
     assert claimed[0] == datetime.datetime(2030, 1, 15, 9, 30)
+
+
+# In autocommit the enqueue of one job skips psycopg's cursor (sql/prepared.py): prepared
+# under a name of the library's, run on psycopg's libpq connection.
+
+
+def _prepared_names(fragment: str) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name FROM pg_prepared_statements WHERE statement LIKE %s ORDER BY name",
+            [f"%{fragment}%"],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_autocommit_an_enqueue_runs_a_prepared_statement_of_the_librarys_own(q):
+    q.enqueue(1)
+    q.enqueue(2)
+    assert _prepared_names("pg_notify('alkqueue'") == ["_alkqueue_0"]
+    assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_the_callers_transaction_an_enqueue_goes_through_psycopgs_cursor(q):
+    with transaction.atomic():
+        q.enqueue(1)
+    assert [name[:5] for name in _prepared_names("pg_notify('alkqueue'")] == ["_pg3_"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_that_opens_the_callers_transaction_rolls_back_with_it(q):
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        q.enqueue(1)  # the transaction's first statement: psycopg's BEGIN goes first
+        1 / 0  # noqa: B018
+    q.enqueue(2)
+    assert list(QueueMessage.objects.values_list("payload", flat=True)) == [2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_with_an_expiry_and_one_without_are_prepared_apart(q):
+    q.enqueue(1)
+    q.enqueue(2, expires=60)  # a timestamp where the first sent NULL
+    q.enqueue(3)
+    assert _prepared_names("pg_notify('alkqueue'") == ["_alkqueue_0", "_alkqueue_1"]
+    assert QueueMessage.objects.filter(expires_at__isnull=False).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_psycopg_deallocates_everything_on_a_rollback_the_enqueue_is_prepared_again(
+    q, caplog
+):
+    q.enqueue(1)
+    q.claim_one("w").ack()  # psycopg now holds prepared statements of its own
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        QueueMessage.objects.count()
+        1 / 0  # noqa: B018  # the ROLLBACK makes psycopg send DEALLOCATE ALL
+    assert _prepared("alkqueue_message") == 0
+
+    with caplog.at_level(logging.WARNING, logger="django_alkqueue"):
+        q.enqueue(2)
+        q.enqueue(3)
+
+    assert len(_prepared_names("pg_notify('alkqueue'")) == 1
+    assert [r for r in caplog.records if LOST in r.getMessage()] == []
+    assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [2, 3]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_whose_own_statement_goes_missing_twice_runs_unprepared(q, caplog):
+    q.enqueue(1)
+    name = _server_name("pg_notify('alkqueue'")
+    with connection.cursor() as cursor:
+        cursor.execute(f"DEALLOCATE {name}")
+        cursor.execute("PREPARE _alkqueue_1 AS SELECT 1")  # the name it would take next
+
+    with caplog.at_level(logging.WARNING, logger="django_alkqueue"):
+        q.enqueue(2)
+
+    assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 2]
+    assert [r for r in caplog.records if LOST in r.getMessage()] != []
+
+
+def test_numbered_turns_placeholders_into_postgresqls():
+    assert numbered("SELECT %s, '%%', %s") == b"SELECT $1, '%', $2"
+    with pytest.raises(ValueError, match="only %s"):
+        numbered("SELECT %(a)s")

@@ -27,6 +27,11 @@ so that shape is right at every size. (The renewal ran on a generic plan already
 the pinned shape.) Inside the caller's transaction the settings would outlive the statement,
 so there the statement runs as it is (custom plans).
 
+In autocommit, a statement that needs no pinned plan (the enqueue of one job) skips the
+kept cursor too: sql/prepared.py prepares it under a name of the library's and runs it on
+psycopg's libpq connection, without the cursor's thirty-odd Python calls. In a transaction
+the cursor runs it, as psycopg must send its BEGIN first.
+
 Behind a pooler (`behind_a_pooler`) nothing is prepared. One in transaction mode that cannot
 keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements) hands
 each transaction to whichever server connection is free, where psycopg's statement names
@@ -58,6 +63,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
 from ..conf import get_settings
+from .prepared import Statements
 
 if TYPE_CHECKING:
     import psycopg
@@ -98,15 +104,19 @@ def fetch_all(
     ready(connection)
     with connection.wrap_database_errors:
         conn = connection.connection
-        cursor = _kept_cursor(conn, connection.timezone)
+        cursor, statements = _kept_cursor(conn, connection.timezone)
         if _may_prepare(connection):
             try:
-                if generic_plan and conn.autocommit and _pipelines():
+                if not conn.autocommit:
+                    cursor.execute(sql, params, prepare=True)  # after the BEGIN psycopg owes
+                elif generic_plan and _pipelines():
                     with conn.pipeline():
                         cursor.execute(_GENERIC_PLAN, prepare=True)
                         cursor.execute(sql, params, prepare=True)
-                else:
+                elif isinstance(params, dict) or conn.pgconn.pipeline_status:
                     cursor.execute(sql, params, prepare=True)
+                else:
+                    return statements.fetch_all(conn, sql, params)
                 return cursor.fetchall()
             except Exception as exc:
                 # Inside the caller's transaction the refusal has aborted it: nothing to rerun.
@@ -194,7 +204,7 @@ _KEPT = "_alkqueue_hot_cursor"
 
 def _kept_cursor(
     conn: psycopg.Connection[Any], zone: datetime.tzinfo | None
-) -> psycopg.Cursor[tuple[Any, ...]]:
+) -> tuple[psycopg.Cursor[tuple[Any, ...]], Statements]:
     """The plain cursor of this psycopg connection, made once and reused. It shares Django's
     connection, its session and its type adapters. A new cursor starts with an empty cache of
     parameter dumpers: looking them up again cost a single-row enqueue about 35 us of client
@@ -203,16 +213,15 @@ def _kept_cursor(
     naive datetimes); a cursor made for another one (USE_TZ changed, as tests do) is
     replaced, as Django's own cursors follow it."""
     kept = getattr(conn, _KEPT, None)
-    cursor: psycopg.Cursor[tuple[Any, ...]]
     if kept is not None and not kept[0].closed and kept[1] is zone:
-        cursor = kept[0]
-        return cursor
+        return kept[0], kept[2]
     import psycopg
 
-    cursor = psycopg.Cursor(conn)
+    cursor: psycopg.Cursor[tuple[Any, ...]] = psycopg.Cursor(conn)
     _read_timestamps_in(zone, cursor)
-    setattr(conn, _KEPT, (cursor, zone))
-    return cursor
+    statements = Statements(cursor)
+    setattr(conn, _KEPT, (cursor, zone, statements))
+    return cursor, statements
 
 
 def _read_timestamps_in(zone: datetime.tzinfo | None, cursor: psycopg.Cursor[Any]) -> None:
