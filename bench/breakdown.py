@@ -8,7 +8,9 @@ transaction each, peeled layer by layer (jobs/s of each, no worker running):
    RETURNING id), the one most calls of a burst run (sql/wake_pacing.py);
 3. the same statement through Django's cursor (client-side binding, never prepared);
 4. the same statement through the library's hot path on Django's connection
-   (`sql/hot_cursor.py`: server-side binding, prepared);
+   (`sql/hot_cursor.py`: server-side binding, prepared; in autocommit, as here, the
+   library's own prepared statement run on psycopg's libpq connection without a cursor,
+   `sql/prepared.py`);
 5. `Queue.enqueue` (validation, encoding, `Job` values, the `job_enqueued` signal, and a
    NOTIFY once per ALKQUEUE["NOTIFY_WINDOW"]);
 6. psycopg, the library's statement for an enqueue that notifies (the same INSERT, and
@@ -18,9 +20,10 @@ The psycopg layers (0, 1, 2 and 6) run on one kept cursor, prepared, as the libr
 path and the raw ceiling's own enqueue do: psycopg's `Connection.execute` makes a new cursor
 per call, and its set-up (24 to 29 us a call here) would be read as the statement's cost.
 
-`python_alone` times the Python of `Queue.enqueue` above psycopg, its statement answered
-in-process: back to back (warm caches), and with SWEEP_BYTES of memory written between
-calls, as the server's work during a real call's wait leaves the caches of a small machine.
+`python_alone` times the Python of `Queue.enqueue` above its statement, which is answered
+in-process (the kept cursor and sql/prepared.py's statements stubbed): back to back (warm
+caches), and with SWEEP_BYTES of memory written between calls, as the server's work during
+a real call's wait leaves the caches of a small machine.
 
 The layers take turns in chunks of CHUNK calls, so that a commit latency that drifts
 during the run (other work on the machine) weighs on every layer alike. Layers 0 and 5 give
@@ -108,7 +111,8 @@ def measure(database: str, n: int, reps: int) -> dict[str, Any]:
               ("psycopg: plain INSERT", psycopg_plain),
               ("psycopg: the library's INSERT ... RETURNING id (no NOTIFY)", psycopg_library_sql),
               ("Django cursor: the same statement", django_cursor),
-              ("the library's hot path on Django's connection: the same statement, prepared",
+              ("the library's hot path on Django's connection: the same statement, prepared, "
+               "without psycopg's cursor",
                hot_path),
               (LIBRARY_LAYER, library),
               ("psycopg: the library's INSERT ... RETURNING id + pg_notify",

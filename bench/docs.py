@@ -516,12 +516,15 @@ def _why_single(results: dict[str, Any], item: dict[str, Any], bad: list[dict[st
     if alone:
         text += (
             f" That Python is cheap only with warm caches: with its statement answered "
-            f"in-process, one enqueue() above psycopg took {alone['warm']['median']:,.1f} us "
-            f"called back to back, and {alone['cold']['median']:,.1f} us with "
-            f"{alone['sweep_bytes'] // 2**20} MB of memory written between calls, as the "
-            "server's work during each real call's wait for its commit leaves the caches of "
-            "this 2-core machine (bench/breakdown.py, `python_alone`); psycopg's own Python, "
-            "not counted here, runs in the raw call too."
+            f"in-process, one enqueue() above its statement took "
+            f"{alone['warm']['median']:,.1f} us called back to back, and "
+            f"{alone['cold']['median']:,.1f} us with {alone['sweep_bytes'] // 2**20} MB of "
+            "memory written between calls, as the server's work during each real call's wait "
+            "for its commit leaves the caches of this 2-core machine (bench/breakdown.py, "
+            "`python_alone`). The statement itself, not counted there, is run by the "
+            "library's own prepared statement on psycopg's libpq connection "
+            "(django_alkqueue/sql/prepared.py), where the raw call runs psycopg's cursor: a "
+            "cursor's execute() is some thirty Python calls around the same libpq calls."
         )
     return text + _enqueue_profile_text(results)
 
@@ -558,7 +561,8 @@ def _single_extra_us(layers: list[dict[str, Any]]) -> str:
         f" Read as time per call: enqueue() took {library - raw:,.1f} us more than the raw "
         f"call's {raw:,.1f} us; the library's row and indexes in a plain INSERT "
         f"{plain - raw:+,.1f} us, its RETURNING {statement - plain:+,.1f} us, "
-        f"the hot path on Django's connection {hot_path - statement:+,.1f} us, and "
+        f"the hot path on Django's connection, without psycopg's cursor in autocommit "
+        f"{hot_path - statement:+,.1f} us, and "
         f"the Python of enqueue() (validation, encoding, the `Job`, the signal) with its "
         f"NOTIFY once per window {library - hot_path:+,.1f} us. The statement of an enqueue "
         f"that notifies took {notifying - statement:+,.1f} us more than the one that does not, "

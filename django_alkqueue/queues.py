@@ -146,9 +146,7 @@ class Queue:
             due = at
         else:
             due = now
-        lifetime = validation.optional_seconds(expires, "expires")
-        if lifetime is None:
-            lifetime = self.expires
+        lifetime = self.expires if expires is None else validation.seconds(expires, "expires")
         expires_at = None if lifetime is None else now + timedelta(seconds=lifetime)
         return Stamps(
             priority=self.priority if priority is None else validation.priority(priority),
@@ -162,7 +160,7 @@ class Queue:
             run_at=due,
             enqueued_at=now,
             expires_at=expires_at,
-            unique_key=validation.unique_key(unique_key),
+            unique_key=None if unique_key is None else validation.unique_key(unique_key),
         )  # fmt: skip
 
     # -- claim -----------------------------------------------------------------------------

@@ -282,8 +282,9 @@ class PostgresDialect(Dialect):
         assert stamps.unique_key is None
         values = insert_values(queue, text, stamps)[: len(KEYLESS_INSERT_FIELDS)]
         window = get_settings().NOTIFY_WINDOW
-        ready(connection)  # connection.autocommit is only known once connected
-        autocommit = connection.autocommit
+        if connection.connection is None:
+            ready(connection)  # connection.autocommit is only known once connected
+        autocommit = connection.autocommit  # fetch_all runs every check of ready() below
         if not wake_due(connection, queue, window, time.monotonic(), autocommit):
             return int(fetch_all(connection, _INSERT_KEYLESS_QUIET, values)[0][0])
         job_id = int(fetch_all(connection, _INSERT_KEYLESS, [*values, queue])[0][0])
