@@ -107,16 +107,16 @@ def fetch_all(
         cursor, statements = _kept_cursor(conn, connection.timezone)
         if _may_prepare(connection):
             try:
-                if not conn.autocommit:
-                    cursor.execute(sql, params, prepare=True)  # after the BEGIN psycopg owes
-                elif generic_plan and _pipelines():
+                if conn.autocommit and generic_plan and _pipelines():
                     with conn.pipeline():
                         cursor.execute(_GENERIC_PLAN, prepare=True)
                         cursor.execute(sql, params, prepare=True)
-                elif isinstance(params, dict) or conn.pgconn.pipeline_status:
-                    cursor.execute(sql, params, prepare=True)
-                else:
+                elif conn.autocommit and not (
+                    isinstance(params, dict) or conn.pgconn.pipeline_status
+                ):
                     return statements.fetch_all(conn, sql, params)
+                else:  # in a transaction, after the BEGIN that psycopg owes it
+                    cursor.execute(sql, params, prepare=True)
                 return cursor.fetchall()
             except Exception as exc:
                 # Inside the caller's transaction the refusal has aborted it: nothing to rerun.
