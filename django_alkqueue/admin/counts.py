@@ -15,13 +15,15 @@ from django.db import connections
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
+from ..sql import dialect_for
+
 #: Rows counted exactly before a changelist switches to an estimate.
 CAP = 10_000
 
 
 def planner_estimate(queryset: QuerySet[Any]) -> int | None:
     """PostgreSQL's row estimate for the query (pg_class.reltuples scaled by the filters)."""
-    if connections[queryset.db].vendor != "postgresql":
+    if not dialect_for(connections[queryset.db]).supports_planner_estimates:
         return None
     plan = json.loads(queryset.order_by().explain(format="json"))
     return int(plan[0]["Plan"]["Plan Rows"])

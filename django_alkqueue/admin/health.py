@@ -17,6 +17,7 @@ from django.db.models import Count, Min, Q
 
 from ..conf import get_settings
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE, QueueMessage, Worker
+from ..sql import dialect_for
 from .base import format_age
 
 #: Dead tuples in a queue table: ten times the live table's autovacuum threshold (0002).
@@ -266,9 +267,9 @@ def claims_check(using: str, now: datetime) -> Check:
 
 
 def run_checks(using: str, now: datetime) -> list[Check]:
-    """Every check on PostgreSQL; the claims check alone elsewhere."""
+    """The catalog checks where the database keeps such statistics, then the claims check."""
     checks = []
-    if connections[using].vendor == "postgresql":
+    if dialect_for(connections[using]).supports_catalog_health:
         checks = [
             judge_tables(_fetch(using, TABLES_SQL), now),
             judge_sessions(_fetch(using, SESSIONS_SQL)),

@@ -25,6 +25,7 @@ from .. import operations, status
 from ..clock import system_clock
 from ..conf import get_settings
 from ..models import Consumer, DeadLetter, QueueMessage, QueueStat, Worker
+from ..sql import dialect_for
 from . import charts, health
 from .actions import changelist_url, has_perm
 from .base import ModelAdmin, format_age
@@ -139,7 +140,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "stale_workers": sum(1 for w in workers if w.stale),
             "leader": next((w.worker_id for w in workers if w.is_leader and not w.stale), None),
             "checks": health.run_checks(using, now),
-            "postgres": connections[using].vendor == "postgresql",
+            "catalog_health": dialect_for(connections[using]).supports_catalog_health,
             "now": now,
         }
         return TemplateResponse(request, "admin/django_alkqueue/overview.html", context)

@@ -89,7 +89,20 @@ WriteChunk = Callable[[Sequence[str]], list[int]]
 
 
 class Dialect:
-    """Base of the vendor dialects: conversions and the reads that are plain SQL everywhere."""
+    """Base of the vendor dialects: conversions and the reads that are plain SQL everywhere.
+
+    What a database can do is declared here as `supports_*` attributes (as Django's task
+    backends declare theirs); code outside `sql/` reads them instead of the vendor's name.
+    """
+
+    #: LISTEN/NOTIFY wake-ups; elsewhere workers find new jobs by polling.
+    supports_notify = False
+    #: Session-level advisory locks, which the server frees when the session ends (leader).
+    supports_advisory_locks = False
+    #: A planner row estimate for a query, so a long changelist need not count its rows.
+    supports_planner_estimates = False
+    #: Catalog statistics (dead tuples, old transactions, replication slots) for health checks.
+    supports_catalog_health = False
 
     def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
         return value

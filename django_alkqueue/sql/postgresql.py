@@ -248,6 +248,11 @@ _VACUUM = f"VACUUM (SKIP_LOCKED) {MESSAGE_TABLE}"
 
 
 class PostgresDialect(Dialect):
+    supports_notify = True
+    supports_advisory_locks = True
+    supports_planner_estimates = True
+    supports_catalog_health = True
+
     @contextmanager
     def insert_many(
         self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int

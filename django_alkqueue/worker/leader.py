@@ -1,9 +1,10 @@
 """Leader election: which one worker in the cluster runs reclaim and sweep on this tick.
 
-PostgreSQL: the leader holds the session-level advisory lock LEADER_LOCK_KEY on its own
-connection. If that worker dies or its connection drops, the server releases the lock and the
-next worker to try takes it. SQLite (one machine): the leader is marked on its Worker row and
-the mark passes on when that row goes stale.
+Where the database has advisory locks (PostgreSQL), the leader holds the session-level
+advisory lock LEADER_LOCK_KEY on its own connection. If that worker dies or its connection
+drops, the server releases the lock and the next worker to try takes it. Elsewhere (SQLite,
+one machine): the leader is marked on its Worker row and the mark passes on when that row
+goes stale.
 In both cases the leader's Worker row carries is_leader=True and every other row False, set in
 one UPDATE, so exactly one row is marked at any moment.
 """
@@ -15,6 +16,7 @@ from datetime import datetime, timedelta
 from django.db import connections
 
 from ..models import WORKER_TABLE
+from ..sql import dialect_for
 
 #: The advisory lock key: the bytes "alkqueue" as a signed 64-bit integer.
 LEADER_LOCK_KEY = int.from_bytes(b"alkqueue", "big", signed=True)
@@ -29,7 +31,7 @@ class Leadership:
     def acquire(self, now: datetime, stale_after: float) -> bool:
         """Try to be (or stay) the leader; returns whether this worker leads now."""
         connection = connections[self.using]
-        if connection.vendor == "postgresql":
+        if dialect_for(connection).supports_advisory_locks:
             self.held = self._advisory_lock(connection)
         else:
             self.held = self._row_mark(now, stale_after)
@@ -39,7 +41,7 @@ class Leadership:
 
     def release(self) -> None:
         connection = connections[self.using]
-        if self.held and connection.vendor == "postgresql":
+        if self.held and dialect_for(connection).supports_advisory_locks:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [LEADER_LOCK_KEY])
         self.held = False

@@ -23,6 +23,7 @@ from ..consumers import ConsumerSpec, registry
 from ..models import QueueMessage
 from ..periodic import Scheduler
 from ..queues import JobHandle, queue
+from ..sql import dialect_for
 from ..sql.wake_pacing import follow_up_delay
 from .acker import Acker
 from .claimer import Claimer, PausedQueues
@@ -191,7 +192,7 @@ class Worker:
                     leader_loop.start(self.stop_services)]  # fmt: skip
         services.append(stat_deltas.start(self.stop_services))
         listen_alias = get_settings().LISTEN_DATABASE or self.using
-        if connections[listen_alias].vendor == "postgresql":
+        if dialect_for(connections[listen_alias]).supports_notify:
             listener = Listener(listen_alias, set(names), self.wake, claimer.notified)
             services.append(listener.start(self.stop_services))
         # With --burst too: a long drain reports as it goes, and ends with the table.
