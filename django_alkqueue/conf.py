@@ -54,6 +54,9 @@ class AlkQueueSettings:
     #: Seconds of per-minute queue statistics (QueueStat, the admin charts) kept; the leader's
     #: stats loop deletes older minutes. Default 7 days.
     STATS_RETENTION: float = 7 * 86400.0
+    #: Per-queue options for queues without a @consumer (the Django Tasks backend's):
+    #: name -> {"sensitive": bool}.
+    QUEUES: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 _FIELDS = {f.name for f in dataclasses.fields(AlkQueueSettings)}

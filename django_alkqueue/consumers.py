@@ -40,6 +40,9 @@ class ConsumerSpec:
     atomic: bool
     #: A batch consumer's most jobs per call; None for a plain handler(payload, job).
     batch: int | None = None
+    #: The payloads carry personal data: masked in the admin for users without
+    #: `view_payload`, never logged nor quoted in error texts (docs/security.md).
+    sensitive: bool = False
 
     def queue_defaults(self) -> dict[str, Any]:
         """The stamps this consumer gives jobs enqueued on its queue."""
@@ -140,6 +143,7 @@ def consumer(
     retry: RetryPolicy | None = None,
     atomic: bool = False,
     batch: int | None = None,
+    sensitive: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Bind the decorated `handler(payload, job)` to `queue`. Options become the queue's stamps.
 
@@ -154,6 +158,8 @@ def consumer(
     attempts = None if max_attempts is None else validation.max_attempts(max_attempts)
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise TypeError("retry must be a RetryPolicy")
+    if not isinstance(sensitive, bool):
+        raise InvalidOption(f"sensitive must be True or False, not {sensitive!r}")
 
     def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
         registry.register(
@@ -166,6 +172,7 @@ def consumer(
                 retry=retry or RetryPolicy(),
                 atomic=atomic,
                 batch=size,
+                sensitive=sensitive,
             )
         )
         return handler
