@@ -57,6 +57,43 @@ def enqueue_bulk(system: System, n: int, reps: int, method: str = "enqueue_bulk"
     return {"n": n, "supported": True, "jobs_per_s": common.figure(rates)}
 
 
+def side_by_side(
+    sides: dict[str, System], call: str, n: int, reps: int, chunk: int
+) -> dict[str, Any]:
+    """`call` ("enqueue_one" or "enqueue_bulk") of n jobs per system and repetition, the
+    systems taking turns every `chunk` jobs in one window, which one goes first alternating:
+    a commit latency that drifts during the run weighs on both alike. The ratio is the
+    second system's rate over the first's, per repetition."""
+    names = list(sides)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(reps):
+        spent = dict.fromkeys(names, 0.0)
+        for system in sides.values():
+            system.reset()
+        batch = payloads(n)
+        for turn, start in enumerate(range(0, n, chunk)):
+            part = batch[start : start + chunk]
+            for name in names if (turn + rep) % 2 == 0 else names[::-1]:
+                spent[name] += _timed(sides[name], call, part)
+        for name in names:
+            rates[name].append(n / spent[name])
+    for system in sides.values():
+        system.reset()
+    ratios = [b / a for a, b in zip(rates[names[0]], rates[names[1]], strict=True)]
+    return {"n": n, "chunk": chunk, "ratio": common.figure(ratios),
+            "jobs_per_s": {name: common.figure(r) for name, r in rates.items()}}  # fmt: skip
+
+
+def _timed(system: System, call: str, part: list[dict[str, Any]]) -> float:
+    started = time.perf_counter()
+    if call == "enqueue_bulk":
+        system.enqueue_bulk(part)
+    else:
+        for payload in part:
+            system.enqueue_one(payload)
+    return time.perf_counter() - started
+
+
 # -- workers ----------------------------------------------------------------------------------
 
 
@@ -82,10 +119,8 @@ def start_workers(
     return workers
 
 
-def drain(
-    system: System, n: int, processes: int, config: Config, tag: str, profile: Any = None
-) -> dict[str, Any]:
-    """One drain of n jobs; `profile(workers)` (optional) is started just before the seed."""
+def drain(system: System, n: int, processes: int, config: Config, tag: str) -> dict[str, Any]:
+    """One drain of n jobs."""
     system.reset()
     workers = start_workers(system, processes, config, tag)
     try:
@@ -93,8 +128,6 @@ def drain(
         vacuumer = Vacuumer(system.database, system.vacuum_tables)
         with system.connection() as conn, vacuumer:
             cpu_before = workers.cpu_seconds()
-            if profile is not None:
-                profile.start(workers)
             system.seed(batch, config)
             committed = time.perf_counter()
             idle_xact = oldest_idle_transaction(conn)
@@ -114,13 +147,11 @@ def drain(
             server_after = common.server_cpu()
             server = common.server_cpu_delta(server_before, server_after)
             # The completion polls' own backend: part of the server figure, not the system's.
-            poll_pid = conn.info.backend_pid
+            poll_pid = system.poll_backend_pid(conn)
             poll = server_after.get(poll_pid, 0.0) - server_before.get(poll_pid, 0.0)
         elapsed = done - committed
         rss = workers.peak_rss_mb()
     finally:
-        if profile is not None:
-            profile.stop()
         workers.stop()
     system.reset()
     return {
@@ -146,13 +177,6 @@ def oldest_idle_transaction(conn: Any) -> float:
         "WHERE state LIKE 'idle in transaction%%'"
     ).fetchone()
     return float(row[0])
-
-
-def drain_repeated(
-    system: System, n: int, processes: int, config: Config, reps: int
-) -> dict[str, Any]:
-    runs = [drain(system, n, processes, config, f"drain-p{processes}-r{r}") for r in range(reps)]
-    return drain_summary(runs, config, n, processes)
 
 
 def drain_summary(
@@ -213,13 +237,6 @@ def latency(system: System, config: Config, jobs: int, gap: float) -> dict[str, 
         "p99_ms": common.percentile(waits, 99),
         "max_ms": max(waits),
     }
-
-
-def latency_repeated(
-    system: System, config: Config, reps: int, jobs: int = 200, gap: float = 0.02
-) -> dict[str, Any]:
-    runs = [latency(system, config, jobs, gap) for _ in range(reps)]
-    return latency_summary(runs, config, jobs, gap)
 
 
 def latency_summary(

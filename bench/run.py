@@ -38,7 +38,7 @@ def machine() -> dict[str, Any]:
         )}  # fmt: skip
     packages = {}
     for name in ("Django", "psycopg", "django-tasks-db", "procrastinate", "django-vtasks",
-                 "matplotlib", "psutil", "py-spy"):  # fmt: skip
+                 "matplotlib", "psutil"):  # fmt: skip
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -110,8 +110,6 @@ def run_system(name: str, params: dict[str, Any], args: argparse.Namespace) -> d
            "--reps", str(params["reps"])]  # fmt: skip
     if args.quick:
         cmd.append("--quick")
-    if args.profile:
-        cmd.append("--profile")
     started = time.monotonic()
     before = load_snapshot()
     proc = subprocess.run(cmd, cwd=common.ROOT, env=system.suite_env())
@@ -141,7 +139,6 @@ def main() -> None:
         "(results/full.json or quick.json), e.g. after a failed system",
     )
     args = parser.parse_args()
-    args.profile = not args.quick
     params = QUICK if args.quick else FULL
     if args.quick:
         os.environ.setdefault("BENCH_DB_PREFIX", "bench_quick_")

@@ -116,42 +116,39 @@ def _rss_item(results: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bulk_item(results: dict[str, Any]) -> dict[str, Any]:
-    """Read side by side (bench/bulk_side_by_side.py) where the run has it: the median of the
-    per-pair ratios. The suite's own figures, taken minutes apart, are shown beside it."""
+    """Read side by side where the run has it: the median of the per-pair ratios to the raw
+    COPY. The suite's own figures, taken minutes apart, are shown beside it."""
     bulk = _median(_get(results, "systems", "alkqueue", "enqueue_bulk", "jobs_per_s"))
     raw_bulk = max(filter(None, [
         _median(_get(results, "systems", "raw", "enqueue_bulk", "jobs_per_s")),
         _median(_get(results, "systems", "raw", "enqueue_bulk_insert", "jobs_per_s")),
     ]), default=None)  # fmt: skip
     apart = f"{_n(bulk)} / {_n(raw_bulk)} = {_pct(bulk, raw_bulk)}"
-    side = _get(results, "systems", "alkqueue", "bulk_side_by_side")
-    ratio = _median(_get(side, "ratio"))
+    side = _get(results, "systems", "alkqueue", "side_by_side", "bulk")
     target = "bulk enqueue >= 50% of raw (best of COPY, multi-row INSERT)"
-    if ratio is None:
+    if not side:
         return _item("bulk", target, apart, _ge(_ratio(bulk, raw_bulk), 0.5),
                      ratio=_ratio(bulk, raw_bulk))  # fmt: skip
-    ours = _median(_get(side, "jobs_per_s", "alkqueue"))
-    raw_copy = _median(_get(side, "jobs_per_s", "raw"))
+    ratio = side["ratio"]["median"]
+    ours, raw = _median(side["jobs_per_s"]["alkqueue"]), _median(side["jobs_per_s"]["raw"])
     pairs = f"{side['ratio']['n']} pair" + ("s" if side["ratio"]["n"] != 1 else "")
-    measured = (f"side by side {_n(ours)} / {_n(raw_copy)} COPY, {ratio:.0%} (median of "
+    measured = (f"side by side {_n(ours)} / {_n(raw)} COPY, {ratio:.0%} (median of "
                 f"{pairs}); in separate windows {apart}")  # fmt: skip
     return _item("bulk", target, measured, _ge(ratio, 0.5), ratio=ratio)
 
 
 def _single_item(results: dict[str, Any]) -> dict[str, Any]:
-    """Read side by side (bench/breakdown.py, the layers taking turns) where the run has it;
-    the suite's own figures, taken minutes apart, are shown beside it."""
-    from .breakdown import LIBRARY_LAYER, RAW_LAYER
-
+    """Read side by side where the run has it: the median rates of the turns, one over the
+    other. The suite's own figures, taken minutes apart, are shown beside it."""
     one = _median(_get(results, "systems", "alkqueue", "enqueue_single", "jobs_per_s"))
     raw_one = _median(_get(results, "systems", "raw", "enqueue_single", "jobs_per_s"))
     apart = f"{_n(one)} / {_n(raw_one)} = {_pct(one, raw_one)}"
-    layers = _get(results, "systems", "alkqueue", "enqueue_breakdown", "layers") or {}
-    ours, raw = _median(layers.get(LIBRARY_LAYER)), _median(layers.get(RAW_LAYER))
+    side = _get(results, "systems", "alkqueue", "side_by_side", "single")
     target = "single enqueue >= 80% of raw one INSERT per call"
-    if ours is None or raw is None:
+    if not side:
         return _item("single", target, apart, _ge(_ratio(one, raw_one), 0.8),
                      ratio=_ratio(one, raw_one))  # fmt: skip
+    ours, raw = _median(side["jobs_per_s"]["alkqueue"]), _median(side["jobs_per_s"]["raw"])
     measured = (f"side by side {_n(ours)} / {_n(raw)} = {_pct(ours, raw)}; in separate "
                 f"windows {apart}")  # fmt: skip
     return _item("single", target, measured, _ge(_ratio(ours, raw), 0.8), ratio=_ratio(ours, raw))
