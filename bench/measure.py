@@ -28,31 +28,16 @@ def payloads(n: int, start: int = 0) -> list[dict[str, Any]]:
 # -- enqueue ----------------------------------------------------------------------------------
 
 
-def enqueue_single(system: System, n: int, reps: int) -> dict[str, Any]:
+def enqueue(system: System, call: str, n: int, reps: int) -> dict[str, Any]:
+    """`call` ("enqueue_one", "enqueue_bulk", raw's "insert_many") of n jobs, `reps` times
+    into emptied tables; jobs/s."""
     rates = []
     for _ in range(reps):
         system.reset()
-        batch = payloads(n)
-        started = time.perf_counter()
-        for payload in batch:
-            system.enqueue_one(payload)
-        rates.append(n / (time.perf_counter() - started))
-    system.reset()
-    return {"n": n, "jobs_per_s": common.figure(rates)}
-
-
-def enqueue_bulk(system: System, n: int, reps: int, method: str = "enqueue_bulk") -> dict[str, Any]:
-    rates = []
-    call = getattr(system, method)
-    for _ in range(reps):
-        system.reset()
-        batch = payloads(n)
-        started = time.perf_counter()
         try:
-            call(batch)
+            rates.append(n / _timed(system, call, payloads(n)))
         except NotSupported:
             return {"n": n, "supported": False}
-        rates.append(n / (time.perf_counter() - started))
     system.reset()
     return {"n": n, "supported": True, "jobs_per_s": common.figure(rates)}
 
@@ -85,12 +70,14 @@ def side_by_side(
 
 
 def _timed(system: System, call: str, part: list[dict[str, Any]]) -> float:
+    """Seconds `call` took for `part`: one call per job for "enqueue_one", else one call."""
+    method = getattr(system, call)
     started = time.perf_counter()
-    if call == "enqueue_bulk":
-        system.enqueue_bulk(part)
-    else:
+    if call == "enqueue_one":
         for payload in part:
-            system.enqueue_one(payload)
+            method(payload)
+    else:
+        method(part)
     return time.perf_counter() - started
 
 

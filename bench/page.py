@@ -12,7 +12,7 @@ from typing import Any
 
 from . import common, tables, targets
 from .systems import SYSTEMS
-from .tables import fmt, fmt_num, get
+from .tables import fmt, fmt_num, get, median, ratio, variant
 
 TEMPLATE = common.BENCH / "benchmarks.md.tmpl"
 DOCS = common.ROOT / "docs" / "benchmarks.md"
@@ -35,27 +35,12 @@ def render(results: dict[str, Any]) -> str:
 # -- small readers --------------------------------------------------------------------------------
 
 
-def _m(fig: Any) -> float | None:
-    return fig.get("median") if isinstance(fig, dict) else None
-
-
-def _div(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
 def _f(value: float | None, spec: str, suffix: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
 def _x(value: float | None, spec: str = ".2f") -> str:
     return "-" if value is None else f"x{value:{spec}}"
-
-
-def _variant(results: dict[str, Any], system: str, prefix: str = "") -> dict[str, Any]:
-    for v in get(results, "systems", system, "variants") or []:
-        if v.get("config", "").startswith(prefix):
-            return v  # type: ignore[no-any-return]
-    return {}
 
 
 def _scan(results: dict[str, Any], system: str) -> list[dict[str, Any]]:
@@ -104,14 +89,14 @@ def _single_side(side: dict[str, Any] | None) -> str:
         return "not measured"
     ours, raw = side["jobs_per_s"]["alkqueue"], side["jobs_per_s"]["raw"]
     return (f"`enqueue()` {fmt(ours)} jobs/s against the raw `INSERT`'s {fmt(raw)}, "
-            f"{_f(_div(_m(ours), _m(raw)), '.0%')}, the two taking turns every "
+            f"{_f(ratio(median(ours), median(raw)), '.0%')}, the two taking turns every "
             f"{side['chunk']} calls, {side['n']:,} calls each per repetition")  # fmt: skip
 
 
 def _bulk_side(side: dict[str, Any] | None) -> str:
     if not side:
         return "(not measured in this run)"
-    jobs, ratio = side["jobs_per_s"], side["ratio"]
+    jobs, paired = side["jobs_per_s"], side["ratio"]
     return "\n".join([
         f"{side['n']:,} jobs per call, the two calls alternating (which goes first alternates "
         "too), each into an emptied table of the same database.",
@@ -120,7 +105,7 @@ def _bulk_side(side: dict[str, Any] | None) -> str:
         "|---|---:|",
         f"| raw `COPY` of one JSON column into `raw_job` | {fmt(jobs['raw'])} |",
         f"| `Queue.enqueue_many` | {fmt(jobs['alkqueue'])} |",
-        f"| ratio, per pair | {ratio['median']:.0%} ({ratio['min']:.0%}-{ratio['max']:.0%}) |",
+        f"| ratio, per pair | {paired['median']:.0%} ({paired['min']:.0%}-{paired['max']:.0%}) |",
     ])  # fmt: skip
 
 
@@ -194,25 +179,25 @@ def noise(results: dict[str, Any]) -> str:
 
 def _drain(results: dict[str, Any]) -> dict[str, str]:
     """The figures of the drain paragraph: the fastest peer, the CPU budget of 10x it."""
-    ours = _variant(results, "alkqueue")
-    raw100, raw1000 = _variant(results, "raw", "claim 100 "), _variant(results, "raw", "claim 1000")
-    d2 = _m(get(ours, "drain_2", "jobs_per_s"))
-    peers = sorted(((_m(get(_variant(results, p), "drain_2", "jobs_per_s")) or 0.0, p)
+    ours = variant(results, "alkqueue")
+    raw100, raw1000 = variant(results, "raw", "claim 100 "), variant(results, "raw", "claim 1000")
+    d2 = median(get(ours, "drain_2", "jobs_per_s"))
+    peers = sorted(((median(get(variant(results, p), "drain_2", "jobs_per_s")) or 0.0, p)
                     for p in PEERS), reverse=True)  # fmt: skip
     peer_rate, peer = peers[0]
     nproc = results["machine"]["nproc"]
     needed = 10 * peer_rate or None
-    budget = _div(nproc * 1000, needed)
-    worker = _m(get(ours, "drain_2", "cpu_ms_per_job"))
-    server = _m(get(ours, "drain_2", "server_cpu_ms_per_job"))
+    budget = ratio(nproc * 1000, needed)
+    worker = median(get(ours, "drain_2", "cpu_ms_per_job"))
+    server = median(get(ours, "drain_2", "server_cpu_ms_per_job"))
     cpu = worker + server if worker is not None and server is not None else None
-    cores = _div((cpu or 0) * (d2 or 0), 1000) if cpu and d2 else None
-    target_cpu = _div((cpu or 0) * (d2 or 0), needed) if cpu and d2 else None
-    raw_server = _m(get(raw100, "drain_2", "server_cpu_ms_per_job"))
-    poll, n = _m(get(ours, "drain_2", "poll_server_cpu_ms_per_job")), get(ours, "drain_2", "n")
+    cores = ratio((cpu or 0) * (d2 or 0), 1000) if cpu and d2 else None
+    target_cpu = ratio((cpu or 0) * (d2 or 0), needed) if cpu and d2 else None
+    raw_server = median(get(raw100, "drain_2", "server_cpu_ms_per_job"))
+    poll, n = median(get(ours, "drain_2", "poll_server_cpu_ms_per_job")), get(ours, "drain_2", "n")
     r100, r1000 = (
-        _m(get(raw100, "drain_2", "jobs_per_s")),
-        _m(get(raw1000, "drain_2", "jobs_per_s")),
+        median(get(raw100, "drain_2", "jobs_per_s")),
+        median(get(raw1000, "drain_2", "jobs_per_s")),
     )
     per_job_vtasks = [
         r["jobs_per_s"] for r in _scan(results, "vtasks") if "batch" not in r["config"]
@@ -222,15 +207,15 @@ def _drain(results: dict[str, Any]) -> dict[str, str]:
         if "@consumer(batch=" not in r["config"] and not r["informational"]
     ]  # fmt: skip
     best = max(per_job_ours, key=lambda r: r["jobs_per_s"], default=None)
-    vtasks_batch = (_variant(results, "vtasks").get("options") or {}).get("batch")
+    vtasks_batch = (variant(results, "vtasks").get("options") or {}).get("batch")
     others = [f"{get(results, 'systems', p, 'title')} {fmt_num(r)} jobs/s "
-              f"({_f(_div(d2, r), '.0f', 'x')})" for r, p in peers[1:] if r]  # fmt: skip
+              f"({_f(ratio(d2, r), '.0f', 'x')})" for r, p in peers[1:] if r]  # fmt: skip
     return {
         "peer_title": get(results, "systems", peer, "title") or "-",
-        "peer_config": _variant(results, peer).get("config", "-"),
+        "peer_config": variant(results, peer).get("config", "-"),
         "peer_rate": fmt_num(peer_rate or None),
         "ours_d2": fmt_num(d2),
-        "peer_x": _f(_div(d2, peer_rate), ".1f", "x"),
+        "peer_x": _f(ratio(d2, peer_rate), ".1f", "x"),
         "vtasks_batch": f"count {vtasks_batch:,}" if vtasks_batch else "no batch queue",
         "vtasks_per_job": fmt_num(max(per_job_vtasks, default=None)),
         "ours_config": ours.get("config", "-"),
@@ -248,11 +233,11 @@ def _drain(results: dict[str, Any]) -> dict[str, str]:
         else "",
         "cpu_per_job": _f(cpu, ".3f"),
         "cores": _f(cores, ".2f"),
-        "machine_busy": _f(_m(get(ours, "drain_2", "machine_busy")), ".0%"),
+        "machine_busy": _f(median(get(ours, "drain_2", "machine_busy")), ".0%"),
         "poll_ms": _f(poll * n if poll is not None and n else None, ".0f"),
         "target_cpu": _f(target_cpu, ".3f"),
         "less": _f(1 - target_cpu / cpu if target_cpu and cpu else None, ".0%"),
-        "raw1000_cpu": _f(_m(get(raw1000, "drain_2", "cpu_ms_per_job")), ".3f"),
+        "raw1000_cpu": _f(median(get(raw1000, "drain_2", "cpu_ms_per_job")), ".3f"),
         "ceiling": "Larger batches do not lift the machine's ceiling that far"
         if needed and max(r100 or 0, r1000 or 0) < needed
         else "For comparison",
@@ -269,13 +254,13 @@ def _scale(results: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, st
     big = get(scale, "sizes", "big") or 1_000_000
     acked, vacuumed = f"after_{big}_acked_no_vacuum", f"after_{big}_acked_then_vacuum"
     lapsed = f"after_{big}_acked_leases_lapsed"
-    clean = _m(get(scale, acked, "b1", "baseline_us_per_job"))
-    bloated = _m(get(scale, acked, "b1", "us_per_job"))
-    raw_clean = _m(get(raw, acked, "b1", "baseline_us_per_job"))
-    raw_bloated = _m(get(raw, acked, "b1", "us_per_job"))
+    clean = median(get(scale, acked, "b1", "baseline_us_per_job"))
+    bloated = median(get(scale, acked, "b1", "us_per_job"))
+    raw_clean = median(get(raw, acked, "b1", "baseline_us_per_job"))
+    raw_bloated = median(get(raw, acked, "b1", "us_per_job"))
     walk = bloated - clean if bloated is not None and clean is not None else None
     per_100k = walk * 100_000 / big if walk is not None else None
-    d2 = _m(get(_variant(results, "alkqueue"), "drain_2", "jobs_per_s"))
+    d2 = median(get(variant(results, "alkqueue"), "drain_2", "jobs_per_s"))
     between = d2 * RECLAIM_INTERVAL if d2 else None
     worst = clean + per_100k * between / 100_000 if clean and per_100k and between else None
     dead = scale.get("bloat_dead_tuples")
@@ -297,7 +282,7 @@ def _scale(results: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, st
         "reclaim_interval": f"{RECLAIM_INTERVAL:g}",
         "between": fmt_num(between),
         "worst_us": _f(worst, ",.0f"),
-        "worst_x": _x(_div(worst, clean), ".1f"),
+        "worst_x": _x(ratio(worst, clean), ".1f"),
         "scale_repetitions": _scale_repetitions(scale),
         "scale_table": tables.scale_table(results),
         "bloat_notes": _bloat_notes(results),
@@ -357,7 +342,7 @@ def _knobs(results: dict[str, Any]) -> dict[str, str]:
             "not scanned in this run"
         )
 
-    best = _variant(results, "alkqueue").get("config", "-")
+    best = variant(results, "alkqueue").get("config", "-")
     best, _, decorator = best.partition(", @consumer(")
     worker, _, setting = best.partition(", ACK_WINDOW ")
     used = f"`alk_worker {worker}`" + (f' with `ALKQUEUE["ACK_WINDOW"] = {setting}`'

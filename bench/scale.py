@@ -23,12 +23,17 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.core.management import call_command
+from django.db import connections
+from django.utils import timezone
+
 from . import common
 
 BLOAT_BATCH = 10_000
 # Left pending after the burst: three timed rows of 8,000 claims each.
 BLOAT_LEFT = 30_000
 FILL_CHUNK = 100_000
+DEAD_CHUNK = 1_000
 LEASE = 30.0  # the queue default
 BURST_LEASE = 3600.0
 #: The baseline's rows, the suffix of the database that holds them, and its Django alias
@@ -46,11 +51,9 @@ class Loops:
     table = ""
     extras: dict[str, Callable[[int], None]] = {}
 
-    def claim_ack(self, k: int) -> int:
-        raise NotImplementedError
+    def claim_ack(self, k: int) -> int: ...
 
-    def fill_pending(self, n: int) -> None:
-        raise NotImplementedError
+    def fill_pending(self, n: int) -> None: ...
 
     def fill_burst(self, n: int) -> None:
         """n due jobs whose claims hold a lease of BURST_LEASE (where the system has leases)."""
@@ -61,18 +64,13 @@ class Loops:
         False where the system's claims read no clock of ours (it has no leases)."""
         return False
 
-    def truncate(self) -> None:
-        raise NotImplementedError
+    def truncate(self) -> None: ...
 
-    def install(self) -> None:
-        """The system's tables in the (fresh) database these loops run on."""
-        raise NotImplementedError
+    def install(self) -> None: ...  # the system's tables, in the (fresh) database
 
-    def execute(self, sql: str) -> None:
-        raise NotImplementedError
+    def execute(self, sql: str) -> None: ...
 
-    def query(self, sql: str, params: list[Any]) -> Any:
-        raise NotImplementedError
+    def query(self, sql: str, params: list[Any]) -> Any: ...
 
     def at(self, scenario: str) -> dict[str, Any]:
         """What to measure once a scenario's table is filled, beside the loops (the admin)."""
@@ -226,8 +224,6 @@ class AlkQueueLoops(Loops):
 
     def _queue(self, ahead: timedelta | None = None, **options: Any) -> Any:
         """The scale queue, its clock `ahead` of the real time (default: the loops' shift)."""
-        from django.utils import timezone
-
         from django_alkqueue import queue
 
         shift = self.shift if ahead is None else ahead
@@ -240,19 +236,13 @@ class AlkQueueLoops(Loops):
         return len(handles)
 
     def install(self) -> None:
-        from django.core.management import call_command
-
         call_command("migrate", database=self.using, verbosity=0)
 
     def execute(self, sql: str) -> None:
-        from django.db import connections
-
         with connections[self.using].cursor() as cursor:
             cursor.execute(sql)
 
     def query(self, sql: str, params: list[Any]) -> Any:
-        from django.db import connections
-
         with connections[self.using].cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchone()
@@ -274,17 +264,17 @@ class AlkQueueLoops(Loops):
         return True
 
     def fill_dead(self, n: int) -> None:
-        """n dead letters the way a queue makes them: jobs that expired, swept."""
+        """n dead letters the way a queue makes them: jobs that expired, swept. A sweep stamps
+        its dead letters with one time, so DEAD_CHUNK per sweep keeps them spread in time, as
+        dead letters gathered over weeks are (the admin lists them by that time)."""
         later = self._queue(ahead=timedelta(hours=1))
-        for start in range(0, n, FILL_CHUNK):
-            self._enqueue(min(FILL_CHUNK, n - start), expires=60.0)
+        for start in range(0, n, DEAD_CHUNK):
+            self._enqueue(min(DEAD_CHUNK, n - start), expires=60.0)
             later.sweep_expired()
 
     def fill_results(self, n: int) -> None:
         """n succeeded task results, as the django.tasks backend keeps them (no API writes
         results in bulk, so through the model)."""
-        from django.utils import timezone
-
         from django_alkqueue.models import TaskResult
 
         now = timezone.now()

@@ -65,15 +65,16 @@ class Suite:
         self.out["versions"] = s.versions()
         self.out["load_before"] = os.getloadavg()
         self.out["enqueue_single"] = self.step(
-            "enqueue one at a time", lambda: measure.enqueue_single(s, p["n_single"], p["reps"])
+            "enqueue one at a time",
+            lambda: measure.enqueue(s, "enqueue_one", p["n_single"], p["reps"]),
         )
         self.out["enqueue_bulk"] = self.step(
-            "enqueue in bulk", lambda: measure.enqueue_bulk(s, p["n"], p["reps"])
+            "enqueue in bulk", lambda: measure.enqueue(s, "enqueue_bulk", p["n"], p["reps"])
         )
         if s.name == "raw":
             self.out["enqueue_bulk_insert"] = self.step(
                 "enqueue multi-row INSERT",
-                lambda: measure.enqueue_bulk(s, p["n"], p["reps"], "insert_many"),
+                lambda: measure.enqueue(s, "insert_many", p["n"], p["reps"]),
             )
         configs = s.configs(p["quick"])
         chosen = configs if s.variants else [self.best(configs)]

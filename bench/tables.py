@@ -33,6 +33,22 @@ def get(d: Any, *path: str) -> Any:
     return d
 
 
+def median(fig: Any) -> float | None:
+    return fig["median"] if isinstance(fig, dict) and "median" in fig else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def variant(results: dict[str, Any], system: str, prefix: str = "") -> dict[str, Any]:
+    """The system's measured configuration whose label starts with `prefix` (raw has three)."""
+    for v in get(results, "systems", system, "variants") or []:
+        if v.get("config", "").startswith(prefix):
+            return v  # type: ignore[no-any-return]
+    return {}
+
+
 def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per system and measured configuration (raw has three)."""
     out = []
