@@ -117,7 +117,6 @@ def drain(system: System, n: int, processes: int, config: Config, tag: str) -> d
             cpu_before = workers.cpu_seconds()
             system.seed(batch, config)
             committed = time.perf_counter()
-            idle_xact = oldest_idle_transaction(conn)
             server_before = common.server_cpu()  # after the seed: its INSERTs do not count
             machine_before = common.machine_cpu()
             timeout = max(120.0, n / 20)
@@ -152,39 +151,18 @@ def drain(system: System, n: int, processes: int, config: Config, tag: str) -> d
         "machine_busy": busy,
         "peak_rss_mb": rss,
         "vacuums": vacuumer.vacuums,
-        "oldest_idle_transaction_s": idle_xact,
     }
-
-
-def oldest_idle_transaction(conn: Any) -> float:
-    """Seconds the oldest idle-in-transaction session of the cluster has been open (another
-    database's included: it pins every snapshot's xmin; see vacuum.py)."""
-    row = conn.execute(
-        "SELECT coalesce(max(extract(epoch FROM now() - xact_start)), 0) FROM pg_stat_activity "
-        "WHERE state LIKE 'idle in transaction%%'"
-    ).fetchone()
-    return float(row[0])
 
 
 def drain_summary(
     runs: list[dict[str, Any]], config: Config, n: int, processes: int
 ) -> dict[str, Any]:
     """The repetitions of one drain as figures (median, min, max)."""
-    return {
-        "config": config.label,
-        "n": n,
-        "processes": processes,
-        "jobs_per_s": common.figure([r["jobs_per_s"] for r in runs]),
-        "cpu_ms_per_job": common.figure([r["cpu_ms_per_job"] for r in runs]),
-        "server_cpu_ms_per_job": common.figure([r["server_cpu_ms_per_job"] for r in runs]),
-        "poll_server_cpu_ms_per_job": common.figure(
-            [r["poll_server_cpu_ms_per_job"] for r in runs]
-        ),
-        "machine_busy": common.figure([r["machine_busy"] for r in runs]),
-        "peak_rss_mb": common.figure([r["peak_rss_mb"] for r in runs]),
-        "vacuums": [r["vacuums"] for r in runs],
-        "oldest_idle_transaction_s": [r["oldest_idle_transaction_s"] for r in runs],
-    }
+    keys = ("jobs_per_s", "cpu_ms_per_job", "server_cpu_ms_per_job", "poll_server_cpu_ms_per_job",
+            "machine_busy", "peak_rss_mb")  # fmt: skip
+    return {"config": config.label, "n": n, "processes": processes,
+            **{k: common.figure([r[k] for r in runs]) for k in keys},
+            "vacuums": [r["vacuums"] for r in runs]}  # fmt: skip
 
 
 # -- pickup latency ---------------------------------------------------------------------------

@@ -65,6 +65,7 @@ def _overview(results: dict[str, Any], items: list[dict[str, Any]]) -> dict[str,
         "started": results["started"],
         "noise": noise(results),
         "machine": tables.machine_lines(results),
+        "autovacuum": get(results, "machine", "postgresql", "autovacuum") or "-",
         "n": f"{p['n']:,}",
         "n_single": f"{p['n_single']:,}",
         "reps": str(p["reps"]),
@@ -76,10 +77,10 @@ def _overview(results: dict[str, Any], items: list[dict[str, Any]]) -> dict[str,
         if missed
         else "Every measured target is met in this run.",
         "single_side": _single_side(side.get("single")),
-        "bulk_side": _bulk_side(side.get("bulk")),
+        **_bulk_side(side.get("bulk")),
         "admin": tables.admin_lines(results),
         "scan_table": tables.scan_table(results),
-        "errors": tables.errors(results) + _retried(results),
+        "errors": tables.errors(results),
         "load": tables.load_lines(results),
     }
 
@@ -93,26 +94,11 @@ def _single_side(side: dict[str, Any] | None) -> str:
             f"{side['chunk']} calls, {side['n']:,} calls each per repetition")  # fmt: skip
 
 
-def _bulk_side(side: dict[str, Any] | None) -> str:
-    if not side:
-        return "(not measured in this run)"
-    jobs, paired = side["jobs_per_s"], side["ratio"]
-    return "\n".join([
-        f"{side['n']:,} jobs per call, the two calls alternating (which goes first alternates "
-        "too), each into an emptied table of the same database.",
-        "",
-        "| call | jobs/s |",
-        "|---|---:|",
-        f"| raw `COPY` of one JSON column into `raw_job` | {fmt(jobs['raw'])} |",
-        f"| `Queue.enqueue_many` | {fmt(jobs['alkqueue'])} |",
-        f"| ratio, per pair | {paired['median']:.0%} ({paired['min']:.0%}-{paired['max']:.0%}) |",
-    ])  # fmt: skip
-
-
-def _retried(results: dict[str, Any]) -> str:
-    lines = [f"\n- retried after a server restart: {res.get('title')}, {r[:200]}"
-             for res in results["systems"].values() for r in res.get("retried") or []]  # fmt: skip
-    return "".join(lines)
+def _bulk_side(side: dict[str, Any] | None) -> dict[str, str]:
+    jobs, paired = (side or {}).get("jobs_per_s") or {}, (side or {}).get("ratio")
+    spread = f"{paired['median']:.0%} ({paired['min']:.0%}-{paired['max']:.0%})" if paired else "-"
+    return {"bulk_n": f"{side['n']:,}" if side else "-", "bulk_raw": fmt(jobs.get("raw")),
+            "bulk_ours": fmt(jobs.get("alkqueue")), "bulk_ratio": spread}  # fmt: skip
 
 
 def noise(results: dict[str, Any]) -> str:
@@ -141,17 +127,6 @@ def noise(results: dict[str, Any]) -> str:
         lines.append(f"The PostgreSQL server was restarted under the run {restarts} time(s) (by "
                      "other test suites on this machine); the interrupted steps were run again "
                      "(listed at the end).")  # fmt: skip
-    if get(results, "machine", "postgresql", "autovacuum") == "off":
-        lines.append(
-            "The server runs with `autovacuum = off` (its configuration on this machine), so the "
-            "per-table autovacuum settings of the migrations never fire. During drains the "
-            "harness stands in for autovacuum for every system alike (`bench/vacuum.py`: "
-            "`VACUUM` of the system's queue table once it holds more than 5,000 dead tuples, "
-            "checked every second; the counts are in the JSON). Without it, while any session "
-            "on the server keeps a transaction open (other test suites here do, for minutes), "
-            "index scans stop marking the entries of dead rows, and a claim-1-per-transaction "
-            "drain walks past every row claimed before it."
-        )
     for res in results["systems"].values():
         errors = res.get("errors") or {}
         if "suite" in errors:

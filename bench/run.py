@@ -82,16 +82,7 @@ def load_snapshot() -> dict[str, Any]:
             cmd = " ".join(p.info["cmdline"] or [p.info["name"] or "?"])[:90]
             busy.append({"pid": p.pid, "cpu_pct": pct, "cmd": cmd})
     busy.sort(key=lambda b: -b["cpu_pct"])
-    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    try:
-        with common.admin_connection() as conn:
-            pg = {k: conn.execute(f"SHOW {k}").fetchone()[0]
-                  for k in ("fsync", "synchronous_commit", "autovacuum")}  # fmt: skip
-            pg["backends"] = conn.execute("SELECT count(*) FROM pg_stat_activity").fetchone()[0]
-    except Exception as exc:
-        pg = {"error": repr(exc)}
-    return {"at": _now(), "loadavg": os.getloadavg(), "uptime": uptime, "busy": busy[:8],
-            "postgresql": pg}  # fmt: skip
+    return {"at": _now(), "loadavg": os.getloadavg(), "busy": busy[:8]}
 
 
 def _now() -> str:

@@ -176,11 +176,15 @@ def admin_lines(results: dict[str, Any]) -> str:
 
 
 def errors(results: dict[str, Any]) -> str:
+    """Each step that failed (its first line) and each step retried after a server restart."""
     lines = []
     for res in results["systems"].values():
+        title = res.get("title", res["system"])
         for step, err in (res.get("errors") or {}).items():
             first = err.strip().splitlines()[0] if err.strip() else err
-            lines.append(f"- {res.get('title', res['system'])}, {step}: `{first[:300]}`")
+            lines.append(f"- {title}, {step}: `{first[:300]}`")
+        lines += [f"- retried after a server restart: {title}, {r[:200]}"
+                  for r in res.get("retried") or []]  # fmt: skip
     return "\n".join(lines) or "- none"
 
 
