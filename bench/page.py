@@ -166,8 +166,8 @@ def _drain(results: dict[str, Any]) -> dict[str, str]:
     worker = median(get(ours, "drain_2", "cpu_ms_per_job"))
     server = median(get(ours, "drain_2", "server_cpu_ms_per_job"))
     cpu = worker + server if worker is not None and server is not None else None
-    cores = ratio((cpu or 0) * (d2 or 0), 1000) if cpu and d2 else None
-    target_cpu = ratio((cpu or 0) * (d2 or 0), needed) if cpu and d2 else None
+    spent = cpu * d2 if cpu and d2 else None  # ms of CPU per second of the drain
+    cores, target_cpu = ratio(spent, 1000), ratio(spent, needed)
     raw_server = median(get(raw100, "drain_2", "server_cpu_ms_per_job"))
     poll, n = median(get(ours, "drain_2", "poll_server_cpu_ms_per_job")), get(ours, "drain_2", "n")
     r100, r1000 = (
