@@ -90,8 +90,8 @@ def _single_side(side: dict[str, Any] | None) -> str:
         return "not measured"
     ours, raw = side["jobs_per_s"]["alkqueue"], side["jobs_per_s"]["raw"]
     return (f"`enqueue()` {fmt(ours)} jobs/s against the raw `INSERT`'s {fmt(raw)}, "
-            f"{_f(ratio(median(ours), median(raw)), '.0%')}, the two taking turns every "
-            f"{side['chunk']} calls, {side['n']:,} calls each per repetition")  # fmt: skip
+            f"{_f(ratio(median(ours), median(raw)), '.0%')}, taking turns every {side['chunk']} "
+            f"calls{side.get('among', '')}, {side['n']:,} calls each per repetition")  # fmt: skip
 
 
 def _bulk_side(side: dict[str, Any] | None) -> dict[str, str]:
@@ -258,6 +258,9 @@ def _scale(results: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, st
         "between": fmt_num(between),
         "worst_us": _f(worst, ",.0f"),
         "worst_x": _x(ratio(worst, clean), ".1f"),
+        "alk_method": scale.get("method") or "-",
+        "raw_method": raw.get("method") or "-",
+        "alk_fill": scale.get("fill") or "-",
         "scale_repetitions": _scale_repetitions(scale),
         "scale_table": tables.scale_table(results),
         "bloat_notes": _bloat_notes(results),

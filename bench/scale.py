@@ -49,6 +49,8 @@ class Loops:
     """The claim+ack loop of one system, and how to fill and empty its tables."""
 
     table = ""
+    #: How the loop claims and acks, and how its rows are written, as the docs name them.
+    method = fill = ""
     extras: dict[str, Callable[[int], None]] = {}
 
     def claim_ack(self, k: int) -> int: ...
@@ -136,7 +138,7 @@ def scenarios(
         loops.truncate()
         loops.fill_pending(size)
         settle(loops, f"VACUUM (ANALYZE) {loops.table}")
-        out = {f"pending_{size}": both(loops)}
+        out = {f"pending_{size}": both(loops), "method": loops.method, "fill": loops.fill}
         return {**out, **(loops.at("biggest") if size == sizes[-1] else {})}
 
     def extra(name: str) -> dict[str, Any]:
@@ -209,6 +211,11 @@ def bloat(loops: Loops, big: int, both: Callable[[], dict[str, Any]]) -> dict[st
 
 class AlkQueueLoops(Loops):
     QUEUE = "scale"
+    method = "`Queue.claim`, then `Queue.ack_batch` of the claimed ids (its public API)"
+    fill = (
+        "written with `enqueue_many`, the dead letters being jobs that expired and were swept "
+        "(`Queue.sweep_expired`), the retained task results through the `TaskResult` model"
+    )
 
     def __init__(
         self, admin: Callable[[str], dict[str, Any]] | None = None, using: str = "default"
@@ -306,6 +313,7 @@ class AlkQueueLoops(Loops):
 
 class RawLoops(Loops):
     table = "raw_job"
+    method = "the psycopg statements of its worker loop"
 
     def __init__(self, database: str) -> None:
         from .systems.raw_worker import ACK, CLAIM
