@@ -90,8 +90,9 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # The benchmark harness (bench/README.md): its own venv with the peers, then bench/run.py.
-# bench: the full run (N = 20,000, 3 repetitions, the 1M-row steps), which also rewrites
-# docs/benchmarks.md; bench-quick: N = 2,000, 1 repetition, no 1M steps (CI).
+# bench: the full run (N = 20,000, 3 repetitions, the 1M-row steps), which writes
+# bench/results/full.* and rewrites docs/benchmarks.md from bench/benchmarks.md.tmpl;
+# bench-quick: N = 2,000, 1 repetition, no 1M steps (CI), which writes bench/results/quick.*.
 .PHONY: bench bench-quick
 BENCH_VENV := bench/.venv
 BENCH_PY := $(BENCH_VENV)/bin/python

@@ -130,17 +130,9 @@ class Workers:
         LOGS.mkdir(parents=True, exist_ok=True)
         self.log_path = LOGS / f"{log_name}.log"
         self._log = self.log_path.open("w")
-        self.procs = [
-            subprocess.Popen(
-                cmd,
-                cwd=ROOT,
-                env=env,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            for cmd in commands
-        ]
+        self.procs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+                      for cmd in commands]  # fmt: skip
 
     def tree(self) -> list[psutil.Process]:
         found: list[psutil.Process] = []

@@ -28,33 +28,57 @@ def payloads(n: int, start: int = 0) -> list[dict[str, Any]]:
 # -- enqueue ----------------------------------------------------------------------------------
 
 
-def enqueue_single(system: System, n: int, reps: int) -> dict[str, Any]:
+def enqueue(system: System, call: str, n: int, reps: int) -> dict[str, Any]:
+    """`call` ("enqueue_one", "enqueue_bulk", raw's "insert_many") of n jobs, `reps` times
+    into emptied tables; jobs/s."""
     rates = []
     for _ in range(reps):
         system.reset()
-        batch = payloads(n)
-        started = time.perf_counter()
-        for payload in batch:
-            system.enqueue_one(payload)
-        rates.append(n / (time.perf_counter() - started))
-    system.reset()
-    return {"n": n, "jobs_per_s": common.figure(rates)}
-
-
-def enqueue_bulk(system: System, n: int, reps: int, method: str = "enqueue_bulk") -> dict[str, Any]:
-    rates = []
-    call = getattr(system, method)
-    for _ in range(reps):
-        system.reset()
-        batch = payloads(n)
-        started = time.perf_counter()
         try:
-            call(batch)
+            rates.append(n / _timed(system, call, payloads(n)))
         except NotSupported:
             return {"n": n, "supported": False}
-        rates.append(n / (time.perf_counter() - started))
     system.reset()
     return {"n": n, "supported": True, "jobs_per_s": common.figure(rates)}
+
+
+def side_by_side(
+    sides: dict[str, System], call: str, n: int, reps: int, chunk: int
+) -> dict[str, Any]:
+    """`call` ("enqueue_one" or "enqueue_bulk") of n jobs per system and repetition, the
+    systems taking turns every `chunk` jobs in one window, which one goes first alternating:
+    a commit latency that drifts during the run weighs on both alike. The ratio is the
+    second system's rate over the first's, per repetition."""
+    names = list(sides)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(reps):
+        spent = dict.fromkeys(names, 0.0)
+        for system in sides.values():
+            system.reset()
+        batch = payloads(n)
+        for turn, start in enumerate(range(0, n, chunk)):
+            part = batch[start : start + chunk]
+            for name in names if (turn + rep) % 2 == 0 else names[::-1]:
+                spent[name] += _timed(sides[name], call, part)
+        for name in names:
+            rates[name].append(n / spent[name])
+    for system in sides.values():
+        system.reset()
+    ratios = [b / a for a, b in zip(rates[names[0]], rates[names[1]], strict=True)]
+    return {"n": n, "chunk": chunk, "ratio": common.figure(ratios),
+            "jobs_per_s": {name: common.figure(r) for name, r in rates.items()}}  # fmt: skip
+
+
+def _timed(system: System, call: str, part: list[dict[str, Any]]) -> float:
+    """Seconds `call` took for `part`: one call per job for "enqueue_one", else one call."""
+    method = getattr(system, call)
+    started = time.perf_counter()
+    if call == "enqueue_one":
+        for payload in part:
+            method(payload)
+    else:
+        method(part)
+    return time.perf_counter() - started
 
 
 # -- workers ----------------------------------------------------------------------------------
@@ -82,10 +106,8 @@ def start_workers(
     return workers
 
 
-def drain(
-    system: System, n: int, processes: int, config: Config, tag: str, profile: Any = None
-) -> dict[str, Any]:
-    """One drain of n jobs; `profile(workers)` (optional) is started just before the seed."""
+def drain(system: System, n: int, processes: int, config: Config, tag: str) -> dict[str, Any]:
+    """One drain of n jobs."""
     system.reset()
     workers = start_workers(system, processes, config, tag)
     try:
@@ -93,11 +115,8 @@ def drain(
         vacuumer = Vacuumer(system.database, system.vacuum_tables)
         with system.connection() as conn, vacuumer:
             cpu_before = workers.cpu_seconds()
-            if profile is not None:
-                profile.start(workers)
             system.seed(batch, config)
             committed = time.perf_counter()
-            idle_xact = oldest_idle_transaction(conn)
             server_before = common.server_cpu()  # after the seed: its INSERTs do not count
             machine_before = common.machine_cpu()
             timeout = max(120.0, n / 20)
@@ -114,13 +133,11 @@ def drain(
             server_after = common.server_cpu()
             server = common.server_cpu_delta(server_before, server_after)
             # The completion polls' own backend: part of the server figure, not the system's.
-            poll_pid = conn.info.backend_pid
+            poll_pid = system.poll_backend_pid(conn)
             poll = server_after.get(poll_pid, 0.0) - server_before.get(poll_pid, 0.0)
         elapsed = done - committed
         rss = workers.peak_rss_mb()
     finally:
-        if profile is not None:
-            profile.stop()
         workers.stop()
     system.reset()
     return {
@@ -134,46 +151,18 @@ def drain(
         "machine_busy": busy,
         "peak_rss_mb": rss,
         "vacuums": vacuumer.vacuums,
-        "oldest_idle_transaction_s": idle_xact,
     }
-
-
-def oldest_idle_transaction(conn: Any) -> float:
-    """Seconds the oldest idle-in-transaction session of the cluster has been open (another
-    database's included: it pins every snapshot's xmin; see vacuum.py)."""
-    row = conn.execute(
-        "SELECT coalesce(max(extract(epoch FROM now() - xact_start)), 0) FROM pg_stat_activity "
-        "WHERE state LIKE 'idle in transaction%%'"
-    ).fetchone()
-    return float(row[0])
-
-
-def drain_repeated(
-    system: System, n: int, processes: int, config: Config, reps: int
-) -> dict[str, Any]:
-    runs = [drain(system, n, processes, config, f"drain-p{processes}-r{r}") for r in range(reps)]
-    return drain_summary(runs, config, n, processes)
 
 
 def drain_summary(
     runs: list[dict[str, Any]], config: Config, n: int, processes: int
 ) -> dict[str, Any]:
     """The repetitions of one drain as figures (median, min, max)."""
-    return {
-        "config": config.label,
-        "n": n,
-        "processes": processes,
-        "jobs_per_s": common.figure([r["jobs_per_s"] for r in runs]),
-        "cpu_ms_per_job": common.figure([r["cpu_ms_per_job"] for r in runs]),
-        "server_cpu_ms_per_job": common.figure([r["server_cpu_ms_per_job"] for r in runs]),
-        "poll_server_cpu_ms_per_job": common.figure(
-            [r["poll_server_cpu_ms_per_job"] for r in runs]
-        ),
-        "machine_busy": common.figure([r["machine_busy"] for r in runs]),
-        "peak_rss_mb": common.figure([r["peak_rss_mb"] for r in runs]),
-        "vacuums": [r["vacuums"] for r in runs],
-        "oldest_idle_transaction_s": [r["oldest_idle_transaction_s"] for r in runs],
-    }
+    keys = ("jobs_per_s", "cpu_ms_per_job", "server_cpu_ms_per_job", "poll_server_cpu_ms_per_job",
+            "machine_busy", "peak_rss_mb")  # fmt: skip
+    return {"config": config.label, "n": n, "processes": processes,
+            **{k: common.figure([r[k] for r in runs]) for k in keys},
+            "vacuums": [r["vacuums"] for r in runs]}  # fmt: skip
 
 
 # -- pickup latency ---------------------------------------------------------------------------
@@ -213,13 +202,6 @@ def latency(system: System, config: Config, jobs: int, gap: float) -> dict[str, 
         "p99_ms": common.percentile(waits, 99),
         "max_ms": max(waits),
     }
-
-
-def latency_repeated(
-    system: System, config: Config, reps: int, jobs: int = 200, gap: float = 0.02
-) -> dict[str, Any]:
-    runs = [latency(system, config, jobs, gap) for _ in range(reps)]
-    return latency_summary(runs, config, jobs, gap)
 
 
 def latency_summary(

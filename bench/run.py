@@ -38,7 +38,7 @@ def machine() -> dict[str, Any]:
         )}  # fmt: skip
     packages = {}
     for name in ("Django", "psycopg", "django-tasks-db", "procrastinate", "django-vtasks",
-                 "matplotlib", "psutil", "py-spy"):  # fmt: skip
+                 "matplotlib", "psutil"):  # fmt: skip
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -82,16 +82,7 @@ def load_snapshot() -> dict[str, Any]:
             cmd = " ".join(p.info["cmdline"] or [p.info["name"] or "?"])[:90]
             busy.append({"pid": p.pid, "cpu_pct": pct, "cmd": cmd})
     busy.sort(key=lambda b: -b["cpu_pct"])
-    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    try:
-        with common.admin_connection() as conn:
-            pg = {k: conn.execute(f"SHOW {k}").fetchone()[0]
-                  for k in ("fsync", "synchronous_commit", "autovacuum")}  # fmt: skip
-            pg["backends"] = conn.execute("SELECT count(*) FROM pg_stat_activity").fetchone()[0]
-    except Exception as exc:
-        pg = {"error": repr(exc)}
-    return {"at": _now(), "loadavg": os.getloadavg(), "uptime": uptime, "busy": busy[:8],
-            "postgresql": pg}  # fmt: skip
+    return {"at": _now(), "loadavg": os.getloadavg(), "busy": busy[:8]}
 
 
 def _now() -> str:
@@ -110,8 +101,6 @@ def run_system(name: str, params: dict[str, Any], args: argparse.Namespace) -> d
            "--reps", str(params["reps"])]  # fmt: skip
     if args.quick:
         cmd.append("--quick")
-    if args.profile:
-        cmd.append("--profile")
     started = time.monotonic()
     before = load_snapshot()
     proc = subprocess.run(cmd, cwd=common.ROOT, env=system.suite_env())
@@ -141,7 +130,6 @@ def main() -> None:
         "(results/full.json or quick.json), e.g. after a failed system",
     )
     args = parser.parse_args()
-    args.profile = not args.quick
     params = QUICK if args.quick else FULL
     if args.quick:
         os.environ.setdefault("BENCH_DB_PREFIX", "bench_quick_")

@@ -23,9 +23,9 @@ from .systems import Config, System, load
 #: Times a step is run again after the server went away under it.
 RETRIES = 8
 #: Pairs of bulk enqueues (raw COPY, enqueue_many) in the side-by-side step of a full run.
-SIDE_BY_SIDE_REPS = 7
-#: Single enqueues under py-spy in a full run: about 5 s of them, 1,000-odd samples.
-ENQUEUE_PROFILE_N = 10_000
+BULK_PAIRS = 7
+#: Single enqueues per turn in the side-by-side step.
+SINGLE_CHUNK = 50
 
 
 class Suite:
@@ -65,15 +65,16 @@ class Suite:
         self.out["versions"] = s.versions()
         self.out["load_before"] = os.getloadavg()
         self.out["enqueue_single"] = self.step(
-            "enqueue one at a time", lambda: measure.enqueue_single(s, p["n_single"], p["reps"])
+            "enqueue one at a time",
+            lambda: measure.enqueue(s, "enqueue_one", p["n_single"], p["reps"]),
         )
         self.out["enqueue_bulk"] = self.step(
-            "enqueue in bulk", lambda: measure.enqueue_bulk(s, p["n"], p["reps"])
+            "enqueue in bulk", lambda: measure.enqueue(s, "enqueue_bulk", p["n"], p["reps"])
         )
         if s.name == "raw":
             self.out["enqueue_bulk_insert"] = self.step(
                 "enqueue multi-row INSERT",
-                lambda: measure.enqueue_bulk(s, p["n"], p["reps"], "insert_many"),
+                lambda: measure.enqueue(s, "insert_many", p["n"], p["reps"]),
             )
         configs = s.configs(p["quick"])
         chosen = configs if s.variants else [self.best(configs)]
@@ -132,40 +133,41 @@ class Suite:
         return out
 
     def extras(self) -> None:
-        """The measurements only some systems get: profile, claim+ack vs size, the admin."""
+        """The measurements only some systems get: the enqueues side by side with the raw
+        calls, claim+ack against the size of the table, the admin."""
         from . import scale
 
         if self.system.name == "alkqueue":
-            from . import breakdown, bulk_side_by_side, enqueue_profile, notify_pacing
-
-            self.out["enqueue_breakdown"] = self.step(
-                "enqueue breakdown",
-                lambda: breakdown.measure(self.system.database, self.p["n_single"], self.p["reps"]),
-            )
-            self.out["bulk_side_by_side"] = self.step(
-                "bulk enqueue side by side with the raw COPY",
-                lambda: bulk_side_by_side.measure(
-                    self.system.database, self.p["n"], 1 if self.p["quick"] else SIDE_BY_SIDE_REPS
-                ),
-            )
-            self.out["notify_pacing"] = self.step(
-                "single enqueues from four processes, with and without the NOTIFY pacing",
-                lambda: notify_pacing.measure(
-                    self.system.database, 4 * self.p["n_single"], self.p["reps"]
-                ),
-            )
-            if self.p["profile"]:
-                self.out["profile"] = self.step("py-spy profile", self.profile)
-                self.out["enqueue_profile"] = self.step(
-                    "py-spy profile of single enqueues",
-                    lambda: enqueue_profile.measure(self.system.database, ENQUEUE_PROFILE_N),
-                )
+            self.out["side_by_side"] = self.side_by_side()
             self.scale(
                 lambda: scale.AlkQueueLoops(self.admin),
                 lambda _: scale.AlkQueueLoops(using=scale.BASELINE_ALIAS),
             )
         if self.system.name == "raw":
             self.scale(lambda: scale.RawLoops(self.system.database), scale.RawLoops)
+
+    def side_by_side(self) -> dict[str, Any]:
+        """django-alkqueue's enqueues taking turns with the raw calls, the raw table created
+        in the same database."""
+        raw = load("raw")
+        raw.database = self.system.database
+        raw.install()
+        sides = {"raw": raw, "alkqueue": self.system}
+        p = self.p
+        return {
+            "single": self.step(
+                "single enqueue side by side with the raw INSERT",
+                lambda: measure.side_by_side(
+                    sides, "enqueue_one", p["n_single"], p["reps"], SINGLE_CHUNK
+                ),
+            ),
+            "bulk": self.step(
+                "bulk enqueue side by side with the raw COPY",
+                lambda: measure.side_by_side(
+                    sides, "enqueue_bulk", p["n"], 1 if p["quick"] else BULK_PAIRS, p["n"]
+                ),
+            ),
+        }
 
     def scale(self, make_loops: Callable[[], Any], make_baseline: Callable[[str], Any]) -> None:
         """The claim+ack scenarios, beside a baseline in a database of its own (created here,
@@ -191,20 +193,6 @@ class Suite:
 
         return admin_timing.measure(which)
 
-    def profile(self) -> dict[str, Any]:
-        from .profiling import PySpy, summarise
-
-        variant = self.out["variants"][0]
-        config = next(c for c in self.system.configs(self.p["quick"])
-                      if c.label == variant["config"])  # fmt: skip
-        spy = PySpy(common.RESULTS / f"profile-{self.system.name}")
-        n = self.p["n"] * (2 if self.p["quick"] else 3)
-        run = measure.drain(self.system, n, 1, config, "profile", profile=spy)
-        stacks = spy.stacks()
-        summary = summarise(stacks)
-        spy.keep(stacks, common.RESULTS / f"profile-{self.system.name}.txt")
-        return {"config": config.label, "drain_under_profiler": run, **summary}
-
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -214,7 +202,6 @@ def main() -> None:
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--n-single", type=int, required=True)
     parser.add_argument("--reps", type=int, required=True)
-    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     # SIGTERM / SIGINT unwind like an error, so the workers started so far are stopped too.
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -225,8 +212,7 @@ def main() -> None:
 
         django.setup()
     system.install()
-    params = {"quick": args.quick, "n": args.n, "n_single": args.n_single, "reps": args.reps,
-              "profile": args.profile}  # fmt: skip
+    params = {"quick": args.quick, "n": args.n, "n_single": args.n_single, "reps": args.reps}
     result = Suite(system, params).run()
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
 

@@ -10,5 +10,3 @@ INSTALLED_APPS = [*INSTALLED_APPS, "django_alkqueue"]
 ALKQUEUE = {"CONSUMER_MODULES": ["bench.jobs.alkqueue_consumers"]}
 if os.environ.get("BENCH_ACK_WINDOW"):
     ALKQUEUE["ACK_WINDOW"] = float(os.environ["BENCH_ACK_WINDOW"])
-if os.environ.get("BENCH_NOTIFY_WINDOW"):  # bench/notify_pacing.py
-    ALKQUEUE["NOTIFY_WINDOW"] = float(os.environ["BENCH_NOTIFY_WINDOW"])

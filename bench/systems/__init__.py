@@ -137,6 +137,10 @@ class System:
         row = conn.execute(self.unfinished_count_sql).fetchone()
         return int(row[0]) if row else 0
 
+    def poll_backend_pid(self, conn: psycopg.Connection[Any]) -> int:
+        """The server process that answers `unfinished` (its CPU is the harness's)."""
+        return conn.info.backend_pid
+
 
 def load(name: str) -> System:
     module, cls = SYSTEMS[name].split(":")

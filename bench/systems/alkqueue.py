@@ -1,12 +1,15 @@
-"""django-alkqueue, this project: `Queue.enqueue` / `enqueue_many`, worker `alk_worker`."""
+"""django-alkqueue, this project, as a user runs it: `queue(...).enqueue` / `enqueue_many`,
+the `alk_worker` command, and its models to count what is left."""
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 from django.core.management import call_command
 from django.db import transaction
 
+from .. import common
 from . import Config, System, manage
 
 QUEUE = "bench"
@@ -18,32 +21,36 @@ class AlkQueue(System):
     settings = "bench.settings.alkqueue"
     suite_settings = "bench.settings.alkqueue_admin"
     scan_n = 20_000
-    unfinished_sql = f"SELECT 1 FROM alkqueue_message WHERE queue = '{QUEUE}' LIMIT 1"
-    unfinished_count_sql = f"SELECT count(*) FROM alkqueue_message WHERE queue = '{QUEUE}'"
-    vacuum_tables = ("alkqueue_message",)
-    reset_sql = (
-        "TRUNCATE alkqueue_message, alkqueue_deadletter, alkqueue_taskresult, alkqueue_worker",
-        "DELETE FROM alkqueue_consumer",
-    )
+
+    @property
+    def vacuum_tables(self) -> tuple[str, ...]:
+        from django_alkqueue.models import QueueMessage
+
+        return (QueueMessage._meta.db_table,)
 
     def install(self) -> None:
         call_command("migrate", verbosity=0)
 
     def versions(self) -> dict[str, str]:
-        import subprocess
-
-        from ..common import ROOT
-
         def git(*args: str) -> str:
-            out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+            out = subprocess.run(["git", *args], cwd=common.ROOT, capture_output=True, text=True)
             return out.stdout.strip()
 
         dirty = (
-            " (+ uncommitted changes)"
-            if git("status", "--porcelain", "--", "django_alkqueue")
-            else ""
+            " (+ uncommitted changes)" if git("status", "--porcelain", "django_alkqueue") else ""
         )
         return {"django-alkqueue": f"{git('rev-parse', '--short', 'HEAD')}{dirty}"}
+
+    def reset(self) -> None:
+        """Every table of the app emptied (TRUNCATE: a DELETE would leave dead rows for the
+        next drain's claims to walk past)."""
+        from django.apps import apps
+        from django.db import connection
+
+        models = apps.get_app_config("django_alkqueue").get_models()
+        tables = ", ".join(m._meta.db_table for m in models if m._meta.managed)
+        with connection.cursor() as cursor:
+            cursor.execute(f"TRUNCATE {tables}")
 
     def _queue(self) -> Any:
         from django_alkqueue import queue
@@ -60,6 +67,23 @@ class AlkQueue(System):
         with transaction.atomic():
             self._queue().enqueue_many(payloads)
 
+    def unfinished(self, conn: Any) -> bool:
+        from django_alkqueue.models import QueueMessage
+
+        return QueueMessage.objects.filter(queue=QUEUE).exists()
+
+    def unfinished_count(self, conn: Any) -> int:
+        from django_alkqueue.models import QueueMessage
+
+        return QueueMessage.objects.filter(queue=QUEUE).count()
+
+    def poll_backend_pid(self, conn: Any) -> int:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            return int(cursor.fetchone()[0])
+
     def configs(self, quick: bool) -> list[Config]:
         def cfg(c: int, b: int | None, **extra: Any) -> Config:
             label = f"--concurrency {c}" + (f" --batch {b}" if b else "")
@@ -74,10 +98,9 @@ class AlkQueue(System):
 
         if quick:  # the batch consumer too, so that CI runs its path through the harness
             return [cfg(4, 200), cfg(1, 1000, ack_window=0.0, consumer_batch=1000)]
-        # Claim size raised until it stops helping (2,000); one handler thread against four,
-        # since no-op jobs gain nothing from threads that share one GIL. Then a batch
-        # consumer (one handler call per N jobs), the like of django-vtasks' batching option,
-        # with calls of 100 to 1,000 jobs.
+        # Claim size raised until it stops helping; one handler thread against four, since
+        # no-op jobs gain nothing from threads that share one GIL. Then a batch consumer (one
+        # handler call per N jobs), the like of django-vtasks' batching option.
         return [
             cfg(4, 200), cfg(4, 100), cfg(4, 500), cfg(8, 500), cfg(4, 1000),
             cfg(4, 500, ack_window=0.0), cfg(4, 500, ack_window=0.01),

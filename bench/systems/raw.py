@@ -35,7 +35,8 @@ INSERT_NOTIFY = (
 
 
 def create_table(conn: Any) -> None:
-    """The raw table, afresh (also beside django-alkqueue's, for its side-by-side figures)."""
+    """The raw table, afresh (also in django-alkqueue's database, for the side-by-side
+    enqueue figures)."""
     conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
     conn.execute(SCHEMA)
 
@@ -70,9 +71,8 @@ class Raw(System):
         return self._conn
 
     def cursor(self) -> Any:
-        """The connection's one kept cursor. psycopg's `Connection.execute` makes a new cursor
-        per call, and setting it up was 24 us of a 310 us INSERT here; the library keeps its
-        cursor too (django_alkqueue/sql/hot_cursor.py)."""
+        """The connection's one kept cursor: psycopg's `Connection.execute` sets up a new
+        cursor per call, which would be read as the statement's cost."""
         self.conn()
         return self._cursor
 

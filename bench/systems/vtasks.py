@@ -57,8 +57,7 @@ class VTasks(System):
 
         if quick:
             return [cfg(20)]
-        # The batch count raised until it stops helping: by hand, two processes drained
-        # about 5,200 jobs/s at 100, 12,400 at 2,000 and no more at 5,000.
+        # The batch count raised until it stops helping (the scan in docs/benchmarks.md).
         return [cfg(20), cfg(100), cfg(20, 100), cfg(20, 500), cfg(20, 1000), cfg(20, 2000),
                 cfg(20, 5000)]  # fmt: skip
 

@@ -1,0 +1,341 @@
+"""docs/benchmarks.md: bench/benchmarks.md.tmpl with its placeholders filled from one full run.
+
+The prose lives in the template; this module only reads figures from the results dict and
+formats them (nothing typed in by hand). A placeholder the template names and this module
+does not fill is an error, so the two cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import Any
+
+from . import common, tables, targets
+from .systems import SYSTEMS
+from .tables import fmt, fmt_num, get, median, ratio, variant
+
+TEMPLATE = common.BENCH / "benchmarks.md.tmpl"
+DOCS = common.ROOT / "docs" / "benchmarks.md"
+PEERS = ("django_tasks_db", "procrastinate", "vtasks")
+#: ALKQUEUE["RECLAIM_INTERVAL"]'s default (docs/reference.md): the leader's check period.
+RECLAIM_INTERVAL = 5.0
+
+
+def write(results: dict[str, Any]) -> None:
+    DOCS.write_text(render(results))
+
+
+def render(results: dict[str, Any]) -> str:
+    items = targets.evaluate(results)
+    fields = {**_overview(results, items), **_drain(results), **_scale(results, items)}
+    fields.update(_knobs(results))
+    return Template(TEMPLATE.read_text()).substitute(fields)
+
+
+# -- small readers --------------------------------------------------------------------------------
+
+
+def _f(value: float | None, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _x(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else f"x{value:{spec}}"
+
+
+def _scan(results: dict[str, Any], system: str) -> list[dict[str, Any]]:
+    return get(results, "systems", system, "scan") or []
+
+
+def _items(items: list[dict[str, Any]], prefix: str) -> str:
+    verdict = {True: "met", False: "missed", None: "not measured"}
+    found = [i for i in items if i["key"].startswith(prefix)]
+    return "; ".join(f"{i['target']}: {i['measured']} ({verdict[i['ok']]})" for i in found) or "-"
+
+
+# -- the parts of the page -------------------------------------------------------------------------
+
+
+def _overview(results: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, str]:
+    p = results["params"]
+    side = get(results, "systems", "alkqueue", "side_by_side") or {}
+    missed = [i["target"] for i in items if i["ok"] is False]
+    return {
+        "command": results["command"],
+        "started": results["started"],
+        "noise": noise(results),
+        "machine": tables.machine_lines(results),
+        "autovacuum": get(results, "machine", "postgresql", "autovacuum") or "-",
+        "n": f"{p['n']:,}",
+        "n_single": f"{p['n_single']:,}",
+        "reps": str(p["reps"]),
+        "single_chunk": str(get(side, "single", "chunk") or "-"),
+        "bulk_pairs": str(get(side, "bulk", "ratio", "n") or "-"),
+        "main_table": tables.main_table(results),
+        "targets_table": targets.table(items),
+        "missed": ("Missed in this run: " + "; ".join(missed) + ".")
+        if missed
+        else "Every measured target is met in this run.",
+        "single_side": _single_side(side.get("single")),
+        **_bulk_side(side.get("bulk")),
+        "admin": tables.admin_lines(results),
+        "scan_table": tables.scan_table(results),
+        "errors": tables.errors(results),
+        "load": tables.load_lines(results),
+    }
+
+
+def _single_side(side: dict[str, Any] | None) -> str:
+    if not side:
+        return "not measured"
+    ours, raw = side["jobs_per_s"]["alkqueue"], side["jobs_per_s"]["raw"]
+    return (f"`enqueue()` {fmt(ours)} jobs/s against the raw `INSERT`'s {fmt(raw)}, "
+            f"{_f(ratio(median(ours), median(raw)), '.0%')}, taking turns every {side['chunk']} "
+            f"calls{side.get('among', '')}, {side['n']:,} calls each per repetition")  # fmt: skip
+
+
+def _bulk_side(side: dict[str, Any] | None) -> dict[str, str]:
+    jobs, paired = (side or {}).get("jobs_per_s") or {}, (side or {}).get("ratio")
+    spread = f"{paired['median']:.0%} ({paired['min']:.0%}-{paired['max']:.0%})" if paired else "-"
+    return {"bulk_n": f"{side['n']:,}" if side else "-", "bulk_raw": fmt(jobs.get("raw")),
+            "bulk_ours": fmt(jobs.get("alkqueue")), "bulk_ratio": spread}  # fmt: skip
+
+
+def noise(results: dict[str, Any]) -> str:
+    """How quiet the machine was, what the server's configuration changed, what failed."""
+    loads, busy, restarts = [], set(), 0
+    for res in results["systems"].values():
+        for when in ("before", "after"):
+            if snap := get(res, "load", when):
+                loads.append(snap["loadavg"][0])
+                busy.update(b["cmd"][:70] for b in snap["busy"] if "bench" not in b["cmd"])
+        restarts += len(res.get("retried") or [])
+    nproc = results["machine"]["nproc"]
+    lines = ["## Noise"]
+    if loads and max(loads) > 1.0:
+        lines.append(f"This run shared the machine with other work: the 1-minute load average "
+                     f"around the systems ranged {min(loads):.1f} to {max(loads):.1f} on {nproc} "
+                     "cores (figures are noisy; compare ratios within the run, and the min-max "
+                     "ranges).")  # fmt: skip
+        if busy:
+            lines.append("Other busy processes seen: "
+                         + "; ".join(f"`{b}`" for b in sorted(busy)[:6]) + ".")  # fmt: skip
+    else:
+        lines.append(f"The machine was otherwise idle (1-minute load average at most "
+                     f"{max(loads or [0]):.1f} on {nproc} cores).")  # fmt: skip
+    if restarts:
+        lines.append(f"The PostgreSQL server was restarted under the run {restarts} time(s) (by "
+                     "other test suites on this machine); the interrupted steps were run again "
+                     "(listed at the end).")  # fmt: skip
+    for res in results["systems"].values():
+        errors = res.get("errors") or {}
+        if "suite" in errors:
+            lines.append(f"{res.get('title', res['system'])}: not measured in this run. Its "
+                         f"suite process ended ({errors['suite']}; a negative code is the signal "
+                         "that ended it) before it wrote any figure.")  # fmt: skip
+        lost = [s for s, err in errors.items() if common.is_connection_error(Exception(err))]
+        if lost:
+            lines.append(f"{res.get('title', res['system'])}: no figure from {'; '.join(lost)}. "
+                         "The server was restarted under these steps more often than the "
+                         "harness retries them; the table's figure is the median of the "
+                         "repetitions that completed (a dash when none did).")  # fmt: skip
+    missing = [name.replace("_", "-") for name in SYSTEMS if name not in results["systems"]]
+    if missing and results.get("mode") == "full":
+        lines.append(f"Not in this run: {', '.join(missing)}. This page has no figure of "
+                     "theirs, and the targets that compare peers compare the peers measured "
+                     "here.")  # fmt: skip
+    for merge in results.get("merged") or []:
+        titles = [get(results, "systems", name, "title") or name for name in merge["systems"]]
+        lines.append(f"{', '.join(titles)} were measured again from {merge['started']} "
+                     "(`--merge`) and merged into this run's results: their figures come from "
+                     "a later time window than the other systems'.")  # fmt: skip
+    return "\n\n".join(lines)
+
+
+def _drain(results: dict[str, Any]) -> dict[str, str]:
+    """The figures of the drain paragraph: the fastest peer, the CPU budget of 10x it."""
+    ours = variant(results, "alkqueue")
+    raw100, raw1000 = variant(results, "raw", "claim 100 "), variant(results, "raw", "claim 1000")
+    d2 = median(get(ours, "drain_2", "jobs_per_s"))
+    peers = sorted(((median(get(variant(results, p), "drain_2", "jobs_per_s")) or 0.0, p)
+                    for p in PEERS), reverse=True)  # fmt: skip
+    peer_rate, peer = peers[0]
+    nproc = results["machine"]["nproc"]
+    needed = 10 * peer_rate or None
+    budget = ratio(nproc * 1000, needed)
+    worker = median(get(ours, "drain_2", "cpu_ms_per_job"))
+    server = median(get(ours, "drain_2", "server_cpu_ms_per_job"))
+    cpu = worker + server if worker is not None and server is not None else None
+    spent = cpu * d2 if cpu and d2 else None  # ms of CPU per second of the drain
+    cores, target_cpu = ratio(spent, 1000), ratio(spent, needed)
+    raw_server = median(get(raw100, "drain_2", "server_cpu_ms_per_job"))
+    poll, n = median(get(ours, "drain_2", "poll_server_cpu_ms_per_job")), get(ours, "drain_2", "n")
+    r100, r1000 = (
+        median(get(raw100, "drain_2", "jobs_per_s")),
+        median(get(raw1000, "drain_2", "jobs_per_s")),
+    )
+    per_job_vtasks = [
+        r["jobs_per_s"] for r in _scan(results, "vtasks") if "batch" not in r["config"]
+    ]
+    per_job_ours = [
+        r for r in _scan(results, "alkqueue")
+        if "@consumer(batch=" not in r["config"] and not r["informational"]
+    ]  # fmt: skip
+    best = max(per_job_ours, key=lambda r: r["jobs_per_s"], default=None)
+    vtasks_batch = (variant(results, "vtasks").get("options") or {}).get("batch")
+    others = [f"{get(results, 'systems', p, 'title')} {fmt_num(r)} jobs/s "
+              f"({_f(ratio(d2, r), '.0f', 'x')})" for r, p in peers[1:] if r]  # fmt: skip
+    return {
+        "peer_title": get(results, "systems", peer, "title") or "-",
+        "peer_config": variant(results, peer).get("config", "-"),
+        "peer_rate": fmt_num(peer_rate or None),
+        "ours_d2": fmt_num(d2),
+        "peer_x": _f(ratio(d2, peer_rate), ".1f", "x"),
+        "vtasks_batch": f"count {vtasks_batch:,}" if vtasks_batch else "no batch queue",
+        "vtasks_per_job": fmt_num(max(per_job_vtasks, default=None)),
+        "ours_config": ours.get("config", "-"),
+        "ours_per_job": f"{fmt_num(best['jobs_per_s'])} jobs/s (`{best['config']}`)"
+        if best
+        else "-",
+        "needed": fmt_num(needed),
+        "nproc": str(nproc),
+        "budget": _f(budget, ".3f"),
+        "worker_cpu": _f(worker, ".3f"),
+        "server_cpu": _f(server, ".3f"),
+        "raw_server_cpu": _f(raw_server, ".3f"),
+        "raw_over_budget": ": the server's share alone is over that budget"
+        if raw_server and budget and raw_server > budget
+        else "",
+        "cpu_per_job": _f(cpu, ".3f"),
+        "cores": _f(cores, ".2f"),
+        "machine_busy": _f(median(get(ours, "drain_2", "machine_busy")), ".0%"),
+        "poll_ms": _f(poll * n if poll is not None and n else None, ".0f"),
+        "target_cpu": _f(target_cpu, ".3f"),
+        "less": _f(1 - target_cpu / cpu if target_cpu and cpu else None, ".0%"),
+        "raw1000_cpu": _f(median(get(raw1000, "drain_2", "cpu_ms_per_job")), ".3f"),
+        "ceiling": "Larger batches do not lift the machine's ceiling that far"
+        if needed and max(r100 or 0, r1000 or 0) < needed
+        else "For comparison",
+        "r1000": fmt_num(r1000),
+        "r100": fmt_num(r100),
+        "other_peers": "; ".join(others) or "-",
+    }
+
+
+def _scale(results: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, str]:
+    """The figures of the claim+ack section and of the two after-acks paragraphs."""
+    scale = get(results, "systems", "alkqueue", "scale") or {}
+    raw = get(results, "systems", "raw", "scale") or {}
+    big = get(scale, "sizes", "big") or 1_000_000
+    acked, vacuumed = f"after_{big}_acked_no_vacuum", f"after_{big}_acked_then_vacuum"
+    lapsed = f"after_{big}_acked_leases_lapsed"
+    clean = median(get(scale, acked, "b1", "baseline_us_per_job"))
+    bloated = median(get(scale, acked, "b1", "us_per_job"))
+    raw_clean = median(get(raw, acked, "b1", "baseline_us_per_job"))
+    raw_bloated = median(get(raw, acked, "b1", "us_per_job"))
+    walk = bloated - clean if bloated is not None and clean is not None else None
+    per_100k = walk * 100_000 / big if walk is not None else None
+    d2 = median(get(variant(results, "alkqueue"), "drain_2", "jobs_per_s"))
+    between = d2 * RECLAIM_INTERVAL if d2 else None
+    worst = clean + per_100k * between / 100_000 if clean and per_100k and between else None
+    dead = scale.get("bloat_dead_tuples")
+    return {
+        "drain_peers": _items(items, "drain_peers"),
+        "bign": "1M" if big == 1_000_000 else f"{big // 1000}k",
+        "acked": _items(items, f"scale_{acked}"),
+        "lapsed": _items(items, f"scale_{lapsed}"),
+        "dead_tuples": f"{dead:,}" if isinstance(dead, int) and dead >= 0 else "-",
+        "walk_us": _f(walk, ",.0f"),
+        "clean_us": _f(clean, ",.0f"),
+        "raw_walk_us": _f(raw_bloated - raw_clean if raw_bloated and raw_clean else None, ",.0f"),
+        "raw_clean_us": _f(raw_clean, ",.0f"),
+        "vacuum_b1": _x(targets.scale_ratio(scale, vacuumed, "b1")),
+        "vacuum_b100": _x(targets.scale_ratio(scale, vacuumed, "b100")),
+        "acked_repetitions": _repetitions(scale, acked),
+        "lapsed_repetitions": _repetitions(scale, lapsed),
+        "per_100k_us": _f(per_100k, ",.0f"),
+        "reclaim_interval": f"{RECLAIM_INTERVAL:g}",
+        "between": fmt_num(between),
+        "worst_us": _f(worst, ",.0f"),
+        "worst_x": _x(ratio(worst, clean), ".1f"),
+        "alk_method": scale.get("method") or "-",
+        "raw_method": raw.get("method") or "-",
+        "alk_fill": scale.get("fill") or "-",
+        "scale_repetitions": _scale_repetitions(scale),
+        "scale_table": tables.scale_table(results),
+        "bloat_notes": _bloat_notes(results),
+    }
+
+
+def _repetitions(scale: dict[str, Any], key: str) -> str:
+    """Every repetition of a row's loops, beside the 10k-pending row's and the baseline's."""
+    text = []
+    for b, label in (("b1", "Claim 1"), ("b100", "Claim 100")):
+        values = get(scale, key, b, "us_per_job", "values") or []
+        alone = get(scale, "pending_10000", b, "us_per_job", "values") or []
+        beside = get(scale, key, b, "baseline_us_per_job", "values") or []
+        if not values:
+            continue
+        line = (f"{label}, each repetition: {_list(values)} us per job, against {_list(alone)} "
+                f"at 10k pending alone")  # fmt: skip
+        text.append(
+            line + (f" and {_list(beside)} on the baseline side by side." if beside else ".")
+        )
+    return " ".join(text)
+
+
+def _list(values: list[float]) -> str:
+    return ", ".join(f"{v:,.1f}" for v in values)
+
+
+def _scale_repetitions(scale: dict[str, Any]) -> str:
+    timed = [
+        b for b in (get(scale, "pending_10000", "b1"), get(scale, "pending_10000", "b100")) if b
+    ]
+    parts = [f"claim {b['k']}: the median of {b['us_per_job']['n']} repetitions of "
+             f"{b['iterations']:,} loops" for b in timed]  # fmt: skip
+    return (" Each figure: " + "; ".join(parts) + ".") if parts else ""
+
+
+def _bloat_notes(results: dict[str, Any]) -> str:
+    lines = []
+    for name in ("alkqueue", "raw"):
+        scale = get(results, "systems", name, "scale") or {}
+        if scale.get("bloat_ack_jobs_per_s"):
+            title, big = get(results, "systems", name, "title"), scale["sizes"]["big"]
+            lines.append(f"- {title}: the {big:,} acks before the bloat rows ran at "
+                         f"{fmt_num(scale['bloat_ack_jobs_per_s'])} jobs/s (claim and ack "
+                         f"10,000 per statement); the table then held "
+                         f"{scale.get('bloat_dead_tuples', -1):,} dead tuples.")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _knobs(results: dict[str, Any]) -> dict[str, str]:
+    """The scan's rates grouped by the knob they show, and the configuration used."""
+    scan = _scan(results, "alkqueue")
+
+    def rate(keep: Any) -> str:
+        hits = [r for r in scan if keep(r["config"])]
+        return ", ".join(f"{fmt_num(r['jobs_per_s'])} jobs/s ({r['config']})" for r in hits) or (
+            "not scanned in this run"
+        )
+
+    best = variant(results, "alkqueue").get("config", "-")
+    best, _, decorator = best.partition(", @consumer(")
+    worker, _, setting = best.partition(", ACK_WINDOW ")
+    used = f"`alk_worker {worker}`" + (f' with `ALKQUEUE["ACK_WINDOW"] = {setting}`'
+                                      if setting else "")  # fmt: skip
+    if decorator:
+        used += f' and a batch consumer, `@consumer("bench", {decorator}`'
+    return {
+        "used": used,
+        "knob_batch": rate(
+            lambda c: "--batch" in c and "ACK_WINDOW" not in c and "synchronous" not in c
+        ),
+        "knob_threads": rate(lambda c: c.endswith("--batch 1000, ACK_WINDOW 0.01")),
+        "knob_consumer": rate(lambda c: "@consumer(batch=" in c),
+        "knob_ack_window": rate(
+            lambda c: c.startswith("--concurrency 4 --batch 500") and "synchronous" not in c
+        ),
+        "knob_sync": rate(lambda c: "synchronous" in c or c == "--concurrency 4 --batch 500"),
+    }
