@@ -118,3 +118,51 @@ def test_purge_takes_one_state_name_or_an_iterable(q):
     q.enqueue(2)
     assert q.purge("pending") == 2
     assert q.purge(iter(["pending", "scheduled"])) == 0
+
+
+# -- @consumer and RetryPolicy ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"backoff": "fibonacci"}, "unknown backoff"),
+        ({"base": "5"}, "base must be"),
+        ({"base": float("inf")}, "base must be"),
+        ({"base": -1}, "base must be"),
+        ({"max_delay": float("inf")}, "max_delay must be"),
+        ({"max_delay": True}, "max_delay must be"),
+        ({"jitter": "no"}, "jitter must be True or False"),
+        ({"retry_on": TimeoutError}, "retry_on must be a tuple"),
+        ({"retry_on": ("TimeoutError",)}, "retry_on must be a tuple"),
+    ],
+)
+def test_retry_policy_refuses_bad_options_with_invalid_option(options, named):
+    from django_alkqueue import RetryPolicy
+
+    with pytest.raises(InvalidOption, match=named):
+        RetryPolicy(**options)
+
+
+def test_retry_policy_takes_a_timedelta_base():
+    from datetime import timedelta
+
+    from django_alkqueue import RetryPolicy
+
+    assert RetryPolicy(base=timedelta(seconds=3), jitter=False).delay(1, 5) == 3.0
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"retry": "exponential"}, "retry must be a RetryPolicy"),
+        ({"atomic": 1}, "atomic must be True or False"),
+    ],
+)
+def test_consumer_refuses_bad_options_with_invalid_option(options, named):
+    from django_alkqueue import consumer
+    from django_alkqueue.consumers import registry
+
+    with pytest.raises(InvalidOption, match=named):
+        consumer("never-registered", **options)
+    assert registry.get("never-registered") is None
