@@ -87,9 +87,10 @@ def _seconds(*, positive: bool) -> Rule:
     def check(key: str, value: Any) -> float:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise _expected(key, value, what)
-        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        # Compared before any float(): an int past float's range would raise OverflowError.
+        if value > _MAX_SECONDS or value < 0 or (positive and value == 0):
             raise _expected(key, value, what)
-        if value > _MAX_SECONDS:
+        if math.isnan(value):
             raise _expected(key, value, what)
         return float(value)
 

@@ -203,3 +203,7 @@ def test_manage_py_check_reports_a_bad_setting_instead_of_crashing():
     assert result.returncode != 0
     assert "alkqueue.E003" in result.stderr
     assert "CONSUMER_MODULES" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_int_beyond_floats_range_is_refused_as_a_bad_value():
+    assert "ACK_WINDOW" in refused({"ACK_WINDOW": 10**400})
