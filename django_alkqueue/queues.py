@@ -67,7 +67,7 @@ class Queue:
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} using={self.using!r}>"
 
-    def now(self) -> datetime:
+    def _now(self) -> datetime:
         """The queue's clock, read and checked: a bad reading raises before anything is written."""
         return validation.clock_reading(self.clock())
 
@@ -126,7 +126,7 @@ class Queue:
         priority: object,
         unique_key: object,
     ) -> list[Job]:
-        now = self.now()
+        now = self._now()
         stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
         if not count:  # validated all the same: a bad option is refused whatever the batch
             return []
@@ -177,7 +177,7 @@ class Queue:
         validation.batch_size(n)
         if n <= 0:
             return []
-        now = self.now()
+        now = self._now()
         handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now)
         return [JobHandle(self, job, claim) for job, claim in handed]
 
@@ -222,7 +222,7 @@ class Queue:
     def purge(self, states: Iterable[str] = ("pending", "scheduled")) -> int:
         """Delete this queue's live jobs in the given states ("dead" clears its dead letters)."""
         chosen = validation.states(states, STATES)
-        return operations.purge(self.using, self.name, chosen, self.now())
+        return operations.purge(self.using, self.name, chosen, self._now())
 
 
 class JobHandle:
