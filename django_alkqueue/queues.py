@@ -204,11 +204,11 @@ class Queue:
 
     def requeue(self, job_id: int) -> Job | None:
         """A dead letter back to live: same id, payload and options, attempts 0, run_at now."""
-        return operations.requeue(self.using, validation.job_id(job_id), self.clock(), self.name)
+        return operations.requeue(self.using, validation.job_id(job_id), self._now(), self.name)
 
     def sweep_expired(self) -> int:
         """Expired jobs -> dead letters ("expired"); old dead letters deleted. Returns moved."""
-        return operations.sweep_expired(self.using, self.name, self.clock(), self.retention)
+        return operations.sweep_expired(self.using, self.name, self._now(), self.retention)
 
     def depth(self) -> int:
         return operations.depth(self.using, self.name)

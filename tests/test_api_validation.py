@@ -94,6 +94,18 @@ def test_a_clock_returning_a_naive_datetime_is_refused_at_the_claim(q):
     assert q.claim("w")[0].job.attempts == 1  # the refused claim took nothing
 
 
+def test_a_clock_returning_a_naive_datetime_is_refused_at_the_requeue_and_sweep(q):
+    q.enqueue(1)
+    q.claim_one("w").fail("boom")
+    naive = queue("q", clock=FakeClock(datetime(2030, 1, 1, 12)))
+    before = rows()
+    with pytest.raises(InvalidOption, match="naive datetime"):
+        naive.requeue(DeadLetter.objects.get().job_id)
+    with pytest.raises(InvalidOption, match="naive datetime"):
+        naive.sweep_expired()
+    assert rows() == before
+
+
 # -- purge ------------------------------------------------------------------------------------
 
 
