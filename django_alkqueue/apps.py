@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 
 
 class AlkQueueConfig(AppConfig):
@@ -11,4 +12,10 @@ class AlkQueueConfig(AppConfig):
         from .conf import get_settings
         from .consumers import registry
 
-        registry.autodiscover(get_settings().CONSUMER_MODULES)
+        try:
+            extra_modules = get_settings().CONSUMER_MODULES
+        except ImproperlyConfigured:
+            # Bad settings are reported by the check alkqueue.E003, which `manage.py check`
+            # and every command run; failing here would hide that report behind a traceback.
+            extra_modules = ()
+        registry.autodiscover(extra_modules)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.utils.module_loading import import_string
 
-from . import operations, validation
+from . import defaults, operations, validation
 from .clock import system_clock
 from .conf import get_settings
 from .exceptions import InvalidName, InvalidOption
@@ -35,10 +36,10 @@ from .tasks_compat import (
 )
 
 OPTION_DEFAULTS: dict[str, Any] = {
-    "max_attempts": 5,
-    "backoff_base": 5,
-    "lease": 30,
-    "result_retention": 86400,
+    "max_attempts": defaults.MAX_ATTEMPTS,
+    "backoff_base": defaults.BACKOFF_BASE,
+    "lease": defaults.LEASE,
+    "result_retention": defaults.RESULT_RETENTION,
 }
 
 #: A result id is a job id written the one canonical way: a positive decimal without sign,
@@ -56,12 +57,7 @@ class AlkQueueBackend(BaseTaskBackend):
         super().__init__(alias, params)
         self.options, self.queue_options = split_queue_options(alias, params)
         for options in [self.options, *self.queue_options.values()]:
-            unknown = sorted(set(options) - set(OPTION_DEFAULTS))
-            if unknown:
-                raise InvalidTask(
-                    f"unknown OPTIONS {unknown} for task backend {alias!r}; "
-                    f"valid: {', '.join(OPTION_DEFAULTS)}"
-                )
+            check_options(alias, options)
 
     # -- options ---------------------------------------------------------------------------
 
@@ -125,11 +121,42 @@ class AlkQueueBackend(BaseTaskBackend):
         return build_result(self.alias, str(result_id), job, record)
 
 
+#: How each option is checked, so that a bad value fails when the backend is built rather
+#: than at the first enqueue (or, for result_retention, in the worker).
+OPTION_RULES: dict[str, Callable[[Any], Any]] = {
+    "max_attempts": validation.max_attempts,
+    "backoff_base": lambda value: validation.seconds(value, "backoff_base"),
+    "lease": lambda value: validation.seconds(value, "lease", positive=True),
+    "result_retention": lambda value: validation.seconds(value, "result_retention"),
+}
+
+
+def check_options(alias: str, options: dict[str, Any]) -> None:
+    """InvalidTask for an unknown option or a bad value of a known one."""
+    unknown = sorted(set(options) - set(OPTION_DEFAULTS), key=repr)
+    if unknown:
+        raise InvalidTask(
+            f"unknown OPTIONS {unknown} for task backend {alias!r}; "
+            f"valid: {', '.join(OPTION_DEFAULTS)}"
+        )
+    for name, value in options.items():
+        try:
+            OPTION_RULES[name](value)
+        except InvalidOption as exc:
+            raise InvalidTask(f"task backend {alias!r}: {exc}") from None
+
+
+def _mapping(alias: str, value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidTask(f"task backend {alias!r}: {what} must be a dict, not {value!r:.80}")
+    return dict(value)
+
+
 def split_queue_options(
     alias: str, params: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """OPTIONS without QUEUE_OPTIONS, and QUEUE_OPTIONS from beside OPTIONS or inside it."""
-    options = dict(params.get("OPTIONS", {}))
+    options = _mapping(alias, params.get("OPTIONS", {}), "OPTIONS")
     inside = options.pop("QUEUE_OPTIONS", None)
     beside = params.get("QUEUE_OPTIONS")
     if inside is not None and beside is not None:
@@ -137,7 +164,10 @@ def split_queue_options(
             f"task backend {alias!r} has QUEUE_OPTIONS both beside OPTIONS and inside it; "
             "give it in one place"
         )
-    return options, dict(inside if inside is not None else beside or {})
+    per_queue = _mapping(alias, inside if inside is not None else beside or {}, "QUEUE_OPTIONS")
+    for name, queue_options in per_queue.items():
+        per_queue[name] = _mapping(alias, queue_options, f"QUEUE_OPTIONS[{name!r}]")
+    return options, per_queue
 
 
 def parse_result_id(result_id: Any) -> int:

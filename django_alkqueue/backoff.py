@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
+
+from . import validation
+from .exceptions import InvalidOption
 
 #: No computed retry delay exceeds one hour unless a policy asks for a larger cap.
 DEFAULT_MAX_DELAY = 3600.0
@@ -53,18 +57,22 @@ class RetryPolicy:
         retry_on: tuple[type[BaseException], ...] | None = None,
     ) -> None:
         if backoff not in BACKOFFS:
-            raise ValueError(f"unknown backoff {backoff!r}; use one of {', '.join(BACKOFFS)}")
-        if base is not None and (isinstance(base, bool) or not base >= 0):
-            raise ValueError(f"base must be a number of seconds >= 0, got {base!r}")
-        if isinstance(max_delay, bool) or not max_delay >= 0:
-            raise ValueError(f"max_delay must be a number of seconds >= 0, got {max_delay!r}")
+            raise InvalidOption(f"unknown backoff {backoff!r}; use one of {', '.join(BACKOFFS)}")
+        # The core's duration rule: finite, >= 0, within a century (an infinite delay would
+        # fail the retry that computes a run_at from it).
+        base = None if base is None else validation.seconds(base, "base")
+        max_delay = validation.seconds(max_delay, "max_delay")
+        if not isinstance(jitter, bool):
+            raise InvalidOption(f"jitter must be True or False, not {jitter!r}")
         if retry_on is not None:
+            if not isinstance(retry_on, Iterable):
+                raise InvalidOption(f"retry_on must be a tuple of exception types: {retry_on!r}")
             retry_on = tuple(retry_on)
             if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retry_on):
-                raise ValueError("retry_on must be a tuple of exception types")
+                raise InvalidOption("retry_on must be a tuple of exception types")
         self.backoff = backoff
         self.base = base
-        self.max_delay = float(max_delay)
+        self.max_delay = max_delay
         self.jitter = jitter
         self.retry_on = retry_on
 

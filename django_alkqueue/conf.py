@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+
+from . import validation
+from .exceptions import InvalidName
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,19 +66,158 @@ class AlkQueueSettings:
 
 _FIELDS = {f.name for f in dataclasses.fields(AlkQueueSettings)}
 
+#: Beyond this a duration would overflow the timestamps computed from it.
+_MAX_SECONDS = 100 * 365 * 86400.0
+#: PostgreSQL stores at most 1 GB in one field.
+_MAX_PAYLOAD_LIMIT = 2**30
+
+#: A rule takes the setting's label (`ALKQUEUE['ACK_WINDOW']`) and its value, and returns the
+#: value as the settings hold it, or raises ImproperlyConfigured naming both.
+Rule = Callable[[str, Any], Any]
+
+
+def _expected(label: str, value: Any, what: str) -> ImproperlyConfigured:
+    return ImproperlyConfigured(f"{label} is {value!r:.200}; expected {what}.")
+
+
+def _seconds(*, positive: bool) -> Rule:
+    """A finite number of seconds (int or float, not a bool), > 0 or >= 0."""
+    what = f"a number of seconds {'> 0' if positive else '>= 0'}, at most {_MAX_SECONDS:.0f}"
+
+    def check(key: str, value: Any) -> float:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise _expected(key, value, what)
+        # Compared before any float(): an int past float's range would raise OverflowError.
+        if value > _MAX_SECONDS or value < 0 or (positive and value == 0):
+            raise _expected(key, value, what)
+        if math.isnan(value):
+            raise _expected(key, value, what)
+        return float(value)
+
+    return check
+
+
+def _int_in(low: int, high: int) -> Rule:
+    def check(key: str, value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise _expected(key, value, f"an int in {low}..{high}")
+        return value
+
+    return check
+
+
+def _boolean(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _expected(key, value, "True or False")
+    return value
+
+
+def _alias(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise _expected(key, value, "a database alias (a non-empty string)")
+    return value
+
+
+def _optional(rule: Rule) -> Rule:
+    def check(key: str, value: Any) -> Any:
+        return None if value is None else rule(key, value)
+
+    return check
+
+
+def _module_names(key: str, value: Any) -> tuple[str, ...]:
+    what = "a list or tuple of dotted module names"
+    if not isinstance(value, list | tuple):
+        raise _expected(key, value, what)
+    if not all(isinstance(name, str) and name for name in value):
+        raise _expected(key, value, what)
+    return tuple(value)
+
+
+def _periodic(key: str, value: Any) -> dict[str, dict[str, Any]]:
+    """The shape only: each entry's cron, queue and task are checked by alkqueue.E002."""
+    what = "a dict of entry name (a string) to a dict of the entry's options"
+    if not isinstance(value, dict):
+        raise _expected(key, value, what)
+    for name, entry in value.items():
+        if not isinstance(name, str) or not name or not isinstance(entry, dict):
+            raise _expected(key, value, what)
+    return value
+
+
+#: What each key of ALKQUEUE["QUEUES"][name] accepts; a new per-queue option is one line.
+QUEUE_OPTION_RULES: dict[str, Rule] = {
+    "sensitive": _boolean,
+}
+
+
+def _queues(key: str, value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, dict):
+        raise _expected(key, value, "a dict of queue name to a dict of that queue's options")
+    for name, options in value.items():
+        where = f"{key}[{name!r}]"
+        try:
+            validation.queue_name(name)
+        except InvalidName as exc:
+            raise ImproperlyConfigured(f"{key} names a bad queue: {exc}.") from None
+        if not isinstance(options, dict):
+            raise _expected(where, options, "a dict of queue options")
+        unknown = sorted(set(options) - set(QUEUE_OPTION_RULES), key=repr)
+        if unknown:
+            raise ImproperlyConfigured(
+                f"{where} has unknown option(s) {', '.join(map(repr, unknown))}; "
+                f"valid options are {', '.join(sorted(QUEUE_OPTION_RULES))}."
+            )
+        for option, rule in QUEUE_OPTION_RULES.items():
+            if option in options:
+                rule(f"{where}[{option!r}]", options[option])
+    return value
+
+
+#: What each ALKQUEUE key accepts.
+RULES: dict[str, Rule] = {
+    "DATABASE": _alias,
+    "MAX_PAYLOAD_BYTES": _int_in(1, _MAX_PAYLOAD_LIMIT),
+    "CONSUMER_MODULES": _module_names,
+    "RECLAIM_INTERVAL": _seconds(positive=True),
+    "SWEEP_INTERVAL": _seconds(positive=True),
+    "WORKER_HEARTBEAT_INTERVAL": _seconds(positive=True),
+    "WORKER_STALE_AFTER": _seconds(positive=True),
+    "WORKER_PRUNE_AFTER": _seconds(positive=True),
+    "ACK_WINDOW": _seconds(positive=False),
+    "PERIODIC": _periodic,
+    "SCHEDULE_INTERVAL": _seconds(positive=True),
+    "PREPARED_STATEMENTS": _boolean,
+    "VACUUM_DEAD_TUPLES": _optional(_int_in(1, 2**63 - 1)),
+    "NOTIFY_WINDOW": _seconds(positive=False),
+    "LISTEN_DATABASE": _optional(_alias),
+    "STATS_RETENTION": _seconds(positive=True),
+    "QUEUES": _queues,
+}
+
 
 @functools.cache
 def get_settings() -> AlkQueueSettings:
-    user: dict[str, Any] = dict(getattr(django_settings, "ALKQUEUE", {}) or {})
-    unknown = sorted(set(user) - _FIELDS)
+    """The ALKQUEUE setting, checked: ImproperlyConfigured names any bad key and its value."""
+    return read_settings(getattr(django_settings, "ALKQUEUE", None))
+
+
+def read_settings(raw: Any) -> AlkQueueSettings:
+    """`raw` (the ALKQUEUE setting; None when absent) as settings, each key checked."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ImproperlyConfigured(
+            f"ALKQUEUE must be a dict of settings, not {type(raw).__name__} ({raw!r:.80})."
+        )
+    unknown = sorted(set(raw) - _FIELDS, key=repr)
     if unknown:
         raise ImproperlyConfigured(
-            f"Unknown ALKQUEUE setting(s) {', '.join(unknown)}; "
+            f"Unknown ALKQUEUE setting(s) {', '.join(map(str, unknown))}; "
             f"valid keys are {', '.join(sorted(_FIELDS))}."
         )
-    if "CONSUMER_MODULES" in user:
-        user["CONSUMER_MODULES"] = tuple(user["CONSUMER_MODULES"])
-    return AlkQueueSettings(**user)
+    checked = {key: RULES[key](f"ALKQUEUE[{key!r}]", value) for key, value in raw.items()}
+    return AlkQueueSettings(**checked)
 
 
 @receiver(setting_changed)

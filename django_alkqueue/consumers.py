@@ -157,7 +157,9 @@ def consumer(
     lease_seconds = None if lease is None else validation.seconds(lease, "lease", positive=True)
     attempts = None if max_attempts is None else validation.max_attempts(max_attempts)
     if retry is not None and not isinstance(retry, RetryPolicy):
-        raise TypeError("retry must be a RetryPolicy")
+        raise InvalidOption(f"retry must be a RetryPolicy, not {type(retry).__name__}")
+    if not isinstance(atomic, bool):
+        raise InvalidOption(f"atomic must be True or False, not {atomic!r}")
     if not isinstance(sensitive, bool):
         raise InvalidOption(f"sensitive must be True or False, not {sensitive!r}")
 

@@ -16,6 +16,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, Min, Q
 
 from . import signals, validation
+from .error_text import capped, capped_or_none
 from .exceptions import AlkQueueError
 from .jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED, Job, QueueStats, Stamps
 from .models import Consumer, DeadLetter, QueueMessage
@@ -131,6 +132,7 @@ def ack_ids(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
 def retry(using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None) -> bool:
     """Back to pending from run_at; the attempt stays counted."""
     dialect, connection = _dialect_and_connection(using)
+    error = capped_or_none(error)  # every stored error text passes here or in dead_letter
     return bool(dialect.release(connection, claim, now, run_at, error, refund=False))
 
 
@@ -143,6 +145,7 @@ def release(using: str, claim: Claim, now: datetime) -> bool:
 def dead_letter(using: str, claim: Claim, now: datetime, reason: str, error: str) -> Job | None:
     """Move a validly claimed job to the dead letters now."""
     dialect, connection = _dialect_and_connection(using)
+    error = capped(error)
     rows = dialect.bury(connection, BY_CLAIM, [claim.id, claim.token, now], now, reason, error)
     jobs = _jobs(using, rows, now)
     _announce_deaths(jobs)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from . import defaults as _defaults
 from . import operations, validation
 from .backoff import exponential_delay
 from .clock import Clock, system_clock
@@ -20,13 +21,16 @@ from .payload import encode
 from .sql import Claim
 from .validation import Duration
 
-DEFAULT_MAX_ATTEMPTS = 5
-DEFAULT_BACKOFF_BASE = 5.0
-DEFAULT_LEASE = 30.0
-DEFAULT_RETENTION = timedelta(days=7)
 #: One claim call hands out at most this many jobs, whatever n asks for (the rule lives with
 #: the other input rules, in validation.py, where a batch consumer's size is checked too).
 MAX_CLAIM = validation.MAX_CLAIM
+
+# The defaults under the names that the worker and older callers import.
+DEFAULT_MAX_ATTEMPTS = _defaults.MAX_ATTEMPTS
+DEFAULT_BACKOFF_BASE = _defaults.BACKOFF_BASE
+DEFAULT_LEASE = _defaults.LEASE
+DEFAULT_RETENTION = _defaults.RETENTION
+DEFAULT_PRIORITY = _defaults.PRIORITY
 
 _UNSET: Any = object()
 
@@ -56,14 +60,16 @@ class Queue:
         self.retention = validation.optional_seconds(retention, "retention")
         self.priority = validation.priority(priority)
         self.expires = validation.optional_seconds(expires, "expires")
-        if not isinstance(using, str) or not using:
-            raise InvalidOption("using must be a database alias")
-        self.using = using
-        self.clock = clock
-        self.rng = rng
+        self.using = validation.database_alias(using)
+        self.clock = validation.clock(clock)
+        self.rng = validation.rng(rng)
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} using={self.using!r}>"
+
+    def _now(self) -> datetime:
+        """The queue's clock, read and checked: a bad reading raises before anything is written."""
+        return validation.clock_reading(self.clock())
 
     # -- enqueue ---------------------------------------------------------------------------
 
@@ -120,7 +126,7 @@ class Queue:
         priority: object,
         unique_key: object,
     ) -> list[Job]:
-        now = self.clock()
+        now = self._now()
         stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
         if not count:  # validated all the same: a bad option is refused whatever the batch
             return []
@@ -171,7 +177,7 @@ class Queue:
         validation.batch_size(n)
         if n <= 0:
             return []
-        now = self.clock()
+        now = self._now()
         handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now)
         return [JobHandle(self, job, claim) for job, claim in handed]
 
@@ -198,11 +204,11 @@ class Queue:
 
     def requeue(self, job_id: int) -> Job | None:
         """A dead letter back to live: same id, payload and options, attempts 0, run_at now."""
-        return operations.requeue(self.using, validation.job_id(job_id), self.clock(), self.name)
+        return operations.requeue(self.using, validation.job_id(job_id), self._now(), self.name)
 
     def sweep_expired(self) -> int:
         """Expired jobs -> dead letters ("expired"); old dead letters deleted. Returns moved."""
-        return operations.sweep_expired(self.using, self.name, self.clock(), self.retention)
+        return operations.sweep_expired(self.using, self.name, self._now(), self.retention)
 
     def depth(self) -> int:
         return operations.depth(self.using, self.name)
@@ -215,11 +221,8 @@ class Queue:
 
     def purge(self, states: Iterable[str] = ("pending", "scheduled")) -> int:
         """Delete this queue's live jobs in the given states ("dead" clears its dead letters)."""
-        chosen = [states] if isinstance(states, str) else list(states)
-        unknown = [s for s in chosen if s not in STATES]
-        if unknown:
-            raise InvalidOption(f"unknown state(s) {unknown}; use {', '.join(STATES)}")
-        return operations.purge(self.using, self.name, chosen, self.clock())
+        chosen = validation.states(states, STATES)
+        return operations.purge(self.using, self.name, chosen, self._now())
 
 
 class JobHandle:
@@ -365,7 +368,7 @@ def queue(
         ),
         lease=lease if lease is not None else defaults.get("lease", DEFAULT_LEASE),
         retention=DEFAULT_RETENTION if retention is _UNSET else retention,
-        priority=0 if priority is None else priority,
+        priority=DEFAULT_PRIORITY if priority is None else priority,
         expires=expires,
         using=using if using is not None else get_settings().DATABASE,
         clock=clock,

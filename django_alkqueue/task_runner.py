@@ -19,6 +19,7 @@ from .backoff import RetryPolicy
 from .clock import system_clock
 from .conf import get_settings
 from .consumers import ConsumerSpec, registry
+from .error_text import capped
 from .jobs import Job
 from .models import DeadLetter, QueueMessage
 from .models import TaskResult as TaskResultRecord
@@ -98,7 +99,7 @@ def _record_failure(
         *record.errors,
         {
             "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
-            "traceback": "".join(traceback.format_exception(error)),
+            "traceback": capped("".join(traceback.format_exception(error))),
         },
     ]
     record.status = TaskResultStatus.FAILED if final else TaskResultStatus.READY

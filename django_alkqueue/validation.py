@@ -7,10 +7,13 @@ raises one of our documented exceptions and writes nothing.
 from __future__ import annotations
 
 import math
+import random
 import re
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connections
 from django.utils import timezone
 
 from .exceptions import InvalidName, InvalidOption
@@ -153,6 +156,59 @@ def run_at(value: object, now: datetime) -> datetime:
     if abs(value - now) > MAX_DURATION:
         raise InvalidOption(f"run_at must be within {MAX_DURATION.days} days of now")
     return value
+
+
+def clock(value: object) -> Callable[[], datetime]:
+    """A clock is called for the time; what it returns is checked by `clock_reading`."""
+    if not callable(value):
+        raise InvalidOption(f"clock must be a callable returning a datetime, not {value!r:.80}")
+    return value
+
+
+def clock_reading(value: object) -> datetime:
+    """What a clock returned: a datetime, aware when USE_TZ is on and naive when it is off,
+    like every timestamp the tables hold."""
+    if not isinstance(value, datetime):
+        raise InvalidOption(f"the clock returned {type(value).__name__}, not a datetime")
+    if settings.USE_TZ and timezone.is_naive(value):
+        raise InvalidOption("the clock returned a naive datetime; USE_TZ needs aware ones")
+    if not settings.USE_TZ and timezone.is_aware(value):
+        raise InvalidOption("the clock returned an aware datetime; USE_TZ is False")
+    return value
+
+
+def rng(value: object) -> random.Random | None:
+    if value is not None and not isinstance(value, random.Random):
+        raise InvalidOption(f"rng must be a random.Random or None, not {type(value).__name__}")
+    return value
+
+
+def database_alias(value: object) -> str:
+    """An alias of settings.DATABASES (checked without connecting)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidOption(f"using must be a database alias, not {value!r:.80}")
+    if value not in connections:
+        raise InvalidOption(
+            f"using={value!r} is not a database alias; DATABASES has {', '.join(connections)}"
+        )
+    return value
+
+
+def states(value: object, known: Iterable[str]) -> list[str]:
+    """One state name, or an iterable of them (not a mapping, not bytes), each one known."""
+    names = list(known)
+    if isinstance(value, str):
+        chosen = [value]
+    elif isinstance(value, bytes | bytearray | dict) or not isinstance(value, Iterable):
+        raise InvalidOption(
+            f"states must be a state name or an iterable of them, not {type(value).__name__}"
+        )
+    else:
+        chosen = list(value)
+    unknown = [s for s in chosen if not isinstance(s, str) or s not in names]
+    if unknown:
+        raise InvalidOption(f"unknown state(s) {unknown!r:.200}; use {', '.join(names)}")
+    return chosen
 
 
 def batch_size(n: object) -> int:

@@ -80,7 +80,7 @@ def test_queue_defaults():
 def test_using_defaults_to_the_database_setting():
     with override_settings(ALKQUEUE={"DATABASE": "other"}):
         assert queue("x").using == "other"
-    assert queue("x", using="third").using == "third"
+    assert queue("x", using="other").using == "other"
 
 
 def test_settings_are_read_when_used_so_override_settings_applies():

@@ -72,3 +72,48 @@ def test_queue_options_in_both_places_are_refused():
 def test_unknown_options_inside_queue_options_inside_options_are_refused():
     with pytest.raises(InvalidTask, match="unknown OPTIONS"):
         AlkQueueBackend("x", {"OPTIONS": {"QUEUE_OPTIONS": {"emails": {"max_attempt": 3}}}})
+
+
+# -- the values of OPTIONS are checked when the backend is built ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"max_attempts": "3"}, "max_attempts"),
+        ({"backoff_base": -1}, "backoff_base"),
+        ({"lease": 0}, "lease"),
+        ({"lease": float("inf")}, "lease"),
+        ({"result_retention": "a day"}, "result_retention"),
+        ({"QUEUE_OPTIONS": {"emails": {"lease": -5}}}, "lease"),
+    ],
+)
+def test_a_bad_option_value_is_refused_when_the_backend_is_built(options, named):
+    with pytest.raises(InvalidTask, match=f"task backend 'x': {named}"):
+        AlkQueueBackend("x", {"OPTIONS": options})
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"OPTIONS": ["max_attempts", 3]},
+        {"QUEUE_OPTIONS": ["emails"]},
+        {"QUEUE_OPTIONS": {"emails": 3}},
+    ],
+)
+def test_options_that_are_not_dicts_are_refused(params):
+    with pytest.raises(InvalidTask, match="must be a dict"):
+        AlkQueueBackend("x", params)
+
+
+def test_the_defaults_are_the_librarys_own():
+    from django_alkqueue import defaults
+
+    options = AlkQueueBackend("x", {}).options_for("emails")
+    assert options == {
+        "max_attempts": defaults.MAX_ATTEMPTS,
+        "backoff_base": defaults.BACKOFF_BASE,
+        "lease": defaults.LEASE,
+        "result_retention": defaults.RESULT_RETENTION,
+    }
