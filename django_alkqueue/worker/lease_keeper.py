@@ -4,16 +4,18 @@ that runs longer than its lease is never reclaimed while its worker lives."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from ..queues import renew_leases
 from ..sql import Claim
 from .inflight import InFlight
-from .service import Service
 
 logger = logging.getLogger("django_alkqueue")
 
 
-class LeaseKeeper(Service):
+class LeaseKeeper:
+    """The service that heartbeats the leases of the jobs this worker holds."""
+
     name = "alk-lease-keeper"
 
     def __init__(self, inflight: InFlight, using: str, interval: float) -> None:
@@ -21,7 +23,7 @@ class LeaseKeeper(Service):
         self.using = using
         self.interval = interval
 
-    def run_once(self) -> set[Claim]:
+    def run_once(self, now: datetime) -> set[Claim]:
         """Renew every renewable lease; returns the claims renewed. Refusals are logged: those
         jobs' results will be discarded, since their ack will be refused too."""
         handles = self.inflight.renewable()
