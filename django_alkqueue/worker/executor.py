@@ -25,6 +25,7 @@ from ..consumers import ConsumerSpec
 from ..exceptions import InvalidOption
 from ..jobs import Job
 from ..outcomes import Fail, Retry
+from ..privacy import is_sensitive
 from ..queues import JobHandle
 from .acker import Acker
 from .connections import ThreadConnections, ages_connections
@@ -71,9 +72,43 @@ def headline(error: BaseException) -> str:
     return f"{name}: {message}" if message else name
 
 
-def error_text(error: BaseException) -> str:
-    """`ExceptionClass: message`, then the traceback."""
+def error_text(error: BaseException, sensitive: bool = False) -> str:
+    """`ExceptionClass: message`, then the traceback. For a sensitive queue every exception
+    message is withheld (`private_error_text`)."""
+    if sensitive:
+        return private_error_text(error)
     return headline(error) + "\n\n" + "".join(traceback.format_exception(error)).rstrip()
+
+
+#: What stands for an exception's message in the error text of a sensitive queue's job.
+WITHHELD = "(message withheld: the queue is sensitive)"
+
+
+def private_error_text(error: BaseException) -> str:
+    """The error text of a sensitive queue's job: the class names and the frames of the
+    traceback, and no exception message, since a message may quote the payload (a KeyError
+    names the key, a ValueError the value). Retry and Fail keep theirs: the handler wrote
+    that reason for the record."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
+    parts = [
+        "Traceback (most recent call last):\n"
+        + "".join(traceback.format_tb(exc.__traceback__))
+        + _private_headline(exc)
+        for exc in reversed(chain)
+    ]
+    return _private_headline(error) + "\n\n" + "\n\nThen:\n\n".join(parts)
+
+
+def _private_headline(error: BaseException) -> str:
+    if isinstance(error, Retry | Fail):
+        return headline(error)
+    return f"{type(error).__name__} {WITHHELD}"
 
 
 def batch_failures(result: object, jobs: list[Job]) -> dict[int, BaseException]:
@@ -111,6 +146,8 @@ class Executor:
         self.stats = stats
         self.using = using
         self.recycle_before = ages_connections()
+        #: Queues whose payloads must not reach an error text (privacy.py).
+        self.sensitive = {name for name in specs if is_sensitive(name)}
         self.connections = ThreadConnections()
 
     def run_unit(self, unit: list[JobHandle]) -> None:
@@ -230,7 +267,7 @@ class Executor:
             done = handle.fail(error.reason)
             self._report(handle, "dead" if done else "lost", started)
             return
-        text = error_text(error)
+        text = error_text(error, job.queue in self.sensitive)
         if isinstance(error, Retry):
             delay = _retry_delay(error, handle)
         elif not spec.retry.retries(error):
