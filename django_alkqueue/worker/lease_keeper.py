@@ -13,12 +13,17 @@ from .inflight import InFlight
 logger = logging.getLogger("django_alkqueue")
 
 
+#: How often an idle keeper looks for newly claimed jobs. An idle tick runs no query, and a
+#: job must not wait long for its first renewal: its lease may be shorter than its queue's.
+IDLE_INTERVAL = 0.25
+
+
 class LeaseKeeper:
     """The service that heartbeats the leases of the jobs this worker holds."""
 
     name = "alk-lease-keeper"
 
-    def __init__(self, inflight: InFlight, using: str, interval: float) -> None:
+    def __init__(self, inflight: InFlight, using: str, interval: float = IDLE_INTERVAL) -> None:
         self.inflight = inflight
         self.using = using
         self.interval = interval
@@ -44,11 +49,6 @@ class LeaseKeeper:
                     handle.job.queue, handle.job.id,
                 )  # fmt: skip
         return renewed
-
-
-#: How often an idle keeper looks for newly claimed jobs. An idle tick runs no query, and a
-#: job must not wait long for its first renewal: its lease may be shorter than its queue's.
-IDLE_INTERVAL = 0.25
 
 
 def keeper_interval(leases: list[float], default: float = IDLE_INTERVAL) -> float:

@@ -34,7 +34,7 @@ from .executor import Executor
 from .exits import EXIT_SOFTWARE, StartupRefused
 from .inflight import InFlight
 from .leader import Leadership
-from .lease_keeper import LeaseKeeper, keeper_interval
+from .lease_keeper import LeaseKeeper
 from .listener import Listener
 from .maintenance import LeaderLoop, Reclaimer, Sweeper
 from .pool import ThreadPool
@@ -169,14 +169,15 @@ class Worker:
 
     def _run(self) -> int:
         specs = resolve_specs(self.options.queues)
+        names = [spec.queue for spec in specs]
         sync_consumers(specs, self.using, self.options.takeover, self.clock())
         parts = self._build(specs, get_settings())
         parts.presence.register(self.clock())
         parts.pool.start()
         for loop in parts.loops:
             loop.start()
-        logger.info("worker %s serving %s with %d threads", self.worker_id,
-                    ", ".join(specs_names(specs)), self.options.concurrency)  # fmt: skip
+        logger.info("worker %s serving %s with %d threads", self.worker_id, ", ".join(names),
+                    self.options.concurrency)  # fmt: skip
 
         parts.claim.run()  # until a signal, the end of a burst, or a loop's death
 
@@ -185,17 +186,13 @@ class Worker:
         released = _release(parts.inflight, parts.pool.stop())
         if self.died is None:  # a broken worker does not wait on handlers it cannot serve
             self._drain(parts.inflight, self.options.shutdown_timeout)
-        parts.acking.stop()
-        parts.acking.join(5.0)
+        _stop([parts.acking])
         _flush_acks(parts.acker)  # the acks of jobs that finished in time
         released += _release(parts.inflight, parts.inflight.all())
         if released:
             logger.warning("released %d unfinished jobs back to pending", released)
         # Loops end; the leader's thread closes its connection, which drops the advisory lock.
-        for loop in parts.loops:
-            loop.stop()
-        for loop in parts.loops:
-            loop.join(5.0)
+        _stop(parts.loops)
         if parts.listener is not None:
             parts.listener.close()
         parts.pool.join(0.5)
@@ -203,14 +200,8 @@ class Worker:
         _quietly(parts.presence.unregister)
         parts.reporter.finish()
         if self.options.burst:
-            self.stdout.write(
-                burst_table(parts.stats, _depths(self.using, specs_names(specs))) + "\n"
-            )
-        if self.died is not None:
-            logger.error("stopped because the %s loop died; exit status %d", self.died,
-                         EXIT_SOFTWARE)  # fmt: skip
-            return EXIT_SOFTWARE
-        return 0
+            self.stdout.write(burst_table(parts.stats, _depths(self.using, names)) + "\n")
+        return self._exit_status()
 
     def _build(self, specs: list[ConsumerSpec], settings: AlkQueueSettings) -> Parts:
         """The parts of this worker, wired together, from one reading of the settings."""
@@ -245,7 +236,7 @@ class Worker:
             listener = Listener(direct, set(names), self.wake, claimer.notified)
         # With --burst too: a long drain reports as it goes, and ends with the table.
         reporter = StatusReporter(stats, inflight.count, lambda: _depth(using, names), self.stdout)
-        keeper = LeaseKeeper(inflight, using, keeper_interval([q.lease for q in queues]))
+        keeper = LeaseKeeper(inflight, using)
 
         def loop(service: Service, **kwargs: Any) -> Loop:
             return Loop(service, clock, self._loop_died, **kwargs)
@@ -296,6 +287,12 @@ class Worker:
             os._exit(1)
         self._stop_gracefully(signum)
 
+    def _exit_status(self) -> int:
+        if self.died is None:
+            return 0
+        logger.error("stopped because the %s loop died; exit status %d", self.died, EXIT_SOFTWARE)
+        return EXIT_SOFTWARE
+
     def _loop_died(self, name: str) -> None:
         """A loop's last word (worker/service.py): stop claiming and shut down."""
         if self.died is None:
@@ -329,8 +326,12 @@ def _depths(using: str, names: list[str]) -> dict[str, int]:
     return {name: 0 for name in names} | dict(rows)
 
 
-def specs_names(specs: list[ConsumerSpec]) -> list[str]:
-    return [spec.queue for spec in specs]
+def _stop(loops: list[Loop]) -> None:
+    """Stop the loops, then wait for each (5 s at most) to finish its tick."""
+    for loop in loops:
+        loop.stop()
+    for loop in loops:
+        loop.join(5.0)
 
 
 def _flush_acks(acker: Acker) -> None:
