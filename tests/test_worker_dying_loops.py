@@ -7,6 +7,7 @@ worker kept heartbeating as "live", its job was never acked and --burst hung).
 
 from __future__ import annotations
 
+import signal
 import subprocess
 
 import pytest
@@ -16,15 +17,20 @@ from django_alkqueue import queue
 from django_alkqueue.models import QueueMessage, Worker
 from django_alkqueue.worker.exits import EXIT_SOFTWARE
 from testproject.shop.models import HandlerRun
+from tests.conftest import wait_until
 from tests.dying_loops import LOOPS
-from tests.workers import start_worker
+from tests.workers import Watched, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def dying(loop: str) -> dict[str, str]:
+    """The environment of a worker whose `loop` dies (tests/dying_loops.py)."""
+    return {"ALKQUEUE_EXTRA_CONSUMERS": "tests.dying_loops", "ALKQUEUE_TEST_DYING_LOOP": loop}
+
+
 def run_with_dying_loop(loop: str, *args: str) -> tuple[int, str]:
-    env = {"ALKQUEUE_EXTRA_CONSUMERS": "tests.dying_loops", "ALKQUEUE_TEST_DYING_LOOP": loop}
-    process = start_worker(*args, env=env)
+    process = start_worker(*args, env=dying(loop))
     try:
         output, _ = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -62,3 +68,14 @@ def test_the_shutdown_acks_what_a_dead_acker_held_and_a_burst_does_not_hang():
     assert code == EXIT_SOFTWARE, output
     assert HandlerRun.objects.filter(job_id=job.id).count() == 1
     assert not QueueMessage.objects.filter(id=job.id).exists()
+
+
+def test_the_supervisor_restarts_a_child_whose_loop_died():
+    supervisor = Watched(
+        start_worker("--processes", "2", "--queue", "shop-reports", env=dying("alk-status"))
+    )
+    try:
+        wait_until(lambda: supervisor.output.count("exited with 70; restarting it") >= 2, 60)
+    finally:
+        supervisor.process.send_signal(signal.SIGTERM)
+        assert supervisor.process.wait(60) == 0, supervisor.output
