@@ -21,8 +21,9 @@ IDLE_WAIT = 1.0
 
 
 class Acker:
-    """The service that acks finished jobs. The first job to finish after a flush starts an
-    ACK_WINDOW; the flush comes when it has passed, with every job finished meanwhile."""
+    """The service that acks finished jobs. An ack that finds none pending starts an
+    ACK_WINDOW (so does the end of a flush that leaves some); the next flush comes when it
+    has passed, with every job finished meanwhile."""
 
     name = "alk-acker"
 
@@ -32,14 +33,20 @@ class Acker:
         self.stats = stats
         self.window = window
         self._pending: list[tuple[JobHandle, float]] = []
-        self._since = 0.0  # when the oldest pending ack was submitted (monotonic)
+        self._since = 0.0  # when the current window started (monotonic)
         self._lock = threading.Lock()
         #: Set when an ack arrives with none pending: the loop's wake-up. Not set for the
         #: acks that join a window already running, which would only wake it early.
         self.submitted = threading.Event()
 
     def submit(self, handle: JobHandle, started: float) -> None:
-        self.submit_all([handle], started)
+        with self._lock:
+            first = not self._pending
+            self._pending.append((handle, started))
+            if first:
+                self._since = time.monotonic()
+        if first:
+            self.submitted.set()
 
     def submit_all(self, handles: list[JobHandle], started: float) -> None:
         """submit() for the jobs of one batch handler call, under one lock."""
@@ -59,14 +66,14 @@ class Acker:
 
     @property
     def interval(self) -> float:
-        """Until the window of the oldest pending ack has passed; idle, until woken."""
+        """Until the window has passed; idle, until an ack wakes it (`submitted`)."""
         with self._lock:
             if not self._pending:
                 return IDLE_WAIT
             return max(self._since + self.window - time.monotonic(), 0.0)
 
     def run_once(self, now: datetime) -> int:
-        """Ack what is pending once its window has passed; returns how many were acked."""
+        """Ack what is pending once the window has passed; returns how many were acked."""
         if self.interval > 0:
             return 0
         return self.flush()
@@ -95,4 +102,7 @@ class Acker:
         for job, _ in succeeded:
             signals.announce(signals.job_succeeded, Job, job=job)
         self.inflight.remove_all([handle for handle, _ in batch])
+        with self._lock:
+            if self._pending:  # they came during this flush: the next window starts now
+                self._since = time.monotonic()
         return len(acked)
