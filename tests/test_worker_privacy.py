@@ -13,9 +13,10 @@ from django.test import override_settings
 from django_alkqueue import Fail, Retry
 from django_alkqueue.backoff import RetryPolicy
 from django_alkqueue.consumers import ConsumerSpec
+from django_alkqueue.error_text import WITHHELD
 from django_alkqueue.models import DeadLetter
 from django_alkqueue.worker.acker import Acker
-from django_alkqueue.worker.executor import WITHHELD, Executor
+from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.stats import WorkerStats
 from tests.workers import run_worker
@@ -107,3 +108,21 @@ def test_a_worker_never_writes_a_sensitive_payload_to_its_output_or_its_dead_let
     for secret in (CARD, EMAIL):
         assert secret not in dead.last_error
         assert secret not in output
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("sensitive", [True, False])
+def test_a_task_result_of_a_sensitive_queue_stores_its_traceback_without_messages(sensitive):
+    from django.core.management import call_command
+
+    from testproject.shop import tasks
+
+    with override_settings(ALKQUEUE={"QUEUES": {"default": {"sensitive": sensitive}}}):
+        result = tasks.flaky.enqueue(succeed_on=2)  # attempt 1 raises "not yet (attempt 1)"
+        call_command("alk_worker", queue=["default"], burst=True, verbosity=0)
+
+    result.refresh()
+    [error] = result.errors
+    assert ("not yet (attempt 1)" in error.traceback) is not sensitive
+    assert (f"ValueError {WITHHELD}" in error.traceback) is sensitive
+    assert "in flaky" in error.traceback

@@ -22,6 +22,7 @@ from django.db import transaction
 
 from .. import operations, signals, validation
 from ..consumers import ConsumerSpec
+from ..error_text import headline, private_error_text
 from ..exceptions import InvalidOption
 from ..jobs import Job
 from ..outcomes import Fail, Retry
@@ -61,54 +62,12 @@ def _retry_delay(request: Retry, handle: JobHandle) -> float | None:
         return None
 
 
-def headline(error: BaseException) -> str:
-    """`ExceptionClass: message` with the bare class name (no module), or the class name
-    alone when the message is empty: the first line the admin groups errors by."""
-    name = type(error).__name__
-    try:
-        message = str(error)
-    except Exception:  # a broken __str__ must not lose the job's outcome
-        message = "<exception str() failed>"
-    return f"{name}: {message}" if message else name
-
-
 def error_text(error: BaseException, sensitive: bool = False) -> str:
     """`ExceptionClass: message`, then the traceback. For a sensitive queue every exception
     message is withheld (`private_error_text`)."""
     if sensitive:
         return private_error_text(error)
     return headline(error) + "\n\n" + "".join(traceback.format_exception(error)).rstrip()
-
-
-#: What stands for an exception's message in the error text of a sensitive queue's job.
-WITHHELD = "(message withheld: the queue is sensitive)"
-
-
-def private_error_text(error: BaseException) -> str:
-    """The error text of a sensitive queue's job: the class names and the frames of the
-    traceback, and no exception message, since a message may quote the payload (a KeyError
-    names the key, a ValueError the value). Retry and Fail keep theirs: the handler wrote
-    that reason for the record."""
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in chain:
-        chain.append(current)
-        current = current.__cause__ or (
-            None if current.__suppress_context__ else current.__context__
-        )
-    parts = [
-        "Traceback (most recent call last):\n"
-        + "".join(traceback.format_tb(exc.__traceback__))
-        + _private_headline(exc)
-        for exc in reversed(chain)
-    ]
-    return _private_headline(error) + "\n\n" + "\n\nThen:\n\n".join(parts)
-
-
-def _private_headline(error: BaseException) -> str:
-    if isinstance(error, Retry | Fail):
-        return headline(error)
-    return f"{type(error).__name__} {WITHHELD}"
 
 
 def batch_failures(result: object, jobs: list[Job]) -> dict[int, BaseException]:
