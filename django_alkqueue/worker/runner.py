@@ -1,5 +1,6 @@
-"""One worker process, start to finish. The order of start-up and shutdown is written out in
-`Worker.run` as a plain sequence; each step is a small object with its own tests."""
+"""One worker process, start to finish. `Worker._build` makes the parts from one reading of
+the settings; `Worker._run` starts and stops them in one plain sequence. Each part is a small
+object with its own tests, and every loop is a service run by service.Loop."""
 
 from __future__ import annotations
 
