@@ -220,10 +220,18 @@ class Scheduler:
         #: Schedules whose cron never fires, already logged (the system check reports them).
         self.never: set[str] = set()
 
-    def run_once(self) -> list[str]:
-        """Enqueue every schedule's due tick; returns the names enqueued. A schedule that
-        fails is logged and skipped, so one bad entry cannot hold up the others."""
-        now = self.clock()
+    #: The worker's leader runs it as a service (worker/service.py).
+    name = "periodic"
+
+    @property
+    def interval(self) -> float:
+        return get_settings().SCHEDULE_INTERVAL
+
+    def run_once(self, now: datetime | None = None) -> list[str]:
+        """Enqueue every schedule's due tick as of `now` (default: the clock's reading);
+        returns the names enqueued. A schedule that fails is logged and skipped, so one bad
+        entry cannot hold up the others."""
+        now = self.clock() if now is None else now
         enqueued = []
         for schedule in schedules():
             try:

@@ -19,11 +19,12 @@ from .backoff import RetryPolicy
 from .clock import system_clock
 from .conf import get_settings
 from .consumers import ConsumerSpec, registry
-from .error_text import capped
+from .error_text import capped, private_error_text
 from .jobs import Job
 from .models import DeadLetter, QueueMessage
 from .models import TaskResult as TaskResultRecord
 from .outcomes import Fail
+from .privacy import is_sensitive
 from .signals import announce
 from .tasks_compat import (
     TaskContext,
@@ -99,7 +100,7 @@ def _record_failure(
         *record.errors,
         {
             "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
-            "traceback": capped("".join(traceback.format_exception(error))),
+            "traceback": capped(_traceback_text(error, record.queue)),
         },
     ]
     record.status = TaskResultStatus.FAILED if final else TaskResultStatus.READY
@@ -107,6 +108,13 @@ def _record_failure(
         record.finished_at = now
         record.expires_at = now + timedelta(seconds=backend.result_retention(record.queue))
     record.save(update_fields=["errors", "status", "finished_at", "expires_at"])
+
+
+def _traceback_text(error: BaseException, queue: str) -> str:
+    """The traceback a task result stores; a sensitive queue's withholds the messages."""
+    if is_sensitive(queue):
+        return private_error_text(error)
+    return "".join(traceback.format_exception(error))
 
 
 def _record_success(record: TaskResultRecord, value: Any, now: datetime, backend: Any) -> None:

@@ -35,7 +35,7 @@ def test_the_writer_records_each_queues_state_counts_for_the_minute(make_queue, 
     emails.enqueue(4, delay=600)
     emails.claim("w", 1)
     fail_one(make_queue("shop-webhooks"))
-    assert QueueStatWriter("default", clock).run_once() == 2
+    assert QueueStatWriter("default").run_once(clock()) == 2
     row = stat("shop-emails", minute_of(clock()))
     assert (row.pending, row.scheduled, row.claimed, row.dead) == (2, 1, 1, 0)
     dead = stat("shop-webhooks", minute_of(clock()))
@@ -45,11 +45,11 @@ def test_the_writer_records_each_queues_state_counts_for_the_minute(make_queue, 
 def test_a_second_reading_in_the_same_minute_replaces_the_first(make_queue, clock):
     emails = make_queue("shop-emails")
     emails.enqueue(1)
-    writer = QueueStatWriter("default", clock)
-    writer.run_once()
+    writer = QueueStatWriter("default")
+    writer.run_once(clock())
     emails.enqueue(2)
     clock.advance(20)
-    writer.run_once()
+    writer.run_once(clock())
     assert QueueStat.objects.filter(queue="shop-emails").count() == 1
     assert stat("shop-emails", minute_of(clock())).pending == 2
 
@@ -58,67 +58,67 @@ def test_the_previous_minutes_dead_letters_are_counted_once_it_is_over(make_queu
     clock.now = clock.now.replace(second=10)
     webhooks = make_queue("shop-webhooks")
     webhooks.enqueue({})  # the queue exists at the first reading
-    writer = QueueStatWriter("default", clock)
-    writer.run_once()
+    writer = QueueStatWriter("default")
+    writer.run_once(clock())
     first = minute_of(clock())
     clock.advance(40)  # still the same minute: a death after the last reading
     fail_one(webhooks)
     clock.advance(20)  # the next minute
-    writer.run_once()
+    writer.run_once(clock())
     assert stat("shop-webhooks", first).dead_lettered == 1
     assert stat("shop-webhooks", minute_of(clock())).dead_lettered == 0
 
 
 def test_the_writer_prunes_minutes_older_than_the_retention(make_queue, clock):
     make_queue("shop-emails").enqueue(1)
-    writer = QueueStatWriter("default", clock)
-    writer.run_once()
+    writer = QueueStatWriter("default")
+    writer.run_once(clock())
     old = minute_of(clock())
     with override_settings(ALKQUEUE={"STATS_RETENTION": 3600}):
         clock.advance(3600 + 60)
-        writer.run_once()
+        writer.run_once(clock())
         assert not QueueStat.objects.filter(minute=old).exists()
         assert QueueStat.objects.filter(minute=minute_of(clock())).exists()
 
 
 def test_minutes_are_kept_for_seven_days_by_default(make_queue, clock):
     make_queue("shop-emails").enqueue(1)
-    writer = QueueStatWriter("default", clock)
-    writer.run_once()
+    writer = QueueStatWriter("default")
+    writer.run_once(clock())
     clock.advance(timedelta(days=6, hours=23).total_seconds())
-    writer.run_once()
+    writer.run_once(clock())
     assert QueueStat.objects.count() == 2
 
 
 def test_deltas_add_what_the_worker_finished_and_failed_since_the_last_flush(clock):
     stats = WorkerStats()
-    deltas = QueueStatDeltas("default", stats, clock, 5.0)
+    deltas = QueueStatDeltas("default", stats, 5.0)
     for outcome in ("succeeded", "succeeded", "retried", "dead", "lost"):
         stats.record("shop-emails", outcome)
-    assert deltas.run_once() == 1
+    assert deltas.run_once(clock()) == 1
     row = stat("shop-emails", minute_of(clock()))
     assert (row.finished, row.failed) == (2, 2)
     stats.record("shop-emails", "succeeded")
-    deltas.run_once()
-    assert deltas.run_once() == 0
+    deltas.run_once(clock())
+    assert deltas.run_once(clock()) == 0
     row.refresh_from_db()
     assert (row.finished, row.failed) == (3, 2)
 
 
 def test_two_workers_deltas_add_up_in_one_row_beside_the_leaders_counts(make_queue, clock):
     make_queue("shop-emails").enqueue_many([1, 2])
-    QueueStatWriter("default", clock).run_once()
+    QueueStatWriter("default").run_once(clock())
     for _ in range(2):
         stats = WorkerStats()
         stats.record("shop-emails", "succeeded")
-        QueueStatDeltas("default", stats, clock, 5.0).run_once()
+        QueueStatDeltas("default", stats, 5.0).run_once(clock())
     row = stat("shop-emails", minute_of(clock()))
     assert (row.pending, row.finished) == (2, 2)
 
 
 def test_deltas_that_failed_to_write_are_written_by_the_next_flush(clock, monkeypatch):
     stats = WorkerStats()
-    deltas = QueueStatDeltas("default", stats, clock, 5.0)
+    deltas = QueueStatDeltas("default", stats, 5.0)
     stats.record("shop-emails", "succeeded")
     original = deltas._write
 
@@ -127,21 +127,21 @@ def test_deltas_that_failed_to_write_are_written_by_the_next_flush(clock, monkey
 
     monkeypatch.setattr(deltas, "_write", broken)
     with pytest.raises(DatabaseError):
-        deltas.run_once()
+        deltas.run_once(clock())
     monkeypatch.setattr(deltas, "_write", original)
     stats.record("shop-emails", "succeeded")
-    deltas.run_once()
+    deltas.run_once(clock())
     assert stat("shop-emails", minute_of(clock())).finished == 2
 
 
 def test_deltas_go_to_the_minute_they_are_flushed_in(clock):
     stats = WorkerStats()
-    deltas = QueueStatDeltas("default", stats, clock, 5.0)
+    deltas = QueueStatDeltas("default", stats, 5.0)
     stats.record("shop-emails", "succeeded")
-    deltas.run_once()
+    deltas.run_once(clock())
     clock.advance(60)
     stats.record("shop-emails", "retried")
-    deltas.run_once()
+    deltas.run_once(clock())
     rows = list(QueueStat.objects.order_by("minute").values_list("finished", "failed"))
     assert rows == [(1, 0), (0, 1)]
 

@@ -38,14 +38,14 @@ class Harness:
     def run(self, handle):
         self.inflight.add(handle)
         self.executor.run(handle)
-        self.acker.run_once()
+        self.acker.flush()
         return handle
 
     def run_unit(self, handles):
         """The jobs of one claim as the worker runs them: held, run as one unit, acked."""
         self.inflight.add_all(handles)
         self.executor.run_unit(handles)
-        self.acker.run_once()
+        self.acker.flush()
         return handles
 
 
@@ -226,7 +226,7 @@ def test_acks_of_many_jobs_go_in_one_flush(work, django_assert_max_num_queries):
         harness.inflight.add(handle)
         harness.executor.run(handle)
     with django_assert_max_num_queries(3):
-        assert harness.acker.run_once() == 20
+        assert harness.acker.flush() == 20
     assert work.depth() == 0
 
 
@@ -243,7 +243,7 @@ def test_one_flush_acking_a_job_claimed_twice_by_this_worker_succeeds_it_once(wo
     harness.inflight.add(new)
     harness.executor.run(new)
     events.clear()
-    assert harness.acker.run_once() == 1
+    assert harness.acker.flush() == 1
     assert events == [("succeeded", job.id)]
     assert (
         harness.stats.snapshot()["work"]["succeeded"],

@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connections
 
+from django_alkqueue.clock import system_clock
 from django_alkqueue.models import Consumer, DeadLetter, Worker
 from django_alkqueue.worker.consumer_table import sync_consumers
 from django_alkqueue.worker.inflight import InFlight
@@ -23,7 +24,7 @@ def test_reclaim_returns_lapsed_jobs_with_attempts_left_to_pending(q, clock):
     job = q.enqueue(1)
     q.claim_one("crashed")
     clock.advance(31)
-    assert Reclaimer("default", clock).run_once() == (1, 0)
+    assert Reclaimer("default").run_once(clock()) == (1, 0)
     stored = q.get_job(job.id)
     assert (stored.state, stored.attempts, stored.claimed_by) == ("pending", 1, None)
 
@@ -32,7 +33,7 @@ def test_reclaim_dead_letters_lapsed_jobs_without_attempts_left(q, clock):
     job = q.enqueue(1, max_attempts=1)
     q.claim_one("crashed")
     clock.advance(31)
-    assert Reclaimer("default", clock).run_once() == (0, 1)
+    assert Reclaimer("default").run_once(clock()) == (0, 1)
     dead = q.get_job(job.id)
     assert (dead.state, dead.last_error, dead.attempts) == ("dead", "max attempts exceeded", 1)
 
@@ -41,7 +42,7 @@ def test_reclaim_leaves_live_leases_alone(q, clock):
     job = q.enqueue(1)
     q.claim_one("alive")
     clock.advance(29)
-    assert Reclaimer("default", clock).run_once() == (0, 0)
+    assert Reclaimer("default").run_once(clock()) == (0, 0)
     assert q.get_job(job.id).claimed_by == "alive"
 
 
@@ -49,7 +50,7 @@ def test_the_lapsed_attempt_stays_counted_after_a_reclaim(q, clock):
     job = q.enqueue(1)
     q.claim_one("crashed")
     clock.advance(31)
-    Reclaimer("default", clock).run_once()
+    Reclaimer("default").run_once(clock())
     assert q.claim_one("next").job.attempts == 2
     assert q.get_job(job.id).attempts == 2
 
@@ -58,7 +59,7 @@ def test_sweeper_moves_expired_jobs_of_every_queue(make_queue, clock):
     a = make_queue("a").enqueue(1, expires=5)
     b = make_queue("b").enqueue(1, expires=5)
     clock.advance(5)
-    assert Sweeper("default", clock).run_once() == 2
+    assert Sweeper("default").run_once(clock()) == 2
     assert {d.job_id for d in DeadLetter.objects.all()} == {a.id, b.id}
 
 
@@ -69,15 +70,15 @@ def test_sweeper_deletes_dead_letters_past_their_stamped_retention(make_queue, c
         q.enqueue(1)
         q.claim_one("w").fail()
     clock.advance(61)
-    Sweeper("default", clock).run_once()
+    Sweeper("default").run_once(clock())
     assert list(DeadLetter.objects.values_list("queue", flat=True)) == ["kept"]
 
 
 def test_sweeper_prunes_workers_stale_for_a_day(clock):
-    Presence("default", "old", ["q"], 1, WorkerStats(), clock, 5).register()
+    Presence("default", "old", ["q"], 1, WorkerStats(), 5).register(clock())
     clock.advance(days=1, seconds=1)
-    Presence("default", "new", ["q"], 1, WorkerStats(), clock, 5).register()
-    Sweeper("default", clock).run_once()
+    Presence("default", "new", ["q"], 1, WorkerStats(), 5).register(clock())
+    Sweeper("default").run_once(clock())
     assert list(Worker.objects.values_list("worker_id", flat=True)) == ["new"]
 
 
@@ -93,7 +94,7 @@ def test_lease_keeper_renews_running_jobs_in_one_statement(
     keeper = LeaseKeeper(inflight, "default", 10)
     # PostgreSQL: one UPDATE. SQLite: one UPDATE per job inside one transaction.
     with django_assert_max_num_queries(1 if connections["default"].vendor == "postgresql" else 5):
-        renewed = keeper.run_once()
+        renewed = keeper.run_once(system_clock())
     assert len(renewed) == 3
     clock.advance(20)  # 40 s after the claim: alive thanks to the renewal
     assert all(h.ack() for h in inflight.all())
@@ -105,7 +106,7 @@ def test_lease_keeper_skips_jobs_held_by_an_atomic_transaction(q):
     handle = q.claim_one("w")
     inflight.add(handle)
     inflight.hold_in_transaction(handle)
-    assert LeaseKeeper(inflight, "default", 10).run_once() == set()
+    assert LeaseKeeper(inflight, "default", 10).run_once(system_clock()) == set()
 
 
 def test_lease_keeper_reports_a_lost_lease(q, clock, caplog):
@@ -113,18 +114,18 @@ def test_lease_keeper_reports_a_lost_lease(q, clock, caplog):
     inflight = InFlight()
     inflight.add(q.claim_one("w"))
     q.cancel(job.id)
-    assert LeaseKeeper(inflight, "default", 10).run_once() == set()
+    assert LeaseKeeper(inflight, "default", 10).run_once(system_clock()) == set()
     assert "lease renewal refused" in caplog.text
 
 
 def test_presence_registers_refreshes_and_unregisters(clock):
     stats = WorkerStats()
-    presence = Presence("default", "host:1", ["shop-emails"], 4, stats, clock, 5)
-    presence.register()
+    presence = Presence("default", "host:1", ["shop-emails"], 4, stats, 5)
+    presence.register(clock())
     stats.record("shop-emails", "succeeded")
     stats.record("shop-emails", "dead")
     clock.advance(5)
-    presence.run_once()
+    presence.run_once(clock())
     row = Worker.objects.get(worker_id="host:1")
     assert (row.queues, row.concurrency, row.jobs_processed, row.jobs_failed) == (
         ["shop-emails"], 4, 2, 1,
@@ -136,7 +137,7 @@ def test_presence_registers_refreshes_and_unregisters(clock):
 
 def test_leadership_marks_exactly_one_worker_row(clock):
     for worker_id in ("a", "b"):
-        Presence("default", worker_id, ["q"], 1, WorkerStats(), clock, 5).register()
+        Presence("default", worker_id, ["q"], 1, WorkerStats(), 5).register(clock())
     leader = Leadership("default", "a")
     assert leader.acquire(clock(), 30)
     assert list(Worker.objects.filter(is_leader=True).values_list("worker_id", flat=True)) == ["a"]
@@ -168,11 +169,11 @@ def test_sqlite_style_leadership_passes_on_when_the_leader_goes_stale(clock, is_
     if is_postgres:
         pytest.skip("PostgreSQL elects through the advisory lock")
     for worker_id in ("a", "b"):
-        Presence("default", worker_id, ["q"], 1, WorkerStats(), clock, 5).register()
+        Presence("default", worker_id, ["q"], 1, WorkerStats(), 5).register(clock())
     assert Leadership("default", "a").acquire(clock(), 30)
     assert not Leadership("default", "b").acquire(clock(), 30)
     clock.advance(31)
-    Presence("default", "b", ["q"], 1, WorkerStats(), clock, 5).run_once()
+    Presence("default", "b", ["q"], 1, WorkerStats(), 5).run_once(clock())
     assert Leadership("default", "b").acquire(clock(), 30)
     assert Worker.objects.get(is_leader=True).worker_id == "b"
 
@@ -251,12 +252,12 @@ def test_lease_keeper_ticks_within_a_third_of_the_shortest_lease_held(make_queue
     keeper = LeaseKeeper(inflight, "default", 20)
     for handle in q.claim("w", 2):
         inflight.add(handle)
-    keeper.run_once()
+    keeper.run_once(system_clock())
     assert keeper.interval == 20
     short = make_queue("mixed", lease=6)
     short.enqueue(3)
     inflight.add(short.claim_one("w"))
-    keeper.run_once()
+    keeper.run_once(system_clock())
     assert keeper.interval == 2
 
 

@@ -248,7 +248,7 @@ def test_retained_results_are_pruned_after_retention(transactional_db):
     record = TaskResultRecord.objects.get(job_id=int(result.id))
     clock = FakeClock(record.finished_at + timedelta(seconds=86400))
     assert task_backends["default"].get_result(result.id).status == TaskResultStatus.SUCCESSFUL
-    Sweeper("default", clock).run_once()
+    Sweeper("default").run_once(clock())
     assert not TaskResultRecord.objects.exists()
     with pytest.raises(TaskResultDoesNotExist):
         task_backends["default"].get_result(result.id)
@@ -280,9 +280,9 @@ def test_results_of_jobs_that_left_without_closing_them_are_closed_by_the_sweepe
     QueueMessage.objects.filter(pk=int(crashed.id)).update(max_attempts=1)
     queue("default").claim("w", 1)  # its last attempt: the worker then crashes
     clock = FakeClock(timezone.now() + timedelta(minutes=5))
-    Reclaimer("default", clock).run_once()  # the crashed worker's job is dead-lettered
+    Reclaimer("default").run_once(clock())  # the crashed worker's job is dead-lettered
     queue("default").cancel(int(cancelled.id))
-    Sweeper("default", clock).run_once()
+    Sweeper("default").run_once(clock())
     record = TaskResultRecord.objects.get(job_id=int(crashed.id))
     assert record.status == "FAILED" and record.expires_at is not None
     assert not TaskResultRecord.objects.filter(job_id=int(cancelled.id)).exists()

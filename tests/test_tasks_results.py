@@ -21,7 +21,6 @@ from django_alkqueue.tasks_compat import (
 )
 from django_alkqueue.worker.maintenance import Sweeper
 from testproject.shop import tasks
-from tests.clocks import FakeClock
 
 pytestmark = pytest.mark.django_db
 
@@ -150,7 +149,7 @@ def test_a_requeued_tasks_reused_result_row_does_not_expire_while_it_runs():
     seen = []
 
     def mid_run(sender, task_result, **kwargs):
-        Sweeper("default", FakeClock(timezone.now() + timedelta(minutes=1))).run_once()
+        Sweeper("default").run_once(timezone.now() + timedelta(minutes=1))
         seen.append(task_backends["default"].get_result(enqueued.id))
 
     task_started.connect(mid_run)

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import override_settings
 
+from django_alkqueue.clock import system_clock
 from django_alkqueue.queues import ack_handles
 from django_alkqueue.sql import dialect_for
 from django_alkqueue.worker.vacuumer import Vacuumer
@@ -51,21 +52,21 @@ def vacuums_before(q) -> int:
 @pytest.mark.postgres_only
 def test_the_live_table_is_vacuumed_once_dead_rows_pass_the_threshold(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 300}):
-        assert Vacuumer("default").run_once() is True
+        assert Vacuumer("default").run_once(system_clock()) is True
     wait_until(lambda: _manual_vacuums() == vacuums_before + 1)
 
 
 @pytest.mark.postgres_only
 def test_below_the_threshold_the_table_is_left_alone(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 100_000}):
-        assert Vacuumer("default").run_once() is False
+        assert Vacuumer("default").run_once(system_clock()) is False
     assert _manual_vacuums() == vacuums_before
 
 
 @pytest.mark.postgres_only
 def test_vacuum_dead_tuples_none_never_vacuums(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": None}):
-        assert Vacuumer("default").run_once() is False
+        assert Vacuumer("default").run_once(system_clock()) is False
     assert _manual_vacuums() == vacuums_before
 
 
@@ -74,4 +75,4 @@ def test_sqlite_has_nothing_to_vacuum(q, is_postgres):
         pytest.skip("SQLite behaviour")
     _churn(q, 10)
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 1}):
-        assert Vacuumer("default").run_once() is False
+        assert Vacuumer("default").run_once(system_clock()) is False

@@ -15,6 +15,7 @@ import pytest
 from django.core.management.base import OutputWrapper
 
 from django_alkqueue import Job, queue
+from django_alkqueue.clock import system_clock
 from django_alkqueue.jobs import make_job
 from django_alkqueue.worker.report import StatusReporter, report_successes, summary_line
 from django_alkqueue.worker.stats import WorkerStats
@@ -76,8 +77,8 @@ def test_the_live_status_line_rewrites_one_line_through_a_commands_stdout():
     terminal = Terminal()
     reporter = StatusReporter(stats_of("succeeded"), lambda: 2, lambda: 7, OutputWrapper(terminal))
 
-    reporter.run_once()
-    reporter.run_once()
+    reporter.run_once(system_clock())
+    reporter.run_once(system_clock())
 
     text = terminal.getvalue()
     assert "\n" not in text

@@ -1,14 +1,26 @@
-"""The worker: small loops around the core API, started and stopped in one visible order.
+"""The worker: small services around the core API, each run by one Loop, started and stopped
+in one visible order (runner.py).
 
-runner.py       the start-up and shutdown sequence of one worker process
-supervisor.py   --processes P: starts, restarts and stops child worker processes
-claimer.py      claim up to the free capacity, dispatch to the pool, wait for a wake-up
-executor.py     run one job's handler and turn its outcome into ack / retry / fail
-acker.py        group the acks of finished jobs into one commit
-lease_keeper.py renew the leases of running jobs in one UPDATE every lease/3
-leader.py       which worker runs the cluster-wide maintenance (advisory lock on PostgreSQL)
-maintenance.py  reclaim and sweep: the leader's services
-presence.py     this worker's row in the Worker table
-listener.py     LISTEN for enqueue wake-ups on PostgreSQL
-service.py      the one loop shape every periodic service shares
+acker.py          the service that groups the acks of finished jobs into one commit
+claimer.py        claim up to the free capacity, dispatch; ClaimLoop, the main thread's service
+connections.py    connection hygiene for long-lived threads (instead of close_old_connections)
+consumer_table.py write the consumer registry to the Consumer table at start (--takeover)
+executor.py       run one job's handler and turn its outcome into ack / retry / fail
+exits.py          the exit statuses (70: a loop died; 78: refused to start) and StartupRefused
+inflight.py       the jobs this worker holds: running, or awaiting their ack
+leader.py         which worker leads the cluster-wide maintenance (advisory lock on PostgreSQL)
+lease_keeper.py   the service that heartbeats the leases of held jobs, every lease/3
+listener.py       the service that LISTENs for enqueue wake-ups (PostgreSQL)
+maintenance.py    the leader's services (reclaim, sweep) and LeaderLoop, which runs them all
+pool.py           the handler threads
+presence.py       the service that keeps this worker's row in the Worker table
+queue_stats.py    the QueueStat writers: the leader's minute counts, every worker's deltas
+report.py         what the worker prints: a line per job, the status line, the --burst table
+runner.py         one worker process: its parts built from one settings read, then the
+                  start-up and shutdown sequence
+service.py        the one service shape (name, interval, run_once(now)), Loop and Backoff
+stats.py          what this worker did, per queue and outcome
+supervisor.py     --processes P: starts, restarts and stops child worker processes
+units.py          how the jobs of one claim become handler calls (batch consumers)
+vacuumer.py       the leader's VACUUM of the live table when autovacuum falls behind
 """

@@ -3,63 +3,94 @@ statement and one commit. Each row is still fenced by its own claim token and le
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
-
-from django.db import DatabaseError, InterfaceError, connections
+from datetime import datetime
 
 from .. import signals
 from ..jobs import Job
 from ..queues import JobHandle, ack_handles
-from .connections import ThreadConnections
 from .inflight import InFlight
 from .report import report_outcome, report_successes
 from .stats import WorkerStats
 
-logger = logging.getLogger("django_alkqueue")
-
+#: The most acks one flush sends.
 MAX_BATCH = 1000
+#: How long an idle acker waits before it looks again; an ack arriving wakes it at once.
+IDLE_WAIT = 1.0
 
 
 class Acker:
+    """The service that acks finished jobs. An ack that finds none pending starts an
+    ACK_WINDOW (so does the end of a flush that leaves some); the next flush comes when it
+    has passed, with every job finished meanwhile."""
+
+    name = "alk-acker"
+
     def __init__(self, using: str, inflight: InFlight, stats: WorkerStats, window: float) -> None:
         self.using = using
         self.inflight = inflight
         self.stats = stats
         self.window = window
         self._pending: list[tuple[JobHandle, float]] = []
-        self._cond = threading.Condition()
-        self._connections = ThreadConnections()
+        self._since = 0.0  # when the current window started (monotonic)
+        self._lock = threading.Lock()
+        #: Set when an ack arrives with none pending: the loop's wake-up. Not set for the
+        #: acks that join a window already running, which would only wake it early.
+        self.submitted = threading.Event()
 
     def submit(self, handle: JobHandle, started: float) -> None:
-        with self._cond:
+        with self._lock:
+            first = not self._pending
             self._pending.append((handle, started))
-            self._cond.notify()
+            if first:
+                self._since = time.monotonic()
+        if first:
+            self.submitted.set()
 
     def submit_all(self, handles: list[JobHandle], started: float) -> None:
         """submit() for the jobs of one batch handler call, under one lock."""
         if not handles:
             return
-        with self._cond:
+        with self._lock:
+            first = not self._pending
             self._pending.extend((handle, started) for handle in handles)
-            self._cond.notify()
+            if first:
+                self._since = time.monotonic()
+        if first:
+            self.submitted.set()
 
     def pending(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._pending)
 
-    def run_once(self) -> int:
-        """Ack everything submitted so far; returns how many were acked."""
-        with self._cond:
+    @property
+    def interval(self) -> float:
+        """Until the window has passed; idle, until an ack wakes it (`submitted`)."""
+        with self._lock:
+            if not self._pending:
+                return IDLE_WAIT
+            return max(self._since + self.window - time.monotonic(), 0.0)
+
+    def run_once(self, now: datetime) -> int:
+        """Ack what is pending once the window has passed; returns how many were acked."""
+        if self.interval > 0:
+            return 0
+        return self.flush()
+
+    def flush(self) -> int:
+        """Ack up to MAX_BATCH of the jobs submitted so far, window or not; returns how many
+        were acked."""
+        with self._lock:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
         if not batch:
             return 0
         try:
             acked = ack_handles([h for h, _ in batch], self.using)
         except BaseException:
-            with self._cond:  # keep them: the leases still run, the next flush retries
+            with self._lock:  # keep them: the leases still run, the next flush retries
                 self._pending[:0] = batch
+                self._since = time.monotonic() - self.window
             raise
         succeeded: list[tuple[Job, float]] = []
         for handle, started in batch:
@@ -71,32 +102,7 @@ class Acker:
         for job, _ in succeeded:
             signals.announce(signals.job_succeeded, Job, job=job)
         self.inflight.remove_all([handle for handle, _ in batch])
+        with self._lock:
+            if self._pending:  # they came during this flush: the next window starts now
+                self._since = time.monotonic()
         return len(acked)
-
-    def run(self, stop: threading.Event) -> None:
-        """Flush until `stop` is set and nothing is left to ack."""
-        backoff = 0.0
-        while True:
-            with self._cond:
-                if not self._pending:
-                    if stop.is_set():
-                        break
-                    self._cond.wait(0.2)
-                    continue
-            if self.window > 0:
-                time.sleep(self.window)  # let other finishing jobs join this commit
-            try:
-                self._connections.recycle()
-                self.run_once()
-                backoff = 0.0
-            except (DatabaseError, InterfaceError) as exc:
-                backoff = min(max(backoff * 2, 0.1), 5.0)
-                logger.warning("acker: database error, retrying in %.1fs: %s", backoff, exc)
-                connections.close_all()
-                time.sleep(backoff)
-        connections.close_all()
-
-    def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(target=self.run, args=(stop,), name="alk-acker", daemon=True)
-        thread.start()
-        return thread

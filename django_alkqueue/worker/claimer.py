@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from ..models import Consumer
 from ..queues import MAX_CLAIM, JobHandle, Queue
@@ -148,9 +149,58 @@ class Claimer:
     def exhausted(self) -> bool:
         return self.max_jobs is not None and self.claimed_total >= self.max_jobs
 
+    def until_next_look(self) -> float:
+        """Seconds until the next full look is due (a follow-up or a poll)."""
+        due_at = min(self._next_poll_at(), self._follow_up_at)
+        return max(due_at - self.monotonic(), 0.0)
+
     def wait(self, wake: threading.Event) -> None:
         """Sleep until woken (a NOTIFY, a finished job, a signal) or the next full look is
         due (a follow-up or a poll): never longer, so a free slot is not left idle past it."""
-        due_at = min(self._next_poll_at(), self._follow_up_at)
-        wake.wait(max(due_at - self.monotonic(), 0.0))
+        wake.wait(self.until_next_look())
         wake.clear()
+
+
+class ClaimLoop:
+    """The worker's main service: claim and dispatch, then wait for a wake-up (a NOTIFY, a
+    handler finishing, a signal) or the next full look. It sets `done` when a `--burst`
+    worker finds nothing due with nothing in flight, or a `--max-jobs` worker has claimed
+    and finished its jobs."""
+
+    name = "alk-claim"
+
+    def __init__(
+        self,
+        claimer: Claimer,
+        acks_pending: Callable[[], int],
+        burst: bool,
+        done: threading.Event,
+    ) -> None:
+        self.claimer = claimer
+        self.acks_pending = acks_pending
+        self.burst = burst
+        self.done = done
+        self._again = False
+
+    @property
+    def interval(self) -> float:
+        return 0.0 if self._again else self.claimer.until_next_look()
+
+    def run_once(self, now: datetime) -> int:
+        """Claim once; returns the jobs claimed."""
+        # Idle is judged before the claim: a handler may retry a job (making it due) and
+        # leave between the claim and a later look, which would end a burst too early.
+        was_idle = self._idle()
+        claimed = self.claimer.run_once()
+        if (self.claimer.exhausted() and self._idle()) or (
+            self.burst and claimed == 0 and was_idle
+        ):
+            self.done.set()
+        # A claim that came back short emptied the queue as of its snapshot: anything
+        # enqueued since sends a NOTIFY (a wake-up), or follows one closely enough for that
+        # NOTIFY's follow-up look to find it. A full one may leave more due right now.
+        self._again = self.claimer.came_back_full and self.claimer.worth_claiming()
+        return claimed
+
+    def _idle(self) -> bool:
+        return self.claimer.inflight.count() == 0 and self.acks_pending() == 0

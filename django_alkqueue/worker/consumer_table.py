@@ -13,7 +13,7 @@ from ..clock import system_clock
 from ..consumers import ConsumerSpec
 from ..models import Consumer
 from ..queues import DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
-from .startup import StartupRefused
+from .exits import StartupRefused
 
 
 def sync_consumers(

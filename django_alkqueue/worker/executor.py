@@ -22,9 +22,11 @@ from django.db import transaction
 
 from .. import operations, signals, validation
 from ..consumers import ConsumerSpec
+from ..error_text import headline, private_error_text
 from ..exceptions import InvalidOption
 from ..jobs import Job
 from ..outcomes import Fail, Retry
+from ..privacy import is_sensitive
 from ..queues import JobHandle
 from .acker import Acker
 from .connections import ThreadConnections, ages_connections
@@ -60,19 +62,11 @@ def _retry_delay(request: Retry, handle: JobHandle) -> float | None:
         return None
 
 
-def headline(error: BaseException) -> str:
-    """`ExceptionClass: message` with the bare class name (no module), or the class name
-    alone when the message is empty: the first line the admin groups errors by."""
-    name = type(error).__name__
-    try:
-        message = str(error)
-    except Exception:  # a broken __str__ must not lose the job's outcome
-        message = "<exception str() failed>"
-    return f"{name}: {message}" if message else name
-
-
-def error_text(error: BaseException) -> str:
-    """`ExceptionClass: message`, then the traceback."""
+def error_text(error: BaseException, sensitive: bool = False) -> str:
+    """`ExceptionClass: message`, then the traceback. For a sensitive queue every exception
+    message is withheld (`private_error_text`)."""
+    if sensitive:
+        return private_error_text(error)
     return headline(error) + "\n\n" + "".join(traceback.format_exception(error)).rstrip()
 
 
@@ -111,6 +105,8 @@ class Executor:
         self.stats = stats
         self.using = using
         self.recycle_before = ages_connections()
+        #: Queues whose payloads must not reach an error text (privacy.py).
+        self.sensitive = {name for name in specs if is_sensitive(name)}
         self.connections = ThreadConnections()
 
     def run_unit(self, unit: list[JobHandle]) -> None:
@@ -230,7 +226,7 @@ class Executor:
             done = handle.fail(error.reason)
             self._report(handle, "dead" if done else "lost", started)
             return
-        text = error_text(error)
+        text = error_text(error, job.queue in self.sensitive)
         if isinstance(error, Retry):
             delay = _retry_delay(error, handle)
         elif not spec.retry.retries(error):

@@ -4,24 +4,31 @@ that runs longer than its lease is never reclaimed while its worker lives."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from ..queues import renew_leases
 from ..sql import Claim
 from .inflight import InFlight
-from .service import Service
 
 logger = logging.getLogger("django_alkqueue")
 
 
-class LeaseKeeper(Service):
+#: How often an idle keeper looks for newly claimed jobs. An idle tick runs no query, and a
+#: job must not wait long for its first renewal: its lease may be shorter than its queue's.
+IDLE_INTERVAL = 0.25
+
+
+class LeaseKeeper:
+    """The service that heartbeats the leases of the jobs this worker holds."""
+
     name = "alk-lease-keeper"
 
-    def __init__(self, inflight: InFlight, using: str, interval: float) -> None:
+    def __init__(self, inflight: InFlight, using: str, interval: float = IDLE_INTERVAL) -> None:
         self.inflight = inflight
         self.using = using
         self.interval = interval
 
-    def run_once(self) -> set[Claim]:
+    def run_once(self, now: datetime) -> set[Claim]:
         """Renew every renewable lease; returns the claims renewed. Refusals are logged: those
         jobs' results will be discarded, since their ack will be refused too."""
         handles = self.inflight.renewable()
@@ -42,11 +49,6 @@ class LeaseKeeper(Service):
                     handle.job.queue, handle.job.id,
                 )  # fmt: skip
         return renewed
-
-
-#: How often an idle keeper looks for newly claimed jobs. An idle tick runs no query, and a
-#: job must not wait long for its first renewal: its lease may be shorter than its queue's.
-IDLE_INTERVAL = 0.25
 
 
 def keeper_interval(leases: list[float], default: float = IDLE_INTERVAL) -> float:

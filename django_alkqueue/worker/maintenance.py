@@ -10,10 +10,9 @@ import logging
 import time
 from datetime import datetime
 
-from django.db import DatabaseError, InterfaceError, connections
+from django.db import connections
 
 from .. import operations
-from ..clock import Clock
 from ..conf import get_settings
 from ..models import TaskResult, Worker
 from .leader import Leadership
@@ -25,12 +24,17 @@ logger = logging.getLogger("django_alkqueue")
 class Reclaimer:
     """Lapsed leases -> pending (attempts left) or dead letters ("max attempts exceeded")."""
 
-    def __init__(self, using: str, clock: Clock) -> None:
-        self.using = using
-        self.clock = clock
+    name = "reclaim"
 
-    def run_once(self) -> tuple[int, int]:
-        released, dead = operations.reclaim(self.using, self.clock())
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    @property
+    def interval(self) -> float:
+        return get_settings().RECLAIM_INTERVAL
+
+    def run_once(self, now: datetime) -> tuple[int, int]:
+        released, dead = operations.reclaim(self.using, now)
         if released or dead:
             logger.info("reclaimed %d lapsed jobs, dead-lettered %d", len(released), len(dead))
         return len(released), len(dead)
@@ -40,12 +44,16 @@ class Sweeper:
     """Expired jobs -> dead letters; dead letters and task results past their retention, and
     long-stale worker rows, deleted."""
 
-    def __init__(self, using: str, clock: Clock) -> None:
-        self.using = using
-        self.clock = clock
+    name = "sweep"
 
-    def run_once(self) -> int:
-        now = self.clock()
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    @property
+    def interval(self) -> float:
+        return get_settings().SWEEP_INTERVAL
+
+    def run_once(self, now: datetime) -> int:
         moved = operations.sweep_everywhere(self.using, now)
         prune_after = get_settings().WORKER_PRUNE_AFTER
         Worker.objects.using(self.using).stale(now, prune_after).delete()
@@ -64,38 +72,37 @@ def _close_orphaned_results(using: str, now: datetime) -> None:
     close_orphaned_results(using, now)
 
 
-class LeaderLoop(Service):
-    """Each tick: hold or try to take leadership; when leading, run the services that are due."""
+class LeaderLoop:
+    """The service of every worker that leads or may lead: each tick holds or tries to take
+    leadership, and when leading runs each of `services` whose own interval has passed.
+
+    A database error in any of them gives up leadership for this tick (the loop backs off,
+    then re-checks it); any other error escapes, like any service's, and stops the worker.
+    """
 
     name = "alk-leader"
-    refresh_connections = False
 
-    def __init__(
-        self, leadership: Leadership, services: list[tuple[object, float]], clock: Clock
-    ) -> None:
+    def __init__(self, leadership: Leadership, services: list[Service], stale_after: float) -> None:
         self.leadership = leadership
         self.services = services
-        self.clock = clock
-        self.interval = min((every for _, every in services), default=1.0)
+        self.stale_after = stale_after
         self._last_run = [float("-inf")] * len(services)
 
-    def run_once(self) -> bool:
+    @property
+    def interval(self) -> float:
+        return min((service.interval for service in self.services), default=1.0)
+
+    def run_once(self, now: datetime) -> bool:
         try:
-            leading = self.leadership.acquire(self.clock(), get_settings().WORKER_STALE_AFTER)
+            leading = self.leadership.acquire(now, self.stale_after)
         except Exception:
             self.leadership.held = False
             connections[self.leadership.using].close()  # drops the lock with the session
             raise
         if not leading:
             return False
-        for index, (service, every) in enumerate(self.services):
-            if time.monotonic() - self._last_run[index] >= every:
+        for index, service in enumerate(self.services):
+            if time.monotonic() - self._last_run[index] >= service.interval:
                 self._last_run[index] = time.monotonic()
-                try:
-                    service.run_once()  # type: ignore[attr-defined]
-                except (DatabaseError, InterfaceError):
-                    raise  # the loop reconnects, and re-checks leadership
-                except Exception:
-                    # One broken service must not stop the others.
-                    logger.exception("%s failed; the other services go on", service)
+                service.run_once(now)
         return True

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import socket
+from datetime import datetime
 
-from ..clock import Clock
 from ..models import Worker
-from .service import Service
 from .stats import WorkerStats
 
 
-class Presence(Service):
+class Presence:
+    """The service that refreshes this worker's row every WORKER_HEARTBEAT_INTERVAL."""
+
     name = "alk-presence"
 
     def __init__(
@@ -22,7 +23,6 @@ class Presence(Service):
         queues: list[str],
         concurrency: int,
         stats: WorkerStats,
-        clock: Clock,
         interval: float,
     ) -> None:
         self.using = using
@@ -30,11 +30,9 @@ class Presence(Service):
         self.queues = queues
         self.concurrency = concurrency
         self.stats = stats
-        self.clock = clock
         self.interval = interval
 
-    def register(self) -> None:
-        now = self.clock()
+    def register(self, now: datetime) -> None:
         Worker.objects.using(self.using).update_or_create(
             worker_id=self.worker_id,
             defaults={
@@ -50,18 +48,18 @@ class Presence(Service):
             },
         )
 
-    def run_once(self) -> int:
+    def run_once(self, now: datetime) -> int:
         updated = (
             Worker.objects.using(self.using)
             .filter(worker_id=self.worker_id)
             .update(
-                last_heartbeat_at=self.clock(),
+                last_heartbeat_at=now,
                 jobs_processed=self.stats.finished(),
                 jobs_failed=self.stats.failed(),
             )
         )
         if not updated:  # pruned or deleted by an operator: come back
-            self.register()
+            self.register(now)
         return updated
 
     def unregister(self) -> None:

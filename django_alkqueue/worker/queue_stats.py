@@ -16,11 +16,9 @@ from django.db import connections, transaction
 from django.db.models import Count
 from django.db.models.functions import TruncMinute
 
-from ..clock import Clock
 from ..conf import get_settings
 from ..models import QUEUE_STAT_TABLE, DeadLetter, QueueStat
 from ..status import minute_of, queue_overview
-from .service import Service
 from .stats import WorkerStats
 
 #: Seconds between two readings of the leader: at least one lands in every minute.
@@ -44,13 +42,14 @@ ON CONFLICT (queue, minute) DO UPDATE SET
 class QueueStatWriter:
     """The leader's tick: state counts and dead letters of the current minute, then pruning."""
 
-    def __init__(self, using: str, clock: Clock) -> None:
-        self.using = using
-        self.clock = clock
+    name = "queue-stats"
+    interval = STATS_INTERVAL
 
-    def run_once(self) -> int:
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def run_once(self, now: datetime) -> int:
         """Returns the number of queues whose minute was written."""
-        now = self.clock()
         minute = minute_of(now)
         died = self._dead_lettered(minute - timedelta(minutes=1))
         rows = [
@@ -95,7 +94,7 @@ class QueueStatWriter:
         return Counter({(name, at): n for name, at, n in rows})
 
 
-class QueueStatDeltas(Service):
+class QueueStatDeltas:
     """Every few seconds, add what this worker finished and failed to the current minute.
 
     finished = jobs that succeeded (acked); failed = attempts that failed (retried or
@@ -105,15 +104,14 @@ class QueueStatDeltas(Service):
 
     name = "alk-queue-stats"
 
-    def __init__(self, using: str, stats: WorkerStats, clock: Clock, interval: float) -> None:
+    def __init__(self, using: str, stats: WorkerStats, interval: float) -> None:
         self.using = using
         self.stats = stats
-        self.clock = clock
         self.interval = interval
         self._flushed: dict[str, Counter[str]] = {}
         self._lock = threading.Lock()
 
-    def run_once(self) -> int:
+    def run_once(self, now: datetime) -> int:
         """Returns the number of queues whose row was written."""
         with self._lock:
             snapshot = self.stats.snapshot()
@@ -125,7 +123,7 @@ class QueueStatDeltas(Service):
                 if finished or failed:
                     deltas.append((name, finished, failed))
             if deltas:
-                self._write(minute_of(self.clock()), deltas)
+                self._write(minute_of(now), deltas)
             self._flushed = {name: Counter(outcomes) for name, outcomes in snapshot.items()}
             return len(deltas)
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from django.core.management.base import OutputWrapper
 
 from ..jobs import Job
-from .connections import recycle_connections
 from .stats import OUTCOMES, WorkerStats
 
 logger = logging.getLogger("django_alkqueue")
@@ -96,6 +95,8 @@ class StatusReporter:
     """Every 10 s a summary line through logging; on a TTY a live status line, rewritten in
     place every second, instead."""
 
+    name = "alk-status"
+
     def __init__(
         self,
         stats: WorkerStats,
@@ -109,28 +110,20 @@ class StatusReporter:
         self.stream = stream
         self.live = stream.isatty()
 
-    def run_once(self) -> str | None:
-        """Report once; returns the line, or None when it could not be computed."""
-        try:
-            recycle_connections()
-            line = summary_line(self.stats, self.in_flight(), self.depth())
-        except Exception as exc:  # a report must never take the worker down
-            logger.debug("status line skipped: %s", exc)
-            return None
+    @property
+    def interval(self) -> float:
+        return LIVE_INTERVAL if self.live else SUMMARY_INTERVAL
+
+    def run_once(self, now: datetime) -> str:
+        """Report once; returns the line."""
+        line = summary_line(self.stats, self.in_flight(), self.depth())
         if self.live:
             write_raw(self.stream, "\r\x1b[K" + line)  # back to the start, clear, rewrite
         else:
             logger.info("%s", line)
         return line
 
-    def run(self, stop: threading.Event) -> None:
-        interval = LIVE_INTERVAL if self.live else SUMMARY_INTERVAL
-        while not stop.wait(interval):
-            self.run_once()
+    def finish(self) -> None:
+        """What follows the live line starts on a line of its own."""
         if self.live:
-            write_raw(self.stream, "\n")  # what follows starts on a line of its own
-
-    def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(target=self.run, args=(stop,), name="alk-status", daemon=True)
-        thread.start()
-        return thread
+            write_raw(self.stream, "\n")

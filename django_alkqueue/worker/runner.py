@@ -1,5 +1,6 @@
-"""One worker process, start to finish. The order of start-up and shutdown is written out in
-`Worker.run` as a plain sequence; each step is a small object with its own tests."""
+"""One worker process, start to finish. `Worker._build` makes the parts from one reading of
+the settings; `Worker._run` starts and stops them in one plain sequence. Each part is a small
+object with its own tests, and every loop is a service run by service.Loop."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, connections
+from django.db import connections
 
+from .. import defaults
 from ..clock import Clock, system_clock
-from ..conf import get_settings
+from ..conf import AlkQueueSettings, get_settings
 from ..consumers import ConsumerSpec, registry
 from ..models import QueueMessage
 from ..periodic import Scheduler
@@ -26,19 +28,21 @@ from ..queues import JobHandle, queue
 from ..sql import dialect_for
 from ..sql.wake_pacing import follow_up_delay
 from .acker import Acker
-from .claimer import Claimer, PausedQueues
+from .claimer import Claimer, ClaimLoop, PausedQueues
+from .connections import ThreadConnections
 from .consumer_table import sync_consumers
 from .executor import Executor
+from .exits import EXIT_SOFTWARE, StartupRefused
 from .inflight import InFlight
 from .leader import Leadership
-from .lease_keeper import LeaseKeeper, keeper_interval
+from .lease_keeper import LeaseKeeper
 from .listener import Listener
 from .maintenance import LeaderLoop, Reclaimer, Sweeper
 from .pool import ThreadPool
 from .presence import Presence
-from .queue_stats import STATS_INTERVAL, QueueStatDeltas, QueueStatWriter
+from .queue_stats import QueueStatDeltas, QueueStatWriter
 from .report import StatusReporter, Stream, burst_table
-from .startup import StartupRefused
+from .service import Loop, Service
 from .stats import WorkerStats
 from .units import Dispatch, worker_capacity
 from .vacuumer import Vacuumer
@@ -56,10 +60,10 @@ SUPERVISOR_STOP = signal.SIGUSR1
 @dataclasses.dataclass(frozen=True)
 class WorkerOptions:
     queues: tuple[str, ...] = ()
-    concurrency: int = 4
+    concurrency: int = defaults.WORKER_CONCURRENCY
     batch: int | None = None
-    poll_interval: float = 1.0
-    shutdown_timeout: float = 30.0
+    poll_interval: float = defaults.WORKER_POLL_INTERVAL
+    shutdown_timeout: float = defaults.WORKER_SHUTDOWN_TIMEOUT
     worker_id: str | None = None
     burst: bool = False
     max_jobs: int | None = None
@@ -117,6 +121,26 @@ def _task_queues() -> _TaskQueues:
     return _TaskQueues()
 
 
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """Everything one worker process runs, built by `Worker._build`."""
+
+    inflight: InFlight
+    stats: WorkerStats
+    pool: ThreadPool
+    acker: Acker
+    presence: Presence
+    stat_deltas: QueueStatDeltas
+    reporter: StatusReporter
+    listener: Listener | None
+    #: The main thread's loop: claim and dispatch.
+    claim: Loop
+    #: The acker's loop, stopped before the others: the last acks come before the release.
+    acking: Loop
+    #: The background loops, each in its own thread, the acker's included.
+    loops: list[Loop]
+
+
 class Worker:
     def __init__(
         self, options: WorkerOptions, stdout: Stream = sys.stdout, clock: Clock = system_clock
@@ -127,14 +151,15 @@ class Worker:
         self.using = options.using or get_settings().DATABASE
         self.worker_id = options.worker_id or default_worker_id()
         self.stop_claiming = threading.Event()  # first signal: finish what you hold
-        self.stop_services = threading.Event()  # end of shutdown: background loops end
-        self.stop_acker = threading.Event()
         self.wake = threading.Event()
+        #: The name of the first loop that died, if one did: the worker then exits 70.
+        self.died: str | None = None
         self._signals = 0
 
     # -- the sequence ----------------------------------------------------------------------
 
     def run(self) -> int:
+        """Run until stopped; returns the exit status: 0, or EXIT_SOFTWARE after a loop died."""
         # Signals first: a stop requested during start-up still ends in a clean shutdown.
         previous_handlers = self._install_signal_handlers()
         try:
@@ -145,119 +170,102 @@ class Worker:
 
     def _run(self) -> int:
         specs = resolve_specs(self.options.queues)
+        names = [spec.queue for spec in specs]
         sync_consumers(specs, self.using, self.options.takeover, self.clock())
-        queues = [queue(spec.queue, using=self.using, clock=self.clock) for spec in specs]
-        names = [q.name for q in queues]
+        parts = self._build(specs, get_settings())
+        parts.presence.register(self.clock())
+        parts.pool.start()
+        for loop in parts.loops:
+            loop.start()
+        logger.info("worker %s serving %s with %d threads", self.worker_id, ", ".join(names),
+                    self.options.concurrency)  # fmt: skip
 
-        stats = WorkerStats()
-        inflight = InFlight(changed=self.wake)
-        acker = Acker(self.using, inflight, stats, get_settings().ACK_WINDOW)
-        executor = Executor({s.queue: s for s in specs}, acker, inflight, stats, self.using)
-        capacity = worker_capacity(self.options.concurrency, self.options.batch, specs)
-        pool = ThreadPool(self.options.concurrency, executor.run_unit)
-        claimer = Claimer(
-            queues, self.worker_id, inflight, Dispatch(executor.specs, pool.submit), capacity,
-            self.options.batch,
-            PausedQueues(self.using, names, self.options.poll_interval), self.options.max_jobs,
-            poll_interval=self.options.poll_interval,
-            follow_up=follow_up_delay(get_settings().NOTIFY_WINDOW),
-        )  # fmt: skip
-        presence = Presence(
-            self.using, self.worker_id, names, self.options.concurrency, stats, self.clock,
-            get_settings().WORKER_HEARTBEAT_INTERVAL,
-        )  # fmt: skip
-        stat_deltas = QueueStatDeltas(
-            self.using, stats, self.clock, get_settings().WORKER_HEARTBEAT_INTERVAL
-        )
-        # The advisory lock lives on a session: behind a transaction-mode pooler that is the
-        # direct LISTEN_DATABASE connection, never a pooled one.
-        leadership = Leadership(get_settings().LISTEN_DATABASE or self.using, self.worker_id)
-        leader_services: list[tuple[object, float]] = [
-            (Reclaimer(self.using, self.clock), get_settings().RECLAIM_INTERVAL),
-            (Sweeper(self.using, self.clock), get_settings().SWEEP_INTERVAL),
-            (QueueStatWriter(self.using, self.clock), STATS_INTERVAL),
-            (Vacuumer(self.using), get_settings().RECLAIM_INTERVAL),
-        ]
-        if get_settings().PERIODIC:
-            leader_services.append(
-                (Scheduler(self.using, self.clock), get_settings().SCHEDULE_INTERVAL)
-            )
-        leader_loop = LeaderLoop(leadership, leader_services, self.clock)
-
-        presence.register()
-        pool.start()
-        acker_thread = acker.start(self.stop_acker)
-        keeper = LeaseKeeper(inflight, self.using, keeper_interval([q.lease for q in queues]))
-        services = [keeper.start(self.stop_services), presence.start(self.stop_services),
-                    leader_loop.start(self.stop_services)]  # fmt: skip
-        services.append(stat_deltas.start(self.stop_services))
-        listen_alias = get_settings().LISTEN_DATABASE or self.using
-        if dialect_for(connections[listen_alias]).supports_notify:
-            listener = Listener(listen_alias, set(names), self.wake, claimer.notified)
-            services.append(listener.start(self.stop_services))
-        # With --burst too: a long drain reports as it goes, and ends with the table.
-        reporter = StatusReporter(stats, inflight.count, lambda: _depth(self.using, names),
-                                  self.stdout)  # fmt: skip
-        services.append(reporter.start(self.stop_services))
-        logger.info(
-            "worker %s serving %s with %d threads", self.worker_id, ", ".join(names),
-            self.options.concurrency,
-        )  # fmt: skip
-
-        self._claim_until_stopped(claimer, inflight, acker)
+        parts.claim.run()  # until a signal, the end of a burst, or a loop's death
 
         # Jobs no thread has started (prefetched with --batch) go back now: running them
         # would only delay the exit, and they are released anyway.
-        released = _release(inflight, pool.stop())
-        self._drain(inflight, self.options.shutdown_timeout)
-        self.stop_acker.set()
-        acker_thread.join(5.0)  # the acks of jobs that finished in time
-        released += _release(inflight, inflight.all())
+        released = _release(parts.inflight, parts.pool.stop())
+        if self.died is None:  # a broken worker does not wait on handlers it cannot serve
+            self._drain(parts.inflight, self.options.shutdown_timeout)
+        _stop([parts.acking])
+        _flush_acks(parts.acker)  # the acks of jobs that finished in time
+        released += _release(parts.inflight, parts.inflight.all())
         if released:
             logger.warning("released %d unfinished jobs back to pending", released)
         # Loops end; the leader's thread closes its connection, which drops the advisory lock.
-        self.stop_services.set()
-        for thread in services:
-            thread.join(5.0)
-        pool.join(0.5)
-        _quietly(stat_deltas.run_once)  # what finished since the last flush
-        _quietly(presence.unregister)
+        _stop(parts.loops)
+        if parts.listener is not None:
+            parts.listener.close()
+        parts.pool.join(0.5)
+        _quietly(lambda: parts.stat_deltas.run_once(self.clock()))  # finished since the last
+        _quietly(parts.presence.unregister)
+        parts.reporter.finish()
         if self.options.burst:
-            self.stdout.write(burst_table(stats, _depths(self.using, names)) + "\n")
-        return 0
+            self.stdout.write(burst_table(parts.stats, _depths(self.using, names)) + "\n")
+        return self._exit_status()
+
+    def _build(self, specs: list[ConsumerSpec], settings: AlkQueueSettings) -> Parts:
+        """The parts of this worker, wired together, from one reading of the settings."""
+        using, clock, options = self.using, self.clock, self.options
+        queues = [queue(spec.queue, using=using, clock=clock) for spec in specs]
+        names = [q.name for q in queues]
+        stats = WorkerStats()
+        inflight = InFlight(changed=self.wake)
+        acker = Acker(using, inflight, stats, settings.ACK_WINDOW)
+        executor = Executor({s.queue: s for s in specs}, acker, inflight, stats, using)
+        capacity = worker_capacity(options.concurrency, options.batch, specs)
+        pool = ThreadPool(options.concurrency, executor.run_unit)
+        claimer = Claimer(
+            queues, self.worker_id, inflight, Dispatch(executor.specs, pool.submit), capacity,
+            options.batch, PausedQueues(using, names, options.poll_interval), options.max_jobs,
+            poll_interval=options.poll_interval, follow_up=follow_up_delay(settings.NOTIFY_WINDOW),
+        )  # fmt: skip
+        heartbeat = settings.WORKER_HEARTBEAT_INTERVAL
+        presence = Presence(using, self.worker_id, names, options.concurrency, stats, heartbeat)
+        stat_deltas = QueueStatDeltas(using, stats, heartbeat)
+        # The advisory lock lives on a session: behind a transaction-mode pooler that is the
+        # direct LISTEN_DATABASE connection, never a pooled one.
+        direct = settings.LISTEN_DATABASE or using
+        leader_services: list[Service] = [Reclaimer(using), Sweeper(using), QueueStatWriter(using),
+                                          Vacuumer(using)]  # fmt: skip
+        if settings.PERIODIC:
+            leader_services.append(Scheduler(using, clock))
+        leader = LeaderLoop(Leadership(direct, self.worker_id), leader_services,
+                            settings.WORKER_STALE_AFTER)  # fmt: skip
+        listener = None
+        if dialect_for(connections[direct]).supports_notify:
+            listener = Listener(direct, set(names), self.wake, claimer.notified)
+        # With --burst too: a long drain reports as it goes, and ends with the table.
+        reporter = StatusReporter(stats, inflight.count, lambda: _depth(using, names), self.stdout)
+        keeper = LeaseKeeper(inflight, using)
+
+        def loop(service: Service, **kwargs: Any) -> Loop:
+            return Loop(service, clock, self._loop_died, **kwargs)
+
+        acking = loop(acker, wake=acker.submitted, refresh=ThreadConnections().recycle)
+        loops = [acking, loop(keeper), loop(presence), loop(leader, refresh=None),
+                 loop(stat_deltas), loop(reporter)]  # fmt: skip
+        if listener is not None:
+            loops.append(loop(listener))
+        claim = ClaimLoop(claimer, acker.pending, options.burst, self.stop_claiming)
+        return Parts(
+            inflight=inflight, stats=stats, pool=pool, acker=acker, presence=presence,
+            stat_deltas=stat_deltas, reporter=reporter, listener=listener,
+            claim=loop(claim, stop=self.stop_claiming, wake=self.wake,
+                       refresh=ThreadConnections().recycle), acking=acking,
+            loops=loops,
+        )  # fmt: skip
 
     # -- the steps -------------------------------------------------------------------------
 
-    def _claim_until_stopped(self, claimer: Claimer, inflight: InFlight, acker: Acker) -> None:
-        backoff = 0.0
-        while not self.stop_claiming.is_set():
-            # Idle is judged before the claim: a handler may retry a job (making it due) and
-            # leave between the claim and a later look, which would end a burst too early.
-            was_idle = inflight.count() == 0 and acker.pending() == 0
-            try:
-                claimed = claimer.run_once()
-                backoff = 0.0
-            except (DatabaseError, InterfaceError) as exc:
-                backoff = min(max(backoff * 2, 0.1), 5.0)
-                logger.warning("claim: database error, retrying in %.1fs: %s", backoff, exc)
-                connections.close_all()
-                self.stop_claiming.wait(backoff)
-                continue
-            if claimer.exhausted() and inflight.count() == 0 and acker.pending() == 0:
-                return
-            if self.options.burst and claimed == 0 and was_idle:
-                return
-            if claimer.came_back_full and claimer.worth_claiming():
-                continue  # more may be due right now
-            # A claim that came back short emptied the queue as of its snapshot: anything
-            # enqueued since sends a NOTIFY (which sets the wake-up event waited on below), or
-            # follows one closely enough for that NOTIFY's follow-up look to find it.
-            # Woken by a NOTIFY, a handler finishing or a signal; else a follow-up or a poll.
-            claimer.wait(self.wake)
-
     def _drain(self, inflight: InFlight, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while inflight.count() and time.monotonic() < deadline and self._signals < 2:
+        while (
+            inflight.count()
+            and time.monotonic() < deadline
+            and self._signals < 2
+            and self.died is None
+        ):
             inflight.changed.wait(min(0.1, max(deadline - time.monotonic(), 0)))
             inflight.changed.clear()
 
@@ -279,6 +287,19 @@ class Worker:
             # reclaim returns the jobs.
             os._exit(1)
         self._stop_gracefully(signum)
+
+    def _exit_status(self) -> int:
+        if self.died is None:
+            return 0
+        logger.error("stopped because the %s loop died; exit status %d", self.died, EXIT_SOFTWARE)
+        return EXIT_SOFTWARE
+
+    def _loop_died(self, name: str) -> None:
+        """A loop's last word (worker/service.py): stop claiming and shut down."""
+        if self.died is None:
+            self.died = name
+        self.stop_claiming.set()
+        self.wake.set()
 
     def _on_supervisor_stop(self, signum: int, frame: FrameType | None) -> None:
         self._stop_gracefully(signum)
@@ -306,6 +327,25 @@ def _depths(using: str, names: list[str]) -> dict[str, int]:
     return {name: 0 for name in names} | dict(rows)
 
 
+def _stop(loops: list[Loop]) -> None:
+    """Stop the loops, then wait for each (5 s at most) to finish its tick."""
+    for loop in loops:
+        loop.stop()
+    for loop in loops:
+        loop.join(5.0)
+
+
+def _flush_acks(acker: Acker) -> None:
+    """Ack what the acker still holds, in the main thread: its own loop has stopped (or
+    died, when the acker is what broke: then this fails too, and the jobs are released)."""
+    while acker.pending():
+        try:
+            acker.flush()
+        except Exception as exc:
+            logger.warning("shutdown: the last acks failed: %s", exc)
+            return
+
+
 def _release(inflight: InFlight, handles: list[JobHandle]) -> int:
     """Give unfinished jobs back to pending; returns how many were released. Each leaves
     `inflight` first, so a handler thread that has not begun it never will (InFlight.begin)."""
@@ -317,9 +357,10 @@ def _release(inflight: InFlight, handles: list[JobHandle]) -> int:
 
 
 def _quietly(step: Callable[[], object]) -> bool:
-    """A shutdown step that may fail when the database is gone; the exit goes on."""
+    """A shutdown step that may fail when the database is gone, or when the part it belongs
+    to is what broke; the exit goes on."""
     try:
         return bool(step())
-    except (DatabaseError, InterfaceError) as exc:
+    except Exception as exc:
         logger.warning("shutdown step failed: %s", exc)
         return False

@@ -14,8 +14,8 @@ import threading
 import time
 from types import FrameType
 
+from .exits import EXIT_CONFIG
 from .runner import SUPERVISOR_STOP, WorkerOptions
-from .startup import EXIT_CONFIG
 
 logger = logging.getLogger("django_alkqueue")
 

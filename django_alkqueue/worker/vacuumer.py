@@ -13,6 +13,7 @@ may still see; the admin's health section names the session holding it back.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from django.db import DatabaseError, connections
 
@@ -24,10 +25,16 @@ logger = logging.getLogger("django_alkqueue")
 
 
 class Vacuumer:
+    name = "vacuum"
+
     def __init__(self, using: str) -> None:
         self.using = using
 
-    def run_once(self) -> bool:
+    @property
+    def interval(self) -> float:
+        return get_settings().RECLAIM_INTERVAL
+
+    def run_once(self, now: datetime) -> bool:
         """VACUUM the live table if its dead row versions passed the threshold; returns
         whether it did."""
         threshold = get_settings().VACUUM_DEAD_TUPLES

@@ -15,6 +15,8 @@ from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
 from django_alkqueue.status import QueueRow, WorkerRow, queue_overview, worker_overview
 
+from ._arguments import positive_seconds
+
 QUEUE_COLUMNS = ("queue", "pending", "scheduled", "claimed", "dead", "oldest", "paused", "handler")
 
 
@@ -69,7 +71,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="machine-readable output")
-        parser.add_argument("--watch", type=float, default=None, metavar="N",
+        parser.add_argument("--watch", type=positive_seconds, default=None, metavar="N",
                             help="refresh every N seconds")  # fmt: skip
         parser.add_argument("--database", default=None)
 

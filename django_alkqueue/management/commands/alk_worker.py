@@ -8,29 +8,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from django_alkqueue import defaults
 from django_alkqueue.worker.runner import Worker, WorkerOptions
 from django_alkqueue.worker.supervisor import Supervisor
 
-
-def positive_seconds(value: str) -> float:
-    number = float(value)
-    if not number > 0:
-        raise ValueError(value)
-    return number
-
-
-def seconds(value: str) -> float:
-    number = float(value)
-    if not number >= 0:
-        raise ValueError(value)
-    return number
-
-
-def positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError(value)
-    return number
+from ._arguments import positive_int, positive_seconds, seconds
 
 
 def freeze_startup_heap() -> None:
@@ -57,14 +39,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--concurrency",
             type=positive_int,
-            default=4,
-            help="handler threads per process (default 4)",
+            default=defaults.WORKER_CONCURRENCY,
+            help=f"handler threads per process (default {defaults.WORKER_CONCURRENCY})",
         )
         parser.add_argument(
             "--processes",
             type=positive_int,
-            default=1,
-            help="worker processes, supervised (default 1)",
+            default=defaults.WORKER_PROCESSES,
+            help=f"worker processes, supervised (default {defaults.WORKER_PROCESSES})",
         )
         parser.add_argument(
             "--batch",
@@ -75,14 +57,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--poll-interval",
             type=positive_seconds,
-            default=1.0,
-            help="seconds between polls when idle (default 1.0)",
+            default=defaults.WORKER_POLL_INTERVAL,
+            help=f"seconds between polls when idle (default {defaults.WORKER_POLL_INTERVAL})",
         )
         parser.add_argument(
             "--shutdown-timeout",
             type=seconds,
-            default=30.0,
-            help="seconds to let in-flight jobs finish on SIGTERM (default 30)",
+            default=defaults.WORKER_SHUTDOWN_TIMEOUT,
+            help="seconds to let in-flight jobs finish on SIGTERM "
+            f"(default {defaults.WORKER_SHUTDOWN_TIMEOUT:g})",
         )
         parser.add_argument("--worker-id", default=None, help="default: host:pid")
         parser.add_argument(
@@ -126,4 +109,6 @@ class Command(BaseCommand):
         else:
             # This process is the worker's own; the supervisor above only waits on its children.
             freeze_startup_heap()
-            Worker(worker_options, stdout=self.stdout).run()
+            code = Worker(worker_options, stdout=self.stdout).run()
+            if code:  # a loop died (EXIT_SOFTWARE): the supervisor or systemd restarts us
+                raise SystemExit(code)

@@ -1,9 +1,13 @@
-"""Why a worker refuses to start, and the exit code that tells a supervisor not to retry."""
+"""The worker's exit statuses that tell a supervisor (systemd, supervisord, --processes) what
+happened, and the refusal to start that carries one."""
 
 from __future__ import annotations
 
 from django.core.management.base import CommandError
 
+#: EX_SOFTWARE from sysexits.h: one of the worker's loops died of an unexpected error. The
+#: worker released its jobs and stopped; a restart gives it a fresh process.
+EXIT_SOFTWARE = 70
 #: EX_CONFIG from sysexits.h: the configuration is wrong; restarting will not help.
 EXIT_CONFIG = 78
 

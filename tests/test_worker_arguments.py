@@ -1,0 +1,56 @@
+"""Bad command-line values are refused by argparse: exit status 2, a message naming the
+option, no traceback (issue 33, defect 7). The rules are validation.seconds's."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.workers import run_manage
+
+
+def refused(*args: str) -> str:
+    """The message of the refusal (call_command turns argparse's exit into CommandError)."""
+    with pytest.raises(CommandError) as refusal:
+        call_command(*args)
+    return str(refusal.value)
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400", "-1", "0", "soon"])
+def test_alk_worker_refuses_a_poll_interval_that_is_not_a_positive_finite_duration(value):
+    assert "argument --poll-interval: " in refused("alk_worker", "--poll-interval", value)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-0.5", "later"])
+def test_alk_worker_refuses_a_shutdown_timeout_that_is_not_a_finite_duration(value):
+    assert "argument --shutdown-timeout: " in refused("alk_worker", "--shutdown-timeout", value)
+
+
+@pytest.mark.parametrize("option", ["--concurrency", "--processes", "--batch", "--max-jobs"])
+@pytest.mark.parametrize("value", ["0", "-3", "2.5", "many"])
+def test_alk_worker_refuses_a_count_below_one_or_not_whole(option, value):
+    assert f"argument {option}: " in refused("alk_worker", option, value)
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "inf", "nan", "often"])
+def test_alk_status_refuses_a_watch_interval_that_is_not_a_positive_finite_duration(value):
+    assert "argument --watch: " in refused("alk_status", "--watch", value)
+
+
+def test_the_messages_say_what_is_expected():
+    assert "must be at most 36500 days, got inf" in refused("alk_worker", "--poll-interval", "inf")
+    assert "not NaN" in refused("alk_worker", "--shutdown-timeout", "nan")
+    assert "must be positive, got -1.0" in refused("alk_status", "--watch", "-1")
+    assert "'many' is not a whole number" in refused("alk_worker", "--concurrency", "many")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("alk_worker", "--poll-interval", "inf"), ("alk_worker", "--shutdown-timeout", "inf"),
+     ("alk_status", "--watch", "-1")],
+)  # fmt: skip
+def test_from_the_command_line_a_bad_value_exits_2_with_a_message_and_no_traceback(args):
+    result = run_manage(*args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"error: argument {args[1]}: " in result.stderr
+    assert "Traceback" not in result.stderr
