@@ -18,8 +18,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
-from .actions import refuse_forbidden_action
 from .counts import EstimatedCountPaginator
+from .permissions import refuse_forbidden_action
 
 M = TypeVar("M", bound=Model)
 

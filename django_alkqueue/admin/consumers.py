@@ -16,9 +16,10 @@ from django.utils.translation import ngettext
 from .. import operations
 from ..clock import system_clock
 from ..models import Consumer, DeadLetter, QueueMessage
-from .actions import BOTH_PLACES, has_perm, record
+from .audit import record
 from .base import QueueAdmin
-from .compat import action
+from .compat import BOTH_PLACES, action
+from .permissions import has_perm
 
 PAUSED = mark_safe('<span class="alk-state alk-stale">paused</span>')
 

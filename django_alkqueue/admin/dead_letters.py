@@ -19,24 +19,21 @@ from django.utils.translation import ngettext
 from .. import operations
 from ..clock import system_clock
 from ..models import DeadLetter, QueueMessage
-from .actions import (
-    BOTH_PLACES,
+from .audit import changelist_url, record
+from .base import QueueAdmin, preformatted, pretty_json, timestamp
+from .compat import BOTH_PLACES, action
+from .confirmation import confirmation, confirmed
+from .filters import QueueFilter, ReasonFilter
+from .permissions import has_perm
+from .requeue_log import RequeueRun, record_requeue
+from .selection import (
     all_matching,
     batch,
-    changelist_url,
-    confirmation,
-    confirmed,
     from_detail_page,
-    has_perm,
     more_note,
-    record,
     selected_ids,
     selection_count,
 )
-from .base import QueueAdmin, preformatted, pretty_json, timestamp
-from .compat import action
-from .filters import QueueFilter, ReasonFilter
-from .requeue_log import RequeueRun, record_requeue
 
 #: Live job ids linked from a requeue message.
 LINKED_IDS = 100

@@ -27,8 +27,9 @@ from ..conf import get_settings
 from ..models import Consumer, DeadLetter, QueueMessage, QueueStat, Worker
 from ..sql import dialect_for
 from . import charts, health
-from .actions import changelist_url, has_perm
+from .audit import changelist_url
 from .base import ModelAdmin, format_age
+from .permissions import has_perm
 
 #: Seconds between two reloads when auto-refresh is on.
 REFRESH_SECONDS = 10

@@ -20,22 +20,13 @@ from ..jobs import live_state
 from ..models import QueueMessage
 from ..validation import PRIORITY_MAX, PRIORITY_MIN
 from . import requeue_log
-from .actions import (
-    BOTH_PLACES,
-    all_matching,
-    batch,
-    changelist_url,
-    confirmation,
-    confirmed,
-    from_detail_page,
-    has_perm,
-    more_note,
-    record,
-    selection_count,
-)
+from .audit import changelist_url, record
 from .base import QueueAdmin, format_age, preformatted, pretty_json, timestamp
-from .compat import action
+from .compat import BOTH_PLACES, action
+from .confirmation import confirmation, confirmed
 from .filters import QueueFilter, StateFilter
+from .permissions import has_perm
+from .selection import all_matching, batch, from_detail_page, more_note, selection_count
 
 
 class PriorityForm(forms.Form):
