@@ -69,6 +69,7 @@ class DeadLetterAdmin(QueueAdmin[DeadLetter]):
     list_filter = (QueueFilter, ReasonFilter, ("died_at", admin.DateFieldListFilter))
     search_fields = ("job_id", "id")
     exact_search = True
+    id_lookups = ("id", "job_id")
     search_help_text = "A job id or a dead letter id (exact)."
     ordering = ("-died_at",)
     sortable_by = ("died_at",)
