@@ -1,4 +1,4 @@
-"""The admin log entry each action run writes, and the link back to a changelist."""
+"""The admin log entry each action run writes."""
 
 from __future__ import annotations
 
@@ -9,13 +9,6 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model
 from django.http import HttpRequest
-from django.urls import reverse
-
-
-def changelist_url(model: type[Model], query: str = "") -> str:
-    opts = model._meta
-    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
-    return f"{url}?{query}" if query else url
 
 
 def record(

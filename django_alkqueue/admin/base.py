@@ -4,7 +4,6 @@ user may not run."""
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,8 +16,6 @@ from django.contrib.admin.views.main import ChangeList
 from django.db import connections, router
 from django.db.models import Field, ForeignObjectRel, IntegerField, Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
 from .counts import EstimatedCountPaginator
@@ -26,10 +23,6 @@ from .permissions import refuse_forbidden_action
 from .selection import all_matching
 
 M = TypeVar("M", bound=Model)
-
-#: Characters of a payload shown on a detail page.
-PAYLOAD_SHOWN = 200_000
-
 
 if TYPE_CHECKING:
     ModelAdmin = admin.ModelAdmin
@@ -180,17 +173,6 @@ class QueueAdmin(ModelAdmin[M]):
                     f"Not a {pk.verbose_name} of this page: {value[:40]!r}"
                 )
         return None
-
-
-def pretty_json(value: Any) -> SafeString:
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    if len(text) > PAYLOAD_SHOWN:
-        text = text[:PAYLOAD_SHOWN] + f"\n... ({len(text) - PAYLOAD_SHOWN:,} more characters)"
-    return format_html('<pre class="alk-pre">{}</pre>', text)
-
-
-def preformatted(text: str | None) -> SafeString | str:
-    return format_html('<pre class="alk-pre">{}</pre>', text) if text else "-"
 
 
 def timestamp(at: datetime | None) -> str:

@@ -8,7 +8,6 @@ from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
-from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
@@ -19,6 +18,7 @@ from ..models import Consumer, DeadLetter, QueueMessage
 from .audit import record
 from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
+from .links import queue_page_url
 from .permissions import has_perm
 
 PAUSED = mark_safe('<span class="alk-state alk-stale">paused</span>')
@@ -84,9 +84,13 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     # -- columns ---------------------------------------------------------------------------
 
     @admin.display(description="queue", ordering="queue")
-    def queue_link(self, consumer: Consumer) -> SafeString:
-        url = reverse("admin:django_alkqueue_queuestat_queue", args=[consumer.queue])
-        return format_html('<a href="{}">{}</a>', url, consumer.queue)
+    def queue_link(self, consumer: Consumer) -> SafeString | str:
+        url = queue_page_url(consumer.queue)
+        return (
+            consumer.queue
+            if url is None
+            else format_html('<a href="{}">{}</a>', url, consumer.queue)
+        )
 
     @admin.display(description="handler", ordering="handler")
     def handler_name(self, consumer: Consumer) -> SafeString:
