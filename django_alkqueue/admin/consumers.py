@@ -20,6 +20,7 @@ from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
 from .links import queue_page_url
 from .permissions import has_perm
+from .stored_text import cell
 
 PAUSED = mark_safe('<span class="alk-state alk-stale">paused</span>')
 
@@ -108,7 +109,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     @admin.display(description="retry policy")
     def retry(self, consumer: Consumer) -> str:
         policy = consumer.retry_policy or {}
-        return ", ".join(f"{k}={v}" for k, v in policy.items()) or "-"
+        return cell(", ".join(f"{k}={v}" for k, v in policy.items())) or "-"
 
     @admin.display(description="pending", ordering="pending")
     def pending(self, consumer: Any) -> int:

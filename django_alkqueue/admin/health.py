@@ -28,6 +28,9 @@ OLD_TRANSACTION_WARN = 300.0
 SLOT_XMIN_AGE_WARN = 1_000_000
 #: A lapsed lease still claimed after this many seconds: nothing is reclaiming.
 UNRECLAIMED_WARN = 60.0
+#: Claimers the claims table lists, those holding the most jobs first; the status line
+#: counts them all.
+CLAIMERS_SHOWN = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,6 +251,9 @@ def judge_claims(
             "lease lapsed: no worker is reclaiming. Start a worker (any worker becomes leader)."
         )
     status = f"{sum(c['jobs'] for c in claims)} claimed jobs held by {len(claims)} claimers"
+    if len(table) > CLAIMERS_SHOWN:
+        status += f"; the {CLAIMERS_SHOWN} holding the most are listed"
+        table = sorted(table, key=lambda row: -int(row[3]))[:CLAIMERS_SHOWN]
     return Check(
         "Claims of stale workers",
         status,

@@ -21,6 +21,8 @@ from ..privacy import is_sensitive, masked
 PAYLOAD_SHOWN = 32 * 1024
 #: Characters of an error text a detail page shows: its head and its tail.
 ERROR_SHOWN = 16 * 1024
+#: Characters of a short text a changelist cell shows (a worker's queues, a retry policy).
+CELL_SHOWN = 300
 #: The permission (app label django_alkqueue) to see payloads of sensitive queues whole.
 VIEW_PAYLOAD = "django_alkqueue.view_payload"
 #: The readonly field that shows a payload, and the one shown instead when it is masked.
@@ -47,6 +49,13 @@ def masked_json(value: Any) -> SafeString:
 
 def preformatted(text: str | None) -> SafeString | str:
     return format_html('<pre class="alk-pre">{}</pre>', capped(text, ERROR_SHOWN)) if text else "-"
+
+
+def cell(text: str, limit: int = CELL_SHOWN) -> str:
+    """`text`, or its first `limit` characters and how many more there are."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
 class PayloadPrivacy(admin.ModelAdmin):  # type: ignore[type-arg]
