@@ -164,3 +164,16 @@ def test_a_well_formed_selection_still_runs_the_action(seeded: Seeded, root):
     post = {"action": "cancel", "index": 0, "confirm": "yes", "_selected_action": seeded.pending}
     assert root.post(JOBS, post).status_code == 302
     assert not QueueMessage.objects.filter(id__in=seeded.pending).exists()
+
+
+# -- NUL characters, which PostgreSQL refuses in a parameter ---------------------------------
+
+
+@pytest.mark.parametrize("url", [JOBS, DEAD])
+def test_a_nul_in_a_filter_value_is_the_invalid_lookup_redirect(seeded, viewer, url):
+    full = f"{url}?queue=shop%00emails"
+    assert refused(viewer.get(full), full)
+
+
+def test_a_nul_in_a_queue_page_name_is_not_found(seeded, root):
+    assert root.get("/admin/django_alkqueue/queuestat/queue/shop%00emails/").status_code == 404

@@ -57,6 +57,10 @@ def fits_bigint(text: str) -> bool:
     return parse_int(text) is not None
 
 
+#: No text column holds it, and PostgreSQL refuses it in a parameter (an error, not no rows).
+NUL = "\x00"
+
+
 class LeanChangeList(ChangeList):
     """Loads only the columns a changelist shows (QueueAdmin.lean), and turns a lookup the
     page does not offer into Django's "invalid lookup" redirect (?e=1) instead of a 400."""
@@ -66,6 +70,9 @@ class LeanChangeList(ChangeList):
         return self.model_admin.lean(queryset)  # type: ignore[attr-defined, no-any-return]
 
     def get_filters(self, request: HttpRequest) -> Any:
+        for key, values in self.get_filters_params().items():
+            if any(NUL in str(value) for value in [key, *values]):
+                raise IncorrectLookupParameters(f"{key[:30]!r}: a NUL character")
         try:
             return super().get_filters(request)
         except DisallowedModelAdminLookup as refused:

@@ -28,7 +28,7 @@ from ..conf import get_settings
 from ..models import Consumer, DeadLetter, QueueMessage, QueueStat, Worker
 from ..sql import dialect_for
 from . import charts, health
-from .base import ModelAdmin, format_age
+from .base import NUL, ModelAdmin, format_age
 from .links import changelist_url, queue_page_url
 from .permissions import has_perm
 
@@ -179,6 +179,8 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
     def queue_view(self, request: HttpRequest, name: str) -> HttpResponse:
         context = self._context(request, f"Queue {name}")
         using, now = QueueStat.objects.db, system_clock()
+        if NUL in name:
+            raise Http404("no queue name holds a NUL character")
         consumer = Consumer.objects.using(using).filter(queue=name).first()
         figures = operations.stats(using, name, now)
         if consumer is None and not (
