@@ -104,12 +104,18 @@ def root(root_user: Any) -> Any:
     return client_for(root_user)
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, every: float = 0.02) -> None:
-    """Poll a condition (a row update, a process state) until it holds or time runs out."""
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float = 10.0,
+    every: float = 0.02,
+    what: str = "condition",
+) -> None:
+    """The one polling helper: check a condition (a row update, a process state) every
+    `every` seconds until it holds; fail naming `what` when time runs out."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"{what}: not met within {timeout:g}s")
         time.sleep(every)
 
 
