@@ -1,6 +1,6 @@
 """The ModelAdmin every queue page shares: read-only rows, cheap counts, no facet counts,
-changelists that leave payloads and tracebacks in the database, and the 403 on actions the
-user may not run."""
+changelists that leave payloads and tracebacks in the database, only the lookups the page
+offers (docs/security.md), and the 403 on actions the user may not run."""
 
 from __future__ import annotations
 
@@ -50,11 +50,6 @@ def parse_int(text: str, field: Field[Any, Any] | ForeignObjectRel | None = None
         low, high = ops.integer_field_range(field.get_internal_type())
     value = int(text)
     return value if low <= value <= high else None
-
-
-def fits_bigint(text: str) -> bool:
-    """True for an integer every id column can hold (SQLite refuses larger ones outright)."""
-    return parse_int(text) is not None
 
 
 #: No text column holds it, and PostgreSQL refuses it in a parameter (an error, not no rows).
