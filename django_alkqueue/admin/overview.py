@@ -72,7 +72,7 @@ def overview_page(using: str, now: datetime, search: str, number: str | None) ->
     rates = status.throughput(using, now)
     matching = [f for f in figures if search.casefold() in f.queue.casefold()]
     page = Paginator(matching, QUEUES_PER_PAGE).get_page(number)
-    series = status.history(using, now)
+    series = status.history(using, now, queues=[row.queue for row in page.object_list])
     rows = [
         OverviewRow(
             row,
