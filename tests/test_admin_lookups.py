@@ -170,3 +170,16 @@ def test_a_nul_in_a_filter_value_is_the_invalid_lookup_redirect(seeded, viewer, 
 
 def test_a_nul_in_a_queue_page_name_is_not_found(seeded, root):
     assert root.get("/admin/django_alkqueue/queuestat/queue/shop%00emails/").status_code == 404
+
+
+def test_an_empty_to_field_means_the_primary_key_on_every_detail_page(seeded: Seeded, root):
+    job, dead = seeded.pending[0], DeadLetter.objects.get(job_id=seeded.dead[0]).pk
+    consumer = Consumer.objects.get(queue="shop-emails").pk
+    for url in (
+        f"{JOBS}{job}/change/",
+        f"{JOBS}{job}/history/",
+        f"{DEAD}{dead}/change/",
+        f"{DEAD}{dead}/delete/",
+        f"{CONSUMERS}{consumer}/delete/",
+    ):
+        assert root.get(f"{url}?_to_field=").status_code == 200, url

@@ -132,6 +132,13 @@ class QueueAdmin(ModelAdmin[M]):
                 match |= Q(**{name: number})
         return (queryset.filter(match) if match else queryset.none()), False
 
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> M | None:
+        # Django passes an empty `?_to_field=` on as a field name, and fails to look it up
+        # (a 500 on every detail, history and delete page); empty means the primary key.
+        return super().get_object(request, object_id, from_field or None)
+
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return LeanChangeList
 
