@@ -85,6 +85,9 @@ class QueueMessage(models.Model):
             ("cancel_queuemessage", "Can cancel jobs"),
             ("run_now_queuemessage", "Can run jobs now"),
             ("change_priority_queuemessage", "Can change the priority of jobs"),
+            # One permission for the payloads of sensitive queues, on live jobs and dead
+            # letters alike: the same data, before and after the job died.
+            ("view_payload", "Can view payloads of sensitive queues"),
         ]
         indexes = [
             # The claim: unclaimed rows of one queue in handout order.
@@ -230,6 +233,7 @@ class QueueStat(models.Model):
         db_table = QUEUE_STAT_TABLE
         # The admin index names the model after the page it opens: the queue overview.
         verbose_name_plural = "queue overview"
+        permissions = [("view_session_sql", "Can view other sessions' SQL in the health checks")]
         constraints = [
             models.UniqueConstraint(fields=["queue", "minute"], name="alkqueue_stat_minute")
         ]

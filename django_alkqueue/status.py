@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -168,12 +169,19 @@ class StatPoint:
 
 
 def history(
-    using: str, now: datetime, hours: float = 24, queue: str | None = None
+    using: str,
+    now: datetime,
+    hours: float = 24,
+    queue: str | None = None,
+    queues: Collection[str] | None = None,
 ) -> dict[str, list[StatPoint]]:
-    """Per queue, its QueueStat minutes of the last `hours`, oldest first (index on minute)."""
+    """Per queue (`queue` alone, or those in `queues`), its QueueStat minutes of the last
+    `hours`, oldest first (index on minute)."""
     stats = QueueStat.objects.using(using).filter(minute__gt=now - timedelta(hours=hours))
     if queue is not None:
         stats = stats.filter(queue=queue)
+    if queues is not None:
+        stats = stats.filter(queue__in=list(queues))
     series: dict[str, list[StatPoint]] = {}
     for name, minute, pending, scheduled, claimed, finished, failed, dead in stats.order_by(
         "queue", "minute"

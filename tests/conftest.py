@@ -12,6 +12,7 @@ from django_alkqueue import queue
 from django_alkqueue.queues import Queue
 from django_alkqueue.sql import wake_pacing
 from django_alkqueue.sql.hot_cursor import PINNED_PLAN_SETTINGS
+from tests.admin_helpers import Seeded, client_for, make_user, seed
 from tests.clocks import FakeClock
 
 
@@ -20,6 +21,12 @@ def pytest_report_header(config: pytest.Config) -> str:
 
     db = settings.DATABASES["default"]
     return f"database: {db['ENGINE'].rsplit('.', 1)[-1]} {db.get('HOST') or db['NAME']}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "seed(pending=3, dead=2): the size of the `seeded` admin fixture's database"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -78,12 +85,37 @@ def planner_settings(cursor: Any) -> dict[str, str]:
     return dict(zip(names, cursor.fetchone(), strict=True))
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, every: float = 0.02) -> None:
-    """Poll a condition (a row update, a process state) until it holds or time runs out."""
+@pytest.fixture
+def seeded(request: pytest.FixtureRequest) -> Seeded:
+    """The admin tests' database (tests/admin_helpers.seed); a module or test may size it
+    with @pytest.mark.seed(pending=..., dead=...)."""
+    marker = request.node.get_closest_marker("seed")
+    return seed(**(marker.kwargs if marker else {}))
+
+
+@pytest.fixture
+def root_user() -> Any:
+    return make_user("root", superuser=True)
+
+
+@pytest.fixture
+def root(root_user: Any) -> Any:
+    """A logged-in superuser's test client."""
+    return client_for(root_user)
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float = 10.0,
+    every: float = 0.02,
+    what: str = "condition",
+) -> None:
+    """The one polling helper: check a condition (a row update, a process state) every
+    `every` seconds until it holds; fail naming `what` when time runs out."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"{what}: not met within {timeout:g}s")
         time.sleep(every)
 
 

@@ -11,12 +11,11 @@ from django.contrib.messages import get_messages
 from django.utils import timezone
 
 from django_alkqueue import queue
-from django_alkqueue.admin import actions as admin_actions
+from django_alkqueue.admin import selection as admin_selection
 from django_alkqueue.admin.compat import DETAIL_PAGE_ACTIONS
 from django_alkqueue.models import Consumer, DeadLetter, QueueMessage
 from django_alkqueue.worker.claimer import PausedQueues
-from tests.conftest import run_threads
-from tests.test_admin_helpers import (
+from tests.admin_helpers import (
     CONSUMERS,
     DEAD,
     JOBS,
@@ -26,24 +25,14 @@ from tests.test_admin_helpers import (
     dead_job_ids,
     live_ids,
     make_user,
-    seed,
 )
+from tests.conftest import run_threads
 
 needs_detail_page_actions = pytest.mark.skipif(
     not DETAIL_PAGE_ACTIONS, reason="actions on the detail page need Django 6.1"
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def seeded():
-    return seed()
-
-
-@pytest.fixture
-def root():
-    return client_for(make_user("root", superuser=True))
 
 
 def post_action(client, url, action, ids, **extra):
@@ -208,7 +197,7 @@ def test_requeue_all_matching_confirms_the_count_and_respects_the_filter(seeded,
 
 
 def test_requeue_all_matching_stops_at_the_cap_and_says_so(seeded, root, monkeypatch):
-    monkeypatch.setattr(admin_actions, "MAX_ACTION_ROWS", 1)
+    monkeypatch.setattr(admin_selection, "MAX_ACTION_ROWS", 1)
     response = root.post(
         DEAD,
         {

@@ -22,7 +22,7 @@ from django_alkqueue.admin.compat import DETAIL_PAGE_ACTIONS
 from django_alkqueue.models import Consumer, QueueMessage, QueueStat
 from django_alkqueue.status import minute_of
 from testproject.shop.models import HandlerRun
-from tests.test_admin_helpers import add_worker, bury, make_user
+from tests.admin_helpers import add_worker, bury, make_user
 from tests.workers import ROOT, run_worker
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]

@@ -13,7 +13,7 @@ from django_alkqueue import queue
 from django_alkqueue.admin import health
 from django_alkqueue.models import DeadLetter, QueueMessage, QueueStat
 from django_alkqueue.status import minute_of
-from tests.test_admin_helpers import (
+from tests.admin_helpers import (
     OVERVIEW,
     VIEW_PERMS,
     add_worker,
@@ -21,20 +21,9 @@ from tests.test_admin_helpers import (
     client_for,
     make_user,
     queue_url,
-    seed,
 )
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def seeded():
-    return seed(pending=4, dead=3)
-
-
-@pytest.fixture
-def root():
-    return client_for(make_user("root", superuser=True))
+pytestmark = [pytest.mark.django_db, pytest.mark.seed(pending=4, dead=3)]
 
 
 def true_counts(name: str) -> dict[str, int]:

@@ -8,7 +8,7 @@ from django.test import Client
 
 from django_alkqueue.admin.compat import DETAIL_PAGE_ACTIONS
 from django_alkqueue.models import Consumer, DeadLetter, Worker
-from tests.test_admin_helpers import (
+from tests.admin_helpers import (
     CONSUMERS,
     DEAD,
     JOBS,
@@ -19,7 +19,6 @@ from tests.test_admin_helpers import (
     client_for,
     make_user,
     queue_url,
-    seed,
 )
 
 needs_detail_page_actions = pytest.mark.skipif(
@@ -27,11 +26,6 @@ needs_detail_page_actions = pytest.mark.skipif(
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def seeded():
-    return seed()
 
 
 def page_urls(seeded) -> list[str]:

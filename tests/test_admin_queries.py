@@ -16,7 +16,7 @@ from django_alkqueue import queue
 from django_alkqueue.admin.counts import EstimatedCountPaginator
 from django_alkqueue.models import Consumer, DeadLetter, Worker
 from django_alkqueue.status import KNOWN_QUEUES_SQL, known_queues
-from tests.test_admin_helpers import (
+from tests.admin_helpers import (
     CONSUMERS,
     DEAD,
     JOBS,

@@ -10,24 +10,9 @@ from django.test import RequestFactory
 from django_alkqueue import queue
 from django_alkqueue.admin.requeue_log import RequeueRun, record_requeue, requeued_from
 from django_alkqueue.models import DeadLetter
-from tests.test_admin_helpers import DEAD, JOBS, bury, client_for, make_user, seed
+from tests.admin_helpers import DEAD, JOBS, bury
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def seeded():
-    return seed()
-
-
-@pytest.fixture
-def root_user():
-    return make_user("root", superuser=True)
-
-
-@pytest.fixture
-def root(root_user):
-    return client_for(root_user)
 
 
 def requeue(client, *dead_ids: int):

@@ -6,7 +6,7 @@ from django.contrib import admin
 from ..models import Consumer, DeadLetter, QueueMessage, QueueStat, Worker
 from .consumers import ConsumerAdmin
 from .dead_letters import DeadLetterAdmin
-from .messages import QueueMessageAdmin
+from .jobs import QueueMessageAdmin
 from .overview import QueueStatAdmin
 from .workers import WorkerAdmin
 

@@ -1,31 +1,28 @@
 """The ModelAdmin every queue page shares: read-only rows, cheap counts, no facet counts,
-changelists that leave payloads and tracebacks in the database, and the 403 on actions the
-user may not run."""
+changelists that leave payloads and tracebacks in the database, only the lookups the page
+offers (docs/security.md), and the 403 on actions the user may not run."""
 
 from __future__ import annotations
 
-import json
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib import admin
+from django.contrib.admin import helpers
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import FieldDoesNotExist
-from django.db.models import IntegerField, Model, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.db import connections, router
+from django.db.models import Field, ForeignObjectRel, IntegerField, Model, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.utils.timezone import localtime
 
-from .actions import refuse_forbidden_action
 from .counts import EstimatedCountPaginator
+from .permissions import refuse_forbidden_action
+from .selection import all_matching
 
 M = TypeVar("M", bound=Model)
-
-#: Characters of a payload shown on a detail page.
-PAYLOAD_SHOWN = 200_000
-
 
 if TYPE_CHECKING:
     ModelAdmin = admin.ModelAdmin
@@ -38,35 +35,43 @@ else:
             return cls
 
 
-def fits_bigint(text: str) -> bool:
-    """True for an integer every id column can hold (SQLite refuses larger ones outright)."""
-    try:
-        return -(2**63) <= int(text) < 2**63
-    except ValueError:
-        return False
+#: A whole number as a person writes it in a URL: no sign other than "-", no "_", no spaces
+#: (int() accepts all three, and a 64-bit overflow then reaches the database).
+_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,19}")
+
+
+def parse_int(text: str, field: Field[Any, Any] | ForeignObjectRel | None = None) -> int | None:
+    """`text` as an integer the column can hold (64 bits unless `field` says less), or None."""
+    if not _WHOLE_NUMBER.fullmatch(text):
+        return None
+    low, high = -(2**63), 2**63 - 1
+    if isinstance(field, IntegerField):
+        ops = connections[router.db_for_read(field.model)].ops
+        low, high = ops.integer_field_range(field.get_internal_type())
+    value = int(text)
+    return value if low <= value <= high else None
+
+
+#: No text column holds it, and PostgreSQL refuses it in a parameter (an error, not no rows).
+NUL = "\x00"
 
 
 class LeanChangeList(ChangeList):
-    """Loads only the columns a changelist shows (QueueAdmin.lean), and turns a lookup on an
-    integer column with a value past 64 bits into Django's "invalid lookup" redirect."""
+    """Loads only the columns a changelist shows (QueueAdmin.lean), and turns a lookup the
+    page does not offer into Django's "invalid lookup" redirect (?e=1) instead of a 400."""
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
-        self._refuse_huge_integers(self.get_filters_params())
         queryset = super().get_queryset(request, exclude_parameters)
         return self.model_admin.lean(queryset)  # type: ignore[attr-defined, no-any-return]
 
-    def _refuse_huge_integers(self, params: dict[str, Any]) -> None:
-        for key, values in params.items():
-            try:
-                field = self.model._meta.get_field(key.split("__", 1)[0])
-            except FieldDoesNotExist:
-                continue
-            if not isinstance(field, IntegerField):
-                continue
-            for value in values if isinstance(values, list) else [values]:
-                for part in str(value).split(","):
-                    if part.strip().lstrip("-").isdigit() and not fits_bigint(part):
-                        raise IncorrectLookupParameters(f"{key}: {part[:30]} is out of range")
+    def get_filters(self, request: HttpRequest) -> Any:
+        for key, values in self.get_filters_params().items():
+            if any(NUL in str(value) for value in [key, *values]):
+                raise IncorrectLookupParameters(f"{key[:30]!r}: a NUL character")
+        try:
+            return super().get_filters(request)
+        except DisallowedModelAdminLookup as refused:
+            raise IncorrectLookupParameters(str(refused)) from refused
 
 
 class QueueAdmin(ModelAdmin[M]):
@@ -79,12 +84,39 @@ class QueueAdmin(ModelAdmin[M]):
     #: Search matches the whole term exactly against each of search_fields (an index
     #: lookup), instead of Django's per-word icontains (a table scan).
     exact_search = False
+    #: Integer columns a URL may filter on, as `name`, `name__exact` or `name__in` (a list
+    #: of ids): the links between pages use them. Every other lookup outside list_filter is
+    #: refused, since each one is a query the page's indexes were not built for.
+    id_lookups: tuple[str, ...] = ("id",)
 
     class Media:
         css = {"all": ("django_alkqueue/admin.css",)}
 
     def lean(self, queryset: QuerySet[M]) -> QuerySet[M]:
         return queryset.defer(*self.changelist_defer) if self.changelist_defer else queryset
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Only the declared filters' parameters, and integer values of the id lookups."""
+        if lookup in self._filter_parameters(request):
+            return True
+        name, _, operator = lookup.partition("__")
+        if name not in self.id_lookups or operator not in ("", "exact", "in"):
+            return False
+        field = self.model._meta.get_field(name)
+        parts = value.split(",") if operator == "in" else [value]
+        return all(parse_int(part.strip(), field) is not None for part in parts)
+
+    def _filter_parameters(self, request: HttpRequest) -> set[str]:
+        """The query parameters list_filter reads: a SimpleListFilter's parameter_name, and
+        the bounds a field filter (the date filter) writes for its field."""
+        names: set[str] = set()
+        for item in self.get_list_filter(request):
+            if isinstance(item, type) and issubclass(item, admin.SimpleListFilter):
+                names.add(str(item.parameter_name))
+            else:
+                path = item[0] if isinstance(item, (list, tuple)) else item
+                names |= {f"{path}__{bound}" for bound in ("gte", "lt", "isnull")}
+        return names
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[M], search_term: str
@@ -96,9 +128,16 @@ class QueueAdmin(ModelAdmin[M]):
         for name in self.get_search_fields(request):
             if not isinstance(self.model._meta.get_field(name), IntegerField):
                 match |= Q(**{name: term})
-            elif fits_bigint(term):
-                match |= Q(**{name: int(term)})
+            elif (number := parse_int(term, self.model._meta.get_field(name))) is not None:
+                match |= Q(**{name: number})
         return (queryset.filter(match) if match else queryset.none()), False
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> M | None:
+        # Django passes an empty `?_to_field=` on as a field name, and fails to look it up
+        # (a 500 on every detail, history and delete page); empty means the primary key.
+        return super().get_object(request, object_id, from_field or None)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return LeanChangeList
@@ -113,6 +152,8 @@ class QueueAdmin(ModelAdmin[M]):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         refuse_forbidden_action(self, request)
+        if refused := self._refuse_malformed_selection(request):
+            return refused
         return super().changelist_view(request, extra_context)
 
     def change_view(
@@ -123,18 +164,24 @@ class QueueAdmin(ModelAdmin[M]):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         refuse_forbidden_action(self, request)
+        if refused := self._refuse_malformed_selection(request):
+            return refused
         return super().change_view(request, object_id, form_url, extra_context)
 
-
-def pretty_json(value: Any) -> SafeString:
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    if len(text) > PAYLOAD_SHOWN:
-        text = text[:PAYLOAD_SHOWN] + f"\n... ({len(text) - PAYLOAD_SHOWN:,} more characters)"
-    return format_html('<pre class="alk-pre">{}</pre>', text)
-
-
-def preformatted(text: str | None) -> SafeString | str:
-    return format_html('<pre class="alk-pre">{}</pre>', text) if text else "-"
+    def _refuse_malformed_selection(self, request: HttpRequest) -> HttpResponse | None:
+        """A 400 for an action posted with a ticked id the primary key cannot hold: Django
+        would pass it to the database, which raises (a 500). Django ignores the ticked ids
+        when the action runs on every matching row."""
+        if request.method != "POST" or all_matching(request):
+            return None
+        pk = self.model._meta.pk
+        assert pk is not None
+        for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            if isinstance(pk, IntegerField) and parse_int(value, pk) is None:
+                return HttpResponseBadRequest(
+                    f"Not a {pk.verbose_name} of this page: {value[:40]!r}"
+                )
+        return None
 
 
 def timestamp(at: datetime | None) -> str:

@@ -8,7 +8,6 @@ from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
-from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
@@ -16,9 +15,12 @@ from django.utils.translation import ngettext
 from .. import operations
 from ..clock import system_clock
 from ..models import Consumer, DeadLetter, QueueMessage
-from .actions import BOTH_PLACES, has_perm, record
+from .audit import record
 from .base import QueueAdmin
-from .compat import action
+from .compat import BOTH_PLACES, action
+from .links import queue_page_url
+from .permissions import has_perm
+from .stored_text import cell
 
 PAUSED = mark_safe('<span class="alk-state alk-stale">paused</span>')
 
@@ -83,9 +85,13 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     # -- columns ---------------------------------------------------------------------------
 
     @admin.display(description="queue", ordering="queue")
-    def queue_link(self, consumer: Consumer) -> SafeString:
-        url = reverse("admin:django_alkqueue_queuestat_queue", args=[consumer.queue])
-        return format_html('<a href="{}">{}</a>', url, consumer.queue)
+    def queue_link(self, consumer: Consumer) -> SafeString | str:
+        url = queue_page_url(consumer.queue)
+        return (
+            consumer.queue
+            if url is None
+            else format_html('<a href="{}">{}</a>', url, consumer.queue)
+        )
 
     @admin.display(description="handler", ordering="handler")
     def handler_name(self, consumer: Consumer) -> SafeString:
@@ -103,7 +109,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     @admin.display(description="retry policy")
     def retry(self, consumer: Consumer) -> str:
         policy = consumer.retry_policy or {}
-        return ", ".join(f"{k}={v}" for k, v in policy.items()) or "-"
+        return cell(", ".join(f"{k}={v}" for k, v in policy.items())) or "-"
 
     @admin.display(description="pending", ordering="pending")
     def pending(self, consumer: Any) -> int:

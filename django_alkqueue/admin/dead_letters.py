@@ -19,24 +19,23 @@ from django.utils.translation import ngettext
 from .. import operations
 from ..clock import system_clock
 from ..models import DeadLetter, QueueMessage
-from .actions import (
-    BOTH_PLACES,
+from .audit import record
+from .base import QueueAdmin, timestamp
+from .compat import BOTH_PLACES, action
+from .confirmation import confirmation, confirmed
+from .filters import QueueFilter, ReasonFilter
+from .links import changelist_url
+from .permissions import has_perm
+from .requeue_log import RequeueRun, record_requeue
+from .selection import (
     all_matching,
     batch,
-    changelist_url,
-    confirmation,
-    confirmed,
     from_detail_page,
-    has_perm,
     more_note,
-    record,
     selected_ids,
     selection_count,
 )
-from .base import QueueAdmin, preformatted, pretty_json, timestamp
-from .compat import action
-from .filters import QueueFilter, ReasonFilter
-from .requeue_log import RequeueRun, record_requeue
+from .stored_text import PayloadPrivacy, preformatted
 
 #: Live job ids linked from a requeue message.
 LINKED_IDS = 100
@@ -67,11 +66,12 @@ def asked_ids(request: HttpRequest, rows: list[tuple[int, int]], more: bool) -> 
     return sorted({int(i) for i in selected_ids(request)})
 
 
-class DeadLetterAdmin(QueueAdmin[DeadLetter]):
+class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
     list_display = ("id", "job_id", "queue", "died", "reason", "error", "attempts_of")
     list_filter = (QueueFilter, ReasonFilter, ("died_at", admin.DateFieldListFilter))
     search_fields = ("job_id", "id")
     exact_search = True
+    id_lookups = ("id", "job_id")
     search_help_text = "A job id or a dead letter id (exact)."
     ordering = ("-died_at",)
     sortable_by = ("died_at",)
@@ -80,7 +80,7 @@ class DeadLetterAdmin(QueueAdmin[DeadLetter]):
     #: deletes (unbounded on a million dead letters) and logs one entry per row; ours counts
     #: them, asks, and logs one entry with the ids.
     actions = ["requeue", "delete_selected"]
-    readonly_fields = ("payload_json", "last_error_text")
+    readonly_fields = ("payload_json", "payload_masked", "last_error_text")
     fieldsets = (
         (None, {"fields": [("job_id", "queue", "reason"), ("died_at", "attempts", "max_attempts"),
                            ("priority", "unique_key")]}),
@@ -119,10 +119,6 @@ class DeadLetterAdmin(QueueAdmin[DeadLetter]):
     @admin.display(description="attempts")
     def attempts_of(self, dead: DeadLetter) -> str:
         return f"{dead.attempts}/{dead.max_attempts}"
-
-    @admin.display(description="payload")
-    def payload_json(self, dead: DeadLetter) -> SafeString:
-        return pretty_json(dead.payload)
 
     @admin.display(description="error")
     def last_error_text(self, dead: DeadLetter) -> SafeString | str:

@@ -28,6 +28,9 @@ OLD_TRANSACTION_WARN = 300.0
 SLOT_XMIN_AGE_WARN = 1_000_000
 #: A lapsed lease still claimed after this many seconds: nothing is reclaiming.
 UNRECLAIMED_WARN = 60.0
+#: Claimers the claims table lists, those holding the most jobs first; the status line
+#: counts them all.
+CLAIMERS_SHOWN = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +108,9 @@ LIMIT 20
 """
 
 
-def judge_sessions(rows: list[dict[str, Any]]) -> Check:
+def judge_sessions(rows: list[dict[str, Any]], with_sql: bool = True) -> Check:
+    """The oldest transaction and the session holding back vacuum. The sessions' SQL text
+    (other users' queries, with whatever literals they hold) only when `with_sql`."""
     oldest = rows[0] if rows and rows[0]["xact_age"] is not None else None
     holder = max(
         (r for r in rows if r["xmin_age"] is not None), key=lambda r: r["xmin_age"], default=None
@@ -119,7 +124,7 @@ def judge_sessions(rows: list[dict[str, Any]]) -> Check:
             format_age(r["xact_age"]) if r["xact_age"] is not None else "-",
             f"{r['xmin_age']:,}" if r["xmin_age"] is not None else "-",
             r["query"] or "",
-        )
+        )[: None if with_sql else -1]
         for r in rows[:5]
     ]
     if oldest is None:
@@ -138,7 +143,7 @@ def judge_sessions(rows: list[dict[str, Any]]) -> Check:
             f"SELECT pg_terminate_backend({oldest['pid']});"
         )
     headers = ("pid", "user", "application", "state", "transaction age", "xmin age", "query")
-    return Check("Oldest transaction", status, warning, headers, table)
+    return Check("Oldest transaction", status, warning, headers[: None if with_sql else -1], table)
 
 
 # -- replication slots that hold back xmin ---------------------------------------------------
@@ -246,6 +251,9 @@ def judge_claims(
             "lease lapsed: no worker is reclaiming. Start a worker (any worker becomes leader)."
         )
     status = f"{sum(c['jobs'] for c in claims)} claimed jobs held by {len(claims)} claimers"
+    if len(table) > CLAIMERS_SHOWN:
+        status += f"; the {CLAIMERS_SHOWN} holding the most are listed"
+        table = sorted(table, key=lambda row: -int(row[3]))[:CLAIMERS_SHOWN]
     return Check(
         "Claims of stale workers",
         status,
@@ -266,13 +274,14 @@ def claims_check(using: str, now: datetime) -> Check:
     return judge_claims(claims, heartbeats, now)
 
 
-def run_checks(using: str, now: datetime) -> list[Check]:
-    """The catalog checks where the database keeps such statistics, then the claims check."""
+def run_checks(using: str, now: datetime, session_sql: bool = False) -> list[Check]:
+    """The catalog checks where the database keeps such statistics, then the claims check.
+    Other sessions' SQL is shown only when `session_sql` (the view_session_sql permission)."""
     checks = []
     if dialect_for(connections[using]).supports_catalog_health:
         checks = [
             judge_tables(_fetch(using, TABLES_SQL), now),
-            judge_sessions(_fetch(using, SESSIONS_SQL)),
+            judge_sessions(_fetch(using, SESSIONS_SQL), session_sql),
             judge_slots(_fetch(using, SLOTS_SQL)),
         ]
     return [*checks, claims_check(using, now)]

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
 from django.db import connections
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -27,13 +28,16 @@ from ..conf import get_settings
 from ..models import Consumer, DeadLetter, QueueMessage, QueueStat, Worker
 from ..sql import dialect_for
 from . import charts, health
-from .actions import changelist_url, has_perm
-from .base import ModelAdmin, format_age
+from .base import NUL, ModelAdmin, format_age
+from .links import changelist_url, queue_page_url
+from .permissions import has_perm
 
 #: Seconds between two reloads when auto-refresh is on.
 REFRESH_SECONDS = 10
 #: A pending job waiting longer than this is highlighted.
 SLOW_PENDING_AGE = 300.0
+#: Queues one overview page lists; the totals row counts every queue.
+QUEUES_PER_PAGE = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +45,10 @@ class OverviewRow:
     figures: status.QueueRow
     rate: status.Throughput
     chart: SafeString
+
+    @property
+    def url(self) -> str | None:
+        return queue_page_url(self.figures.queue)
 
     @property
     def oldest(self) -> str:
@@ -56,27 +64,42 @@ class OverviewRow:
         return self.figures.oldest_pending_age >= SLOW_PENDING_AGE
 
 
-def overview_rows(using: str, now: datetime) -> list[OverviewRow]:
-    """One row per queue: its figures, throughput and chart. Five queries, whatever the size."""
+def overview_page(using: str, now: datetime, search: str, number: str | None) -> OverviewPage:
+    """One page of queues, those whose name holds `search` (any case), with their figures,
+    throughput and charts; and the totals of every queue. Five queries, whatever the size;
+    only the page's charts are drawn."""
+    figures = status.queue_overview(using, now)
     rates = status.throughput(using, now)
-    series = status.history(using, now)
-    return [
+    matching = [f for f in figures if search.casefold() in f.queue.casefold()]
+    page = Paginator(matching, QUEUES_PER_PAGE).get_page(number)
+    series = status.history(using, now, queues=[row.queue for row in page.object_list])
+    rows = [
         OverviewRow(
             row,
             rates.get(row.queue, status.Throughput()),
             charts.render(row.queue, charts.bucketize(series.get(row.queue, []), now)),
         )
-        for row in status.queue_overview(using, now)
+        for row in page.object_list
     ]
+    return OverviewPage(rows, page, len(matching), totals(figures, rates))
 
 
-def totals(rows: list[OverviewRow]) -> dict[str, Any]:
-    figures = ("pending", "scheduled", "claimed", "dead")
-    rates = ("finished_5m", "failed_5m", "finished_1h", "failed_1h")
-    total: dict[str, Any] = {f: sum(getattr(r.figures, f) for r in rows) for f in figures}
-    total |= {f: sum(getattr(r.rate, f) for r in rows) for f in rates}
-    oldest = max((r.figures.oldest_pending_age for r in rows if r.figures.pending), default=None)
+@dataclasses.dataclass(frozen=True)
+class OverviewPage:
+    rows: list[OverviewRow]
+    page: Page[status.QueueRow]
+    matching: int
+    totals: dict[str, Any]
+
+
+def totals(figures: list[status.QueueRow], rates: dict[str, status.Throughput]) -> dict[str, Any]:
+    counted = ("pending", "scheduled", "claimed", "dead")
+    rated = ("finished_5m", "failed_5m", "finished_1h", "failed_1h")
+    total: dict[str, Any] = {f: sum(getattr(r, f) for r in figures) for f in counted}
+    total |= {f: sum(getattr(r, f) for r in rates.values()) for f in rated}
+    oldest = max((r.oldest_pending_age for r in figures if r.pending), default=None)
     total["oldest"] = format_age(oldest) if oldest is not None else "-"
+    total["queues"] = len(figures)
     return total
 
 
@@ -130,16 +153,24 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
     def overview_view(self, request: HttpRequest) -> HttpResponse:
         context = self._context(request, "Queue overview")
         using, now = QueueStat.objects.db, system_clock()
-        rows = overview_rows(using, now)
+        search = request.GET.get("q", "").strip()
+        shown = overview_page(using, now, search, request.GET.get("p"))
         workers = status.worker_overview(using, now)
+        others = {k: request.GET[k] for k in request.GET if k != "p"}
         context |= {
-            "rows": rows,
-            "totals": totals(rows),
+            "rows": shown.rows,
+            "page": shown.page,
+            "matching": shown.matching,
+            "search": search,
+            "page_query": urlencode(others) + "&" if others else "",
+            "totals": shown.totals,
             "workers": workers,
             "live_workers": sum(1 for w in workers if not w.stale),
             "stale_workers": sum(1 for w in workers if w.stale),
             "leader": next((w.worker_id for w in workers if w.is_leader and not w.stale), None),
-            "checks": health.run_checks(using, now),
+            "checks": health.run_checks(
+                using, now, session_sql=has_perm(request, QueueStat, "view_session_sql")
+            ),
             "catalog_health": dialect_for(connections[using]).supports_catalog_health,
             "now": now,
         }
@@ -148,6 +179,8 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
     def queue_view(self, request: HttpRequest, name: str) -> HttpResponse:
         context = self._context(request, f"Queue {name}")
         using, now = QueueStat.objects.db, system_clock()
+        if NUL in name:
+            raise Http404("no queue name holds a NUL character")
         consumer = Consumer.objects.using(using).filter(queue=name).first()
         figures = operations.stats(using, name, now)
         if consumer is None and not (
@@ -155,7 +188,12 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
         ):
             raise Http404(f"no queue {name!r}: no consumer, live job or dead letter names it")
         buckets = charts.bucketize(status.history(using, now, queue=name).get(name, []), now)
-        errors, sampled = status.frequent_errors(using, name)
+        # The headlines are the start of dead letters' error texts: whoever may not open the
+        # dead letters may not read them here either.
+        errors: list[status.ErrorGroup] = []
+        sampled = 0
+        if context["can_view_dead"]:
+            errors, sampled = status.frequent_errors(using, name)
         context |= {
             "name": name,
             "figures": figures,

@@ -15,7 +15,7 @@ from django.contrib.admin.models import LogEntry
 from django.http import HttpRequest
 
 from ..models import DeadLetter
-from .actions import record
+from .audit import record
 
 VERB = "requeue"
 #: What comes between the dead letter ids and the job ids they became.

@@ -11,6 +11,7 @@ from ..conf import get_settings
 from ..models import Worker
 from .base import QueueAdmin, format_age, timestamp
 from .filters import WorkerStateFilter
+from .stored_text import cell
 
 
 def is_stale(worker: Worker) -> bool:
@@ -58,7 +59,7 @@ class WorkerAdmin(QueueAdmin[Worker]):
 
     @admin.display(description="queues")
     def queue_names(self, worker: Worker) -> str:
-        return ", ".join(worker.queues)
+        return cell(", ".join(worker.queues))
 
     @admin.display(description="started", ordering="started_at")
     def started(self, worker: Worker) -> str:

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from django.db import DatabaseError, InterfaceError, connections
 
+from tests.conftest import wait_until
 from tests.workers import Watched, database_env, worker_command
 
 T = TypeVar("T")
@@ -145,9 +146,10 @@ def riding_out(call: Callable[[], T], timeout: float = 60.0) -> T:  # noqa: UP04
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, every: float = 0.1) -> None:
-    """Poll `predicate` (database outages ridden out) until it holds; fail naming `what`."""
+    """`wait_until` (tests/conftest.py), with database outages ridden out on each check."""
     deadline = time.monotonic() + timeout
-    while not riding_out(predicate, timeout=max(deadline - time.monotonic(), 1.0)):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f}s")
-        time.sleep(every)
+
+    def check() -> bool:
+        return riding_out(predicate, timeout=max(deadline - time.monotonic(), 1.0))
+
+    wait_until(check, timeout, every, what)

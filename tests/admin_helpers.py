@@ -19,6 +19,8 @@ DEAD = f"{ADMIN}/deadletter/"
 CONSUMERS = f"{ADMIN}/consumer/"
 WORKERS = f"{ADMIN}/worker/"
 OVERVIEW = f"{ADMIN}/queuestat/"
+#: No admin page is larger than this (docs/security.md, "Sizes"), whatever the rows hold.
+PAGE_BYTES_MAX = 4 * 1024 * 1024
 VIEW_PERMS = [
     "view_queuemessage",
     "view_deadletter",

@@ -20,22 +20,15 @@ from ..jobs import live_state
 from ..models import QueueMessage
 from ..validation import PRIORITY_MAX, PRIORITY_MIN
 from . import requeue_log
-from .actions import (
-    BOTH_PLACES,
-    all_matching,
-    batch,
-    changelist_url,
-    confirmation,
-    confirmed,
-    from_detail_page,
-    has_perm,
-    more_note,
-    record,
-    selection_count,
-)
-from .base import QueueAdmin, format_age, preformatted, pretty_json, timestamp
-from .compat import action
+from .audit import record
+from .base import QueueAdmin, format_age, timestamp
+from .compat import BOTH_PLACES, action
+from .confirmation import confirmation, confirmed
 from .filters import QueueFilter, StateFilter
+from .links import changelist_url
+from .permissions import has_perm
+from .selection import all_matching, batch, from_detail_page, more_note, selection_count
+from .stored_text import PayloadPrivacy, preformatted
 
 
 class PriorityForm(forms.Form):
@@ -46,7 +39,7 @@ def state_badge(state: str) -> SafeString:
     return format_html('<span class="alk-state alk-{}">{}</span>', state, state)
 
 
-class QueueMessageAdmin(QueueAdmin[QueueMessage]):
+class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
     list_display = (
         "id",
         "queue",
@@ -66,7 +59,13 @@ class QueueMessageAdmin(QueueAdmin[QueueMessage]):
     sortable_by = ("id",)
     changelist_defer = ("payload", "last_error")
     actions = ["cancel", "run_now", "change_priority"]
-    readonly_fields = ("state", "payload_json", "last_error_text", "requeued_from")
+    readonly_fields = (
+        "state",
+        "payload_json",
+        "payload_masked",
+        "last_error_text",
+        "requeued_from",
+    )
     fieldsets = (
         (None, {"fields": [("queue", "state", "priority"), ("attempts", "max_attempts"),
                            "unique_key", "requeued_from"]}),
@@ -115,10 +114,6 @@ class QueueMessageAdmin(QueueAdmin[QueueMessage]):
     @admin.display(description="age")
     def age(self, job: QueueMessage) -> str:
         return format_age((system_clock() - job.enqueued_at).total_seconds())
-
-    @admin.display(description="payload")
-    def payload_json(self, job: QueueMessage) -> SafeString:
-        return pretty_json(job.payload)
 
     @admin.display(description="requeued from")
     def requeued_from(self, job: QueueMessage) -> str:
