@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, NamedTuple, cast
@@ -40,18 +40,16 @@ DEAD_COLUMNS = (
     "last_error, died_at, reason"
 )
 
-# Which live rows a state change applies to. Shared by both vendors; %s placeholders.
 # A claim is valid while the row carries its token and the lease has not lapsed.
 BY_CLAIM = "id = %s AND claim_token = %s AND lease_expires_at > %s"
-EXPIRED_IN_QUEUE = "queue = %s AND expires_at <= %s"
-EXPIRED_ANYWHERE = "expires_at <= %s"
-LAPSED_EXHAUSTED_IN_QUEUE = (
-    "queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s "
-    "AND attempts >= max_attempts AND (expires_at IS NULL OR expires_at > %s)"
-)
-LAPSED_EXHAUSTED_ANYWHERE = (
-    "claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
-)
+
+
+def chunked[T](items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """`items` in slices of at most `size`, in order: every list of ids that reaches SQL
+    goes out in such slices (Dialect.ids_per_statement), so no statement outgrows the
+    database's limit on bound parameters however long the list."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _in_queue(job_id: int, queue: str | None) -> tuple[str, list[Any]]:
@@ -86,6 +84,8 @@ def returned_claim(row: Row) -> Claim:
 
 #: Writes one chunk of payload texts as new rows (insert_many); returns their ids in order.
 WriteChunk = Callable[[Sequence[str]], list[int]]
+#: Waits up to the given seconds for wake-ups (Dialect.listen); returns their queue names.
+Notifications = Callable[[float], list[str]]
 
 
 class Dialect:
@@ -103,6 +103,9 @@ class Dialect:
     supports_planner_estimates = False
     #: Catalog statistics (dead tuples, old transactions, replication slots) for health checks.
     supports_catalog_health = False
+    #: The most ids (or claims) one statement binds: longer lists go out in chunks of this
+    #: size. SQLite's default build allows 32,766 bound parameters, old builds 999.
+    ids_per_statement = 400
 
     def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
         return value
@@ -120,7 +123,7 @@ class Dialect:
 
     def to_job(self, row: Row, now: datetime) -> Job:
         # Unpacked by position (ROW_FIELDS order): the claim builds one Job per handed-out
-        # row, and a dict per row cost a tenth of a worker's time.
+        # row, and a dict per row would be built only to be thrown away.
         (
             job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
             retention, run_at, enqueued_at, expires_at, unique_key, token, claimed_by,
@@ -205,20 +208,13 @@ class Dialect:
             )
             return bool(cursor.rowcount == 1)
 
-    def release_lapsed(self, connection: BaseDatabaseWrapper, now: datetime) -> list[int]:
-        """Lapsed claims with attempts left go back to pending (index alkqueue_lease_idx)."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {MESSAGE_TABLE} SET claim_token = NULL, claimed_by = NULL, "
-                "claimed_at = NULL, lease_expires_at = NULL "
-                "WHERE claim_token IS NOT NULL AND lease_expires_at <= %s "
-                "AND attempts < max_attempts RETURNING id",
-                [self.param_datetime(connection, now)],
-            )
-            return [row[0] for row in cursor.fetchall()]
-
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         """Wake idle workers of `queue` (PostgreSQL NOTIFY; nothing elsewhere)."""
+
+    def listen(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[Notifications]:
+        """A session of its own, with `connection`'s settings, receiving the wake-ups that
+        notify() sends; only where supports_notify."""
+        raise NotImplementedError
 
     def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
         """Dead row versions in the live table, as the server counts them; None where the
@@ -269,22 +265,27 @@ class Dialect:
         ids: one worker can hold an old lapsed claim and the new claim of the same job."""
         raise NotImplementedError
 
-    def ack_ids(
+    def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
     ) -> list[int]:
-        """Delete claimed jobs with a live lease, whoever holds them."""
+        """Delete the queue's claimed jobs with a live lease, whoever holds them; returns
+        the ids deleted."""
         raise NotImplementedError
 
-    def release(
+    def retry(
         self,
         connection: BaseDatabaseWrapper,
         claim: Claim,
         now: datetime,
         run_at: datetime,
         error: str | None,
-        refund: bool,
     ) -> bool:
-        """Give a valid claim up: the job is pending again from run_at."""
+        """Give a valid claim up: pending again from run_at, the attempt still counted, the
+        error (when one is given) stored."""
+        raise NotImplementedError
+
+    def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
+        """Give a valid claim up unfinished: pending now, the attempt refunded."""
         raise NotImplementedError
 
     def heartbeat(
@@ -300,14 +301,28 @@ class Dialect:
         """Delete dead letters older than the retention stamped on them."""
         raise NotImplementedError
 
-    def bury(
+    def fail(
         self,
         connection: BaseDatabaseWrapper,
-        predicate: str,
-        params: Sequence[Any],
+        claim: Claim,
         now: datetime,
         reason: str,
         error: str,
+    ) -> Row | None:
+        """Move a validly claimed job to the dead letters; returns its dead row, or None
+        when the claim is no longer valid."""
+        raise NotImplementedError
+
+    def sweep_expired(
+        self, connection: BaseDatabaseWrapper, queue: str | None, now: datetime, reason: str
     ) -> list[Row]:
-        """Move the live rows matching predicate to the dead letters; returns the dead rows."""
+        """Move the expired live jobs (any state) of `queue`, or of every queue when None, to
+        the dead letters with `reason`; returns the dead rows."""
+        raise NotImplementedError
+
+    def reclaim(
+        self, connection: BaseDatabaseWrapper, now: datetime
+    ) -> tuple[list[int], list[Row]]:
+        """Lapsed claims: back to pending with attempts left, else to the dead letters
+        ("max attempts exceeded"). Returns (the ids made pending, the dead rows)."""
         raise NotImplementedError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from ..queues import renew_leases
+from ..queues import heartbeat_handles
 from ..sql import Claim
 from .inflight import InFlight
 from .service import Service
@@ -28,7 +28,7 @@ class LeaseKeeper(Service):
         # Each job is renewed with its own lease, so the next tick comes within a third of
         # the shortest lease held (a job may carry a shorter lease than its queue's default).
         self.interval = keeper_interval([h.job.lease for h in handles])
-        renewed = renew_leases(handles, self.using)
+        renewed = heartbeat_handles(handles, self.using)
         for handle in handles:
             if (
                 # A job awaiting its ack may be acked between our UPDATE and now: only a

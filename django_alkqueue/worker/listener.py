@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
 from django.db import connections
 
-from ..sql.postgresql import NOTIFY_CHANNEL
+from ..sql import dialect_for
 
 logger = logging.getLogger("django_alkqueue")
 
@@ -26,24 +25,16 @@ class Listener:
         self.notified = notified
         self.connected = threading.Event()
 
-    def _connect(self) -> Any:
-        wrapper = connections[self.using]
-        connection = wrapper.get_new_connection(wrapper.get_connection_params())
-        connection.autocommit = True
-        connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        return connection
-
     def run(self, stop: threading.Event) -> None:
         backoff = 0.0
         while not stop.is_set():
-            connection = None
             try:
-                connection = self._connect()
-                self.connected.set()
-                backoff = 0.0
-                while not stop.is_set():
-                    for notify in connection.notifies(timeout=0.5):
-                        if notify.payload in self.queues:
+                connection = connections[self.using]
+                with dialect_for(connection).listen(connection) as notifications:
+                    self.connected.set()
+                    backoff = 0.0
+                    while not stop.is_set():
+                        if self.queues.intersection(notifications(0.5)):
                             self.notified.set()  # before the wake-up, which reads it
                             self.wake.set()
             except Exception as exc:
@@ -51,9 +42,6 @@ class Listener:
                 backoff = min(max(backoff * 2, 0.2), 5.0)
                 logger.warning("listener: connection lost, retrying in %.1fs: %s", backoff, exc)
                 stop.wait(backoff)
-            finally:
-                if connection is not None:
-                    connection.close()
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name="alk-listener", daemon=True)
