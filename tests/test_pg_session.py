@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only]
 
 @pytest.fixture(autouse=True)
 def every_enqueue_notifies(settings):
-    """One enqueue statement, whatever the time between two enqueues (sql/wake_pacing.py)."""
+    """One enqueue statement, whatever the time between two enqueues (wake_pacing.py)."""
     settings.ALKQUEUE = {"NOTIFY_WINDOW": 0.0}
 
 

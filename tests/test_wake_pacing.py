@@ -1,6 +1,6 @@
-"""Which enqueues send the wake-up NOTIFY (PostgreSQL, sql/postgresql/wake_pacing.py): outside a
-transaction, one per queue per NOTIFY_WINDOW on a connection; inside one, and with a unique
-key, always. Counted on a real LISTEN connection, up to a marker the test sends last."""
+"""Which enqueues send the wake-up NOTIFY (PostgreSQL, sql/postgresql/wake_pacing.py):
+outside a transaction, one per queue per NOTIFY_WINDOW on a connection; inside one, and with
+a unique key, always. Counted on a real LISTEN connection, up to a marker the test sends last."""
 
 from __future__ import annotations
 
