@@ -16,17 +16,23 @@ from .exceptions import PayloadError
 
 JSONValue = Any
 
+#: The documented encoder with the options stored payloads are written with.
+_PUBLIC_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
 
 def _compact_encoder() -> Callable[[JSONValue], str]:
     """The compact, non-ASCII-escaping, NaN-refusing JSON encoder, built once.
 
-    json.dumps with options builds a JSONEncoder per call, and JSONEncoder.encode builds a C
-    encoder per call: for a small payload that is four fifths of the cost. This builds the
-    same C encoder once (without the circular-reference markers: _plain has walked the value
-    already). Without the C accelerator, the public API."""
+    The library's one use of a private name (tests/test_payload_encoder.py fails loudly
+    should it change). JSONEncoder.encode builds CPython's C encoder anew on every call,
+    which for a small payload costs more than the encoding; this builds it once, without
+    the circular-reference markers (_plain has walked the value already). The public
+    encoder costs enqueue_many more than the 10% the project allows such an exception
+    (docs/benchmarks.md, "The driver's hot path"). Without the C accelerator, the public
+    API."""
     make = json.encoder.c_make_encoder  # type: ignore[attr-defined]  # undocumented in typeshed
     if make is None:
-        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+        return _PUBLIC_ENCODER.encode
     iterencode = make(
         None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
     )

@@ -30,10 +30,12 @@ FORBIDDEN_NAMES = {
     "psycopg_any": "django.db.backends.postgresql.psycopg_any",
     "_get_running_loop": "asyncio.events._get_running_loop",
     "scan_once": "json.JSONDecoder.scan_once",
+    "c_make_encoder": "json.encoder.c_make_encoder",
 }
 #: psycopg.Connection's own lock and wait(), undocumented.
 FORBIDDEN_CONNECTION_ATTRIBUTES = {"lock", "wait"}
-#: The one private name kept, in one function, with a test of its own (tests/test_payload.py).
+#: The one private name kept, in one function, with a test of its own
+#: (tests/test_payload_encoder.py).
 ALLOWED = {("payload.py", "c_make_encoder")}
 
 

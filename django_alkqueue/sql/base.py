@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -44,7 +44,11 @@ DEAD_COLUMNS = (
 BY_CLAIM = "id = %s AND claim_token = %s AND lease_expires_at > %s"
 
 
-def chunked[T](items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+T = TypeVar("T")
+
+
+# A TypeVar, not PEP 695's syntax: make test-compat runs the source on Python 3.11.
+def chunked(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:  # noqa: UP047
     """`items` in slices of at most `size`, in order: every list of ids that reaches SQL
     goes out in such slices (Dialect.ids_per_statement), so no statement outgrows the
     database's limit on bound parameters however long the list."""
