@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 from django.test.utils import override_settings
 
 from django_alkqueue.models import QueueMessage
-from django_alkqueue.sql.postgresql.statements import NOTIFY_CHANNEL
+from django_alkqueue.sql.postgresql import NOTIFY_CHANNEL
 from django_alkqueue.sql.postgresql.wake_pacing import (
     FOLLOW_UP_SLACK,
     follow_up_delay,

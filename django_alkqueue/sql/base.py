@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar, cast
 
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import payload as payload_codec
@@ -122,6 +123,16 @@ class Dialect:
 
     def read_token(self, value: Any) -> uuid.UUID | None:
         return value  # type: ignore[no-any-return]
+
+    def all_or_nothing(
+        self, connection: BaseDatabaseWrapper, ids: int
+    ) -> AbstractContextManager[object]:
+        """One transaction around a write of `ids` ids when it takes more than one statement;
+        a single statement is atomic already, and a transaction around it costs two round
+        trips."""
+        if ids > self.ids_per_statement:
+            return transaction.atomic(using=connection.alias)
+        return nullcontext()
 
     # -- rows ------------------------------------------------------------------------------
 

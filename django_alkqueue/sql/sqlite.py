@@ -252,7 +252,7 @@ class SqliteDialect(Dialect):
     ) -> list[int]:
         at = self.param_datetime(connection, now)
         acked: list[int] = []
-        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        with self.all_or_nothing(connection, len(ids)), connection.cursor() as cursor:
             for chunk in chunked(ids, self.ids_per_statement):
                 marks = ", ".join(["%s"] * len(chunk))
                 cursor.execute(_ACK_BATCH.format(marks=marks), [*chunk, queue, at])

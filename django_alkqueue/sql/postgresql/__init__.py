@@ -10,3 +10,7 @@
 Importing this package imports no psycopg; its modules do (sql/__init__.py loads the
 dialect only for a PostgreSQL connection).
 """
+
+#: Channel of the wake-up NOTIFY sent by enqueues (wake_pacing.py says which); the payload is
+#: the queue name. Documented in docs/reference.md, "Other names".
+NOTIFY_CHANNEL = "alkqueue"

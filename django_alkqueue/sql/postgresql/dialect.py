@@ -152,7 +152,7 @@ class PostgresDialect(Dialect):
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
     ) -> list[int]:
         acked: list[int] = []
-        with connection.cursor() as cursor:
+        with self.all_or_nothing(connection, len(ids)), connection.cursor() as cursor:
             for chunk in chunked(ids, self.ids_per_statement):
                 cursor.execute(sql.ACK_BATCH, [sql.bigint_array(chunk), queue, now])
                 acked.extend(row[0] for row in cursor.fetchall())

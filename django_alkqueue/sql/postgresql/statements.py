@@ -15,10 +15,7 @@ from typing import Any
 from ...jobs import MAX_ATTEMPTS_EXCEEDED
 from ...models import DEAD_LETTER_TABLE, MESSAGE_TABLE
 from ..base import BURIED_FIELDS, INSERT_FIELDS, KEYLESS_INSERT_FIELDS
-
-#: Channel of the wake-up NOTIFY sent by enqueues (wake_pacing.py says which); the payload
-#: is the queue name.
-NOTIFY_CHANNEL = "alkqueue"
+from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 
 _DEAD_AS_ROW = (
     "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
