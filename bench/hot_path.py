@@ -17,6 +17,8 @@ import psycopg
 
 URL = os.environ.setdefault("DATABASE_URL", "postgres://root@127.0.0.1:5432/alk_hot_path")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
+# DEBUG logs every query, and then the hot statements go through Django's own cursor.
+os.environ.setdefault("DJANGO_DEBUG", "0")
 
 SINGLE = 3_000
 BATCH, ROUNDS = 100, 200

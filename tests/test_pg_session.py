@@ -11,6 +11,7 @@ import threading
 
 import pytest
 from django.core.exceptions import SynchronousOnlyOperation
+from django.core.signals import request_started
 from django.db import DatabaseError, DataError, connection, connections, transaction
 from django.db.utils import ProgrammingError
 from django.test.utils import CaptureQueriesContext, override_settings
@@ -202,7 +203,7 @@ def test_a_connection_that_fails_its_health_check_is_replaced_before_a_hot_state
         with other.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(%s)", [dead_pid])
         other.close()
-        main.health_check_done = False  # as Django marks it at the start of each request
+        request_started.send(sender=None)  # each request starts with a new health check
         q.enqueue(2)  # on the terminated connection this would raise OperationalError
         assert main.connection.info.backend_pid != dead_pid
     finally:

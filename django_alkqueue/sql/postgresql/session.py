@@ -9,8 +9,11 @@ its parameter dumpers up again. They share Django's session and transaction, so
 `transaction.atomic()` and rollbacks apply exactly as to `connection.cursor()`, and psycopg's
 errors are raised as Django's database exceptions.
 
-Each call first opens and closes a Django cursor: Django then runs all the checks it runs for
-its own queries (the connection open and healthy, this thread's, not inside an event loop).
+Django's checks apply as to its own queries. `ensure_connection()` opens the connection and
+refuses a call from inside an event loop, every time; the rest (the health check that
+CONN_HEALTH_CHECKS asks for, the connection being this thread's) runs by opening and
+closing a Django cursor, once per connection and thread, and again after each request
+starts or finishes, which is when Django asks for a new health check.
 
 A prepared statement is still planned anew on every call while PostgreSQL expects a custom
 plan to beat the generic one, and for the claim and the ack it always does. So those ask for
@@ -37,12 +40,14 @@ from __future__ import annotations
 
 import datetime
 import logging
+import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import django.db
 import psycopg
+from django.core.signals import request_finished, request_started
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import errors
 from psycopg.types.datetime import TimestamptzLoader
@@ -82,8 +87,11 @@ def fetch_all(
         with connection.cursor() as django_cursor:
             django_cursor.execute(sql, params)
             return list(django_cursor.fetchall())
-    connection.cursor().close()  # Django's checks, as before any query of its own
+    connection.ensure_connection()  # SynchronousOnlyOperation inside an event loop
     conn = connection.connection
+    if _CHECKED.get((connection.alias, threading.get_ident())) != id(conn):
+        _django_checks(connection)
+        conn = connection.connection  # a failed health check replaces it
     if not isinstance(conn, psycopg.Connection):  # psycopg2: Django's cursor, unprepared
         with connection.cursor() as django_cursor:
             django_cursor.execute(sql, params)
@@ -103,6 +111,28 @@ def fetch_all(
             return rows
     except psycopg.Error as exc:
         raise as_django_error(exc) from exc
+
+
+#: Per (alias, thread): the id of the psycopg connection that passed Django's checks there
+#: since the last request started or finished. A new connection that happens to get a closed
+#: one's id is fresh, so skipping its health check loses nothing.
+_CHECKED: dict[tuple[str, int], int] = {}
+
+
+def _django_checks(connection: BaseDatabaseWrapper) -> None:
+    """The checks Django runs before it makes a cursor: health (which may replace the
+    connection) and thread sharing (which raises DatabaseError)."""
+    connection.cursor().close()
+    _CHECKED[connection.alias, threading.get_ident()] = id(connection.connection)
+
+
+def _forget_checks(**kwargs: Any) -> None:
+    # Django resets its health check at each request's start and end (close_old_connections).
+    _CHECKED.clear()
+
+
+request_started.connect(_forget_checks, dispatch_uid="alkqueue_forget_checks_started")
+request_finished.connect(_forget_checks, dispatch_uid="alkqueue_forget_checks_finished")
 
 
 def _prepared(
