@@ -13,7 +13,7 @@ import pytest
 from django.core.exceptions import SynchronousOnlyOperation
 from django.core.signals import request_started
 from django.db import DatabaseError, DataError, connection, connections, transaction
-from django.db.utils import ProgrammingError
+from django.db.utils import OperationalError, ProgrammingError
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from django_alkqueue.models import QueueMessage
@@ -210,6 +210,22 @@ def test_a_connection_that_fails_its_health_check_is_replaced_before_a_hot_state
         main.settings_dict["CONN_HEALTH_CHECKS"] = False
         main.close()
     assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 2]
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit: Django reconnects outside a transaction
+def test_after_the_server_drops_the_connection_the_next_hot_statement_reconnects(q):
+    q.enqueue(1)
+    main = connections["default"]
+    dead_pid = main.connection.info.backend_pid
+    other = connections.create_connection("default")
+    with other.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [dead_pid])
+    other.close()
+    with pytest.raises(OperationalError):
+        q.enqueue(2)  # the statement that finds the connection gone
+    q.enqueue(3)
+    assert main.connection.info.backend_pid != dead_pid
+    assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 3]
 
 
 @pytest.mark.django_db(transaction=True)  # autocommit: Django reconnects outside a transaction

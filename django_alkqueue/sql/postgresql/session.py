@@ -110,6 +110,10 @@ def fetch_all(
             _stop_preparing(conn, exc)
             return rows
     except psycopg.Error as exc:
+        if conn.broken:
+            # As Django does for its own queries' errors: a lost connection is not reused;
+            # outside a transaction the next statement connects anew.
+            connection.close()
         raise as_django_error(exc) from exc
 
 
