@@ -43,11 +43,13 @@ test-pg: venv
 test-sqlite: venv
 	DATABASE_URL= $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
-# Django 5.2 LTS on the machine's default python3 (3.11), with the django-tasks backport. It
-# runs from the source tree: the package itself declares Python >= 3.12.
+# Django 5.2 LTS on the machine's default python3 (3.11), with the django-tasks backport, and
+# the oldest psycopg supported (3.2) in its pure Python build over the system's libpq: make
+# test covers the newest binary one. It runs from the source tree: the package itself
+# declares Python >= 3.12.
 COMPAT_VENV := .venv-compat
 COMPAT_PY := $(COMPAT_VENV)/bin/python
-COMPAT_DEPS := "Django>=5.2,<6" "django-tasks>=0.8" "psycopg[binary]>=3.2" "croniter>=2.0" \
+COMPAT_DEPS := "Django>=5.2,<6" "django-tasks>=0.8" "psycopg>=3.2,<3.3" "croniter>=2.0" \
 	pytest pytest-django hypothesis dj-database-url django-extensions playwright
 
 $(COMPAT_VENV)/.installed: pyproject.toml Makefile
@@ -57,7 +59,7 @@ $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 test-compat: $(COMPAT_VENV)/.installed postgres /usr/sbin/pgbouncer
-	DATABASE_URL=$(PG_URL) PYTHONPATH=. $(COMPAT_PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL) PYTHONPATH=. PSYCOPG_IMPL=python $(COMPAT_PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 # The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite (those
 # that run there), then docs/reliability.md from their records, even when one failed (the

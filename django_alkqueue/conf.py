@@ -52,7 +52,7 @@ class AlkQueueSettings:
     #: Seconds after an enqueue's wake-up NOTIFY during which further enqueues of the same
     #: queue, outside a transaction and on the same connection, send none; workers look again
     #: once the window (plus 50 ms) has passed after each NOTIFY. 0: every enqueue notifies.
-    #: PostgreSQL only (sql/wake_pacing.py).
+    #: PostgreSQL only (sql/postgresql/wake_pacing.py).
     NOTIFY_WINDOW: float = 0.005
     #: Database alias used for LISTEN (a direct connection when claims go through PgBouncer).
     LISTEN_DATABASE: str | None = None

@@ -100,8 +100,8 @@ class Stamps(NamedTuple):
 
 def make_job(fields: dict[str, Any]) -> Job:
     """A Job holding exactly `fields` (every field of Job), made without the frozen
-    constructor's one object.__setattr__ per field: that was most of the Python cost of a
-    new job (3.6 of about 4 us), paid once per enqueued row and once per claimed one."""
+    constructor's one object.__setattr__ per field, which is most of the Python cost of a new
+    job, paid once per enqueued row and once per claimed one (docs/benchmarks.md)."""
     job = object.__new__(Job)
     object.__setattr__(job, "__dict__", fields)
     return job

@@ -17,7 +17,7 @@ QUEUE_STAT_TABLE = "alkqueue_queuestat"
 TASK_RESULT_TABLE = "alkqueue_taskresult"
 PERIODIC_TICK_TABLE = "alkqueue_periodictick"
 
-# Index names are referenced from the SQL that relies on them (see sql/postgresql.py).
+# Index names are referenced from the SQL that relies on them (see sql/postgresql/statements.py).
 PENDING_INDEX = "alkqueue_pending_idx"
 LEASE_INDEX = "alkqueue_lease_idx"
 EXPIRY_INDEX = "alkqueue_expiry_idx"

@@ -18,16 +18,10 @@ from django.db.models import Count, Min, Q
 from . import signals, validation
 from .error_text import capped, capped_or_none
 from .exceptions import AlkQueueError
-from .jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED, Job, QueueStats, Stamps
+from .jobs import EXPIRED, Job, QueueStats, Stamps
 from .models import Consumer, DeadLetter, QueueMessage
 from .payload import decode
-from .sql import Claim, Dialect, Row, dialect_for
-from .sql.base import (
-    BY_CLAIM,
-    EXPIRED_ANYWHERE,
-    EXPIRED_IN_QUEUE,
-    LAPSED_EXHAUSTED_ANYWHERE,
-)
+from .sql import Claim, Dialect, Row, chunked, dialect_for
 
 _KEY_RACE_RETRIES = 5
 #: Rows per write of a bulk enqueue: small enough that the work on the next chunk overlaps
@@ -69,7 +63,7 @@ def enqueue(
     jobs: list[Job] = []
     if count == 1:
         # One statement is its own transaction; the bulk path's block and chunking would
-        # cost a single enqueue() several percent of its rate.
+        # slow down the most frequent call for nothing.
         (text,) = texts
         job_id = dialect.insert_one(connection, queue, text, stamps)
         jobs.append(stamps.new_job(job_id, queue, decode(text), now))
@@ -121,35 +115,36 @@ def ack(using: str, claims: Sequence[Claim], now: datetime) -> set[Claim]:
     return set(dialect.ack(connection, claims, now))
 
 
-def ack_ids(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
+def ack_batch(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
     """Ack the queue's claimed jobs with a live lease, whichever worker holds them."""
     if not ids:
         return 0
     dialect, connection = _dialect_and_connection(using)
-    return len(dialect.ack_ids(connection, queue, list(dict.fromkeys(ids)), now))
+    return len(dialect.ack_batch(connection, queue, list(dict.fromkeys(ids)), now))
 
 
 def retry(using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None) -> bool:
     """Back to pending from run_at; the attempt stays counted."""
     dialect, connection = _dialect_and_connection(using)
-    error = capped_or_none(error)  # every stored error text passes here or in dead_letter
-    return bool(dialect.release(connection, claim, now, run_at, error, refund=False))
+    error = capped_or_none(error)  # every stored error text passes here or in fail()
+    return bool(dialect.retry(connection, claim, now, run_at, error))
 
 
 def release(using: str, claim: Claim, now: datetime) -> bool:
     """Give a claim back unfinished (graceful shutdown): pending now, the attempt refunded."""
     dialect, connection = _dialect_and_connection(using)
-    return bool(dialect.release(connection, claim, now, now, None, refund=True))
+    return bool(dialect.release(connection, claim, now))
 
 
-def dead_letter(using: str, claim: Claim, now: datetime, reason: str, error: str) -> Job | None:
-    """Move a validly claimed job to the dead letters now."""
+def fail(using: str, claim: Claim, now: datetime, reason: str, error: str) -> Job | None:
+    """Move a validly claimed job to the dead letters now; None when the claim was lost."""
     dialect, connection = _dialect_and_connection(using)
-    error = capped(error)
-    rows = dialect.bury(connection, BY_CLAIM, [claim.id, claim.token, now], now, reason, error)
-    jobs = _jobs(using, rows, now)
-    _announce_deaths(jobs)
-    return jobs[0] if jobs else None
+    row = dialect.fail(connection, claim, now, reason, capped(error))
+    if row is None:
+        return None
+    job = dialect.to_job(row, now)
+    _announce_deaths([job])
+    return job
 
 
 def heartbeat(using: str, renewals: Sequence[tuple[Claim, datetime]], now: datetime) -> set[Claim]:
@@ -173,10 +168,12 @@ def run_now(using: str, job_ids: Sequence[int], now: datetime) -> int:
     """Scheduled jobs -> pending: run_at = now for the unclaimed ones not yet due; wakes their
     queues' workers. Pending jobs keep their place in line. Returns how many were moved."""
     dialect, connection = _dialect_and_connection(using)
+    moved, queues = 0, set[str]()
     with transaction.atomic(using=using):
-        waiting = QueueMessage.objects.using(using).filter(pk__in=job_ids).scheduled(now)
-        queues = set(waiting.values_list("queue", flat=True))
-        moved = waiting.update(run_at=now)
+        for ids in chunked(job_ids, dialect.ids_per_statement):
+            waiting = QueueMessage.objects.using(using).filter(pk__in=ids).scheduled(now)
+            queues.update(waiting.values_list("queue", flat=True))
+            moved += waiting.update(run_at=now)
         for name in sorted(queues):
             dialect.notify(connection, name)
     return moved
@@ -185,21 +182,44 @@ def run_now(using: str, job_ids: Sequence[int], now: datetime) -> int:
 def change_priority(using: str, job_ids: Sequence[int], priority: int) -> int:
     """Set the priority of live jobs in any state (a claimed job keeps it for its retries)."""
     validation.priority(priority)
-    return QueueMessage.objects.using(using).filter(pk__in=job_ids).update(priority=priority)
+    live = QueueMessage.objects.using(using)
+    with transaction.atomic(using=using):
+        return sum(
+            live.filter(pk__in=ids).update(priority=priority)
+            for ids in chunked(job_ids, _ids_per_statement(using))
+        )
+
+
+def _ids_per_statement(using: str) -> int:
+    return dialect_for(connections[using]).ids_per_statement
 
 
 def pause(using: str, queues: Sequence[str]) -> int:
     """Workers stop claiming from these queues within one poll interval; jobs stay put."""
-    return Consumer.objects.using(using).filter(queue__in=queues).update(paused=True)
+    return _set_paused(using, queues, True)
 
 
 def resume(using: str, queues: Sequence[str]) -> int:
-    return Consumer.objects.using(using).filter(queue__in=queues).update(paused=False)
+    return _set_paused(using, queues, False)
+
+
+def _set_paused(using: str, queues: Sequence[str], paused: bool) -> int:
+    consumers = Consumer.objects.using(using)
+    with transaction.atomic(using=using):
+        return sum(
+            consumers.filter(queue__in=names).update(paused=paused)
+            for names in chunked(queues, _ids_per_statement(using))
+        )
 
 
 def purge_dead_letters(using: str, dead_letter_ids: Sequence[int]) -> int:
     """Delete the given dead letters (by row id); returns how many were deleted."""
-    return DeadLetter.objects.using(using).filter(pk__in=dead_letter_ids).delete()[0]
+    dead = DeadLetter.objects.using(using)
+    with transaction.atomic(using=using):
+        return sum(
+            dead.filter(pk__in=ids).delete()[0]
+            for ids in chunked(dead_letter_ids, _ids_per_statement(using))
+        )
 
 
 def get_job(using: str, job_id: int, now: datetime, queue: str | None = None) -> Job | None:
@@ -269,7 +289,7 @@ def _same_lifetime(dead: Job, now: datetime) -> datetime | None:
 def sweep_expired(using: str, queue: str, now: datetime, retention: float | None) -> int:
     """Expired live jobs (any state) -> dead letters; dead letters past retention deleted."""
     dialect, connection = _dialect_and_connection(using)
-    rows = dialect.bury(connection, EXPIRED_IN_QUEUE, [queue, now], now, EXPIRED, EXPIRED)
+    rows = dialect.sweep_expired(connection, queue, now, EXPIRED)
     _announce_deaths(_jobs(using, rows, now))
     if retention is not None:
         cutoff = now - timedelta(seconds=retention)
@@ -321,20 +341,17 @@ def reclaim(using: str, now: datetime) -> tuple[list[int], list[Job]]:
     The lapsed attempt stays counted (attempts are counted at claim time, never refunded).
     """
     dialect, connection = _dialect_and_connection(using)
-    rows = dialect.bury(
-        connection, LAPSED_EXHAUSTED_ANYWHERE, [now], now,
-        MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED,
-    )  # fmt: skip
+    pending, rows = dialect.reclaim(connection, now)
     dead = _jobs(using, rows, now)
     _announce_deaths(dead)
-    return dialect.release_lapsed(connection, now), dead
+    return pending, dead
 
 
 def sweep_everywhere(using: str, now: datetime) -> int:
     """The worker's sweep: expired jobs of every queue -> dead letters; each dead letter is
     deleted once older than the retention stamped on its job. Returns the number moved."""
     dialect, connection = _dialect_and_connection(using)
-    rows = dialect.bury(connection, EXPIRED_ANYWHERE, [now], now, EXPIRED, EXPIRED)
+    rows = dialect.sweep_expired(connection, None, now, EXPIRED)
     _announce_deaths(_jobs(using, rows, now))
     dialect.delete_old_dead_letters(connection, now)
     return len(rows)

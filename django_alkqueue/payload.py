@@ -16,17 +16,23 @@ from .exceptions import PayloadError
 
 JSONValue = Any
 
+#: The documented encoder with the options stored payloads are written with.
+_PUBLIC_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
 
 def _compact_encoder() -> Callable[[JSONValue], str]:
     """The compact, non-ASCII-escaping, NaN-refusing JSON encoder, built once.
 
-    json.dumps with options builds a JSONEncoder per call, and JSONEncoder.encode builds a C
-    encoder per call: for a small payload that is four fifths of the cost. This builds the
-    same C encoder once (without the circular-reference markers: _plain has walked the value
-    already). Without the C accelerator, the public API."""
+    The library's one use of a private name (tests/test_payload_encoder.py fails loudly
+    should it change). JSONEncoder.encode builds CPython's C encoder anew on every call,
+    which for a small payload costs more than the encoding; this builds it once, without
+    the circular-reference markers (_plain has walked the value already). The public
+    encoder costs enqueue_many more than the 10% the project allows such an exception
+    (docs/benchmarks.md, "The driver's hot path"). Without the C accelerator, the public
+    API."""
     make = json.encoder.c_make_encoder  # type: ignore[attr-defined]  # undocumented in typeshed
     if make is None:
-        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+        return _PUBLIC_ENCODER.encode
     iterencode = make(
         None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
     )
@@ -38,8 +44,8 @@ def _not_json(value: object) -> None:
 
 
 _ENCODE = _compact_encoder()
-_SCAN: Callable[[str, int], tuple[JSONValue, int]]
-_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by its __init__
+#: What json.loads(text) uses for a str, made once rather than looked up per call.
+_DECODER = json.JSONDecoder()
 
 
 def encode(payload: JSONValue, *, max_bytes: int, path: str = "payload") -> str:
@@ -67,15 +73,10 @@ def encode(payload: JSONValue, *, max_bytes: int, path: str = "payload") -> str:
 
 
 def decode(text: str) -> JSONValue:
-    """json.loads(text), by the C scanner alone where that reads the whole text (a stored
-    payload almost always, and always a text encode() produced); anything else
-    (surrounding whitespace, trailing data, a byte order mark, bad JSON) goes to
-    json.loads, which decides exactly as before."""
-    try:
-        value, end = _SCAN(text, 0)
-    except (StopIteration, ValueError):
-        return json.loads(text)
-    return value if end == len(text) else json.loads(text)
+    """json.loads(text): the same decoder, without json.loads' checks of the argument's type."""
+    if text.startswith("\ufeff"):
+        return json.loads(text)  # which refuses a byte order mark with its own message
+    return _DECODER.decode(text)
 
 
 def _plain(value: Any) -> bool:

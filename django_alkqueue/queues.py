@@ -192,7 +192,7 @@ class Queue:
         if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
             raise InvalidOption(f"ids must be an iterable of job ids, not {type(ids).__name__}")
         checked = [validation.job_id(i) for i in ids]
-        return operations.ack_ids(self.using, self.name, checked, self.clock())
+        return operations.ack_batch(self.using, self.name, checked, self.clock())
 
     def cancel(self, job_id: int) -> bool:
         """Remove a live job in any state. Its claimer's ack will then return False."""
@@ -263,7 +263,7 @@ class JobHandle:
         now = self.queue.clock()
         if self.job.attempts >= self.job.max_attempts:
             reason = MAX_ATTEMPTS_EXCEEDED
-            dead = operations.dead_letter(
+            dead = operations.fail(
                 self.queue.using, self.claim, now, reason, text if text is not None else reason
             )
             return self._finish(dead is not None)
@@ -277,7 +277,7 @@ class JobHandle:
         if self._finished:
             return False
         text = validation.clean_error_text(error)
-        dead = operations.dead_letter(
+        dead = operations.fail(
             self.queue.using, self.claim, self.queue.clock(), FAILED,
             text if text is not None else FAILED,
         )  # fmt: skip
@@ -324,7 +324,7 @@ def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     return acked
 
 
-def renew_leases(handles: Sequence[JobHandle], using: str) -> set[Claim]:
+def heartbeat_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     """Heartbeat many handles in one statement; returns the claims whose lease was renewed."""
     live = [h for h in handles if not h._finished]
     if not live:

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from django_alkqueue import queue
 from django_alkqueue.queues import Queue
-from django_alkqueue.sql import wake_pacing
-from django_alkqueue.sql.hot_cursor import PINNED_PLAN_SETTINGS
+from django_alkqueue.sql.postgresql import wake_pacing
+from django_alkqueue.sql.postgresql.session import PINNED_PLAN_SETTINGS
 from tests.admin_helpers import Seeded, client_for, make_user, seed
 from tests.clocks import FakeClock
 
@@ -43,9 +43,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def no_notify_sent_yet() -> None:
     """Each test starts with no NOTIFY sent on this thread's connection: the time of the last
-    one lives on Django's connection object, which outlives a test (sql/wake_pacing.py)."""
-    if hasattr(connection, wake_pacing._LAST_SENT):
-        delattr(connection, wake_pacing._LAST_SENT)
+    one is kept per Django connection object, which outlives a test (wake_pacing.py)."""
+    wake_pacing.forget(connections["default"])
 
 
 @pytest.fixture

@@ -216,7 +216,7 @@ def test_four_processes_draining_2000_jobs_get_each_exactly_once(transactional_d
 
 @pytest.mark.postgres_only
 def test_claim_query_uses_the_partial_pending_index_on_100k_rows(transactional_db):
-    from django_alkqueue.sql.postgresql import CLAIM, claim_params
+    from django_alkqueue.sql.postgresql.statements import CLAIM, claim_params
 
     with connection.cursor() as cursor:
         cursor.execute(

@@ -8,7 +8,7 @@ import pytest
 
 from django_alkqueue import InvalidOption
 from django_alkqueue.models import QueueMessage
-from django_alkqueue.queues import ack_handles, renew_leases
+from django_alkqueue.queues import ack_handles, heartbeat_handles
 
 pytestmark = pytest.mark.django_db
 
@@ -176,7 +176,7 @@ def test_a_batch_renewal_holding_the_old_and_the_new_claim_of_a_job_renews_only_
     new = q.claim_one("w")
     lapsed_at = old.lease_expires_at
     clock.advance(10)
-    assert renew_leases([old, new], q.using) == {new.claim}
+    assert heartbeat_handles([old, new], q.using) == {new.claim}
     assert old.lease_expires_at == lapsed_at
     assert new.lease_expires_at == clock.now + timedelta(seconds=30)
 

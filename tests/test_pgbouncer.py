@@ -26,9 +26,10 @@ from django.utils import timezone
 from django_alkqueue import queue
 from django_alkqueue.jobs import Stamps
 from django_alkqueue.models import DeadLetter, QueueMessage
-from django_alkqueue.sql import hot_cursor
-from django_alkqueue.sql.hot_cursor import behind_a_pooler, fetch_all
-from django_alkqueue.sql.postgresql import CLAIM, PostgresDialect, claim_params
+from django_alkqueue.sql.postgresql import session
+from django_alkqueue.sql.postgresql.dialect import PostgresDialect
+from django_alkqueue.sql.postgresql.session import behind_a_pooler, fetch_all
+from django_alkqueue.sql.postgresql.statements import CLAIM, claim_params
 from testproject.shop.models import HandlerRun
 from tests.conftest import PLANNER_DEFAULTS, planner_settings
 from tests.pgbouncer import pgbouncer, url
@@ -129,7 +130,7 @@ def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_c
     queue("shop-emails").enqueue_many([{"i": i} for i in range(3)])
     # As through a pooler that passes the server's process id on: the claim is prepared and
     # sent behind its set_config() in one pipeline.
-    monkeypatch.setitem(hot_cursor._POOLED, "through-pgbouncer", False)
+    monkeypatch.setitem(session._POOLED, "through-pgbouncer", False)
 
     with pgbouncer() as port, django_connection(port) as pooled:
         pooled.ensure_connection()

@@ -1,6 +1,6 @@
-"""Which enqueues send the wake-up NOTIFY (PostgreSQL, sql/wake_pacing.py): outside a
-transaction, one per queue per NOTIFY_WINDOW on a connection; inside one, and with a unique
-key, always. Counted on a real LISTEN connection, up to a marker the test sends last."""
+"""Which enqueues send the wake-up NOTIFY (PostgreSQL, sql/postgresql/wake_pacing.py):
+outside a transaction, one per queue per NOTIFY_WINDOW on a connection; inside one, and with
+a unique key, always. Counted on a real LISTEN connection, up to a marker the test sends last."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test.utils import override_settings
 
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.sql.postgresql import NOTIFY_CHANNEL
-from django_alkqueue.sql.wake_pacing import (
+from django_alkqueue.sql.postgresql.wake_pacing import (
     FOLLOW_UP_SLACK,
     follow_up_delay,
     wake_due,
@@ -120,12 +120,13 @@ def test_enqueue_many_notifies_within_the_window(q, listening):
 
 
 def test_the_window_counts_from_the_last_notify_that_committed():
-    connection.ensure_connection()
-    wake_sent(connection, "shop-emails", 100.0)
+    main = connections["default"]  # the wrapper the dialect gets, not the per-thread proxy
+    main.ensure_connection()
+    wake_sent(main, "shop-emails", 100.0)
 
-    assert not wake_due(connection, "shop-emails", 5.0, 104.9, autocommit=True)
-    assert wake_due(connection, "shop-emails", 5.0, 105.0, autocommit=True)
-    assert wake_due(connection, "shop-reports", 5.0, 101.0, autocommit=True)  # never notified
+    assert not wake_due(main, "shop-emails", 5.0, 104.9, autocommit=True)
+    assert wake_due(main, "shop-emails", 5.0, 105.0, autocommit=True)
+    assert wake_due(main, "shop-reports", 5.0, 101.0, autocommit=True)  # never notified
 
 
 def test_a_worker_follows_a_notify_up_once_the_window_and_its_slack_have_passed():

@@ -20,7 +20,7 @@ def database_env() -> dict[str, str]:
     db = settings.DATABASES["default"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "testproject.settings"}
     # As in production: with DEBUG on, Django logs every query, and the hot statements then go
-    # through Django's cursor instead of their prepared path (sql/hot_cursor.py).
+    # through Django's cursor instead of their prepared path (sql/postgresql/session.py).
     env["DJANGO_DEBUG"] = "0"
     if connection.vendor == "postgresql":
         host = db.get("HOST") or "127.0.0.1"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import payload as payload_codec
@@ -40,18 +41,20 @@ DEAD_COLUMNS = (
     "last_error, died_at, reason"
 )
 
-# Which live rows a state change applies to. Shared by both vendors; %s placeholders.
 # A claim is valid while the row carries its token and the lease has not lapsed.
 BY_CLAIM = "id = %s AND claim_token = %s AND lease_expires_at > %s"
-EXPIRED_IN_QUEUE = "queue = %s AND expires_at <= %s"
-EXPIRED_ANYWHERE = "expires_at <= %s"
-LAPSED_EXHAUSTED_IN_QUEUE = (
-    "queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s "
-    "AND attempts >= max_attempts AND (expires_at IS NULL OR expires_at > %s)"
-)
-LAPSED_EXHAUSTED_ANYWHERE = (
-    "claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
-)
+
+
+T = TypeVar("T")
+
+
+# A TypeVar, not PEP 695's syntax: make test-compat runs the source on Python 3.11.
+def chunked(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:  # noqa: UP047
+    """`items` in slices of at most `size`, in order: every list of ids that reaches SQL
+    goes out in such slices (Dialect.ids_per_statement), so no statement outgrows the
+    database's limit on bound parameters however long the list."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _in_queue(job_id: int, queue: str | None) -> tuple[str, list[Any]]:
@@ -86,6 +89,8 @@ def returned_claim(row: Row) -> Claim:
 
 #: Writes one chunk of payload texts as new rows (insert_many); returns their ids in order.
 WriteChunk = Callable[[Sequence[str]], list[int]]
+#: Waits up to the given seconds for wake-ups (Dialect.listen); returns their queue names.
+Notifications = Callable[[float], list[str]]
 
 
 class Dialect:
@@ -103,6 +108,9 @@ class Dialect:
     supports_planner_estimates = False
     #: Catalog statistics (dead tuples, old transactions, replication slots) for health checks.
     supports_catalog_health = False
+    #: The most ids (or claims) one statement binds: longer lists go out in chunks of this
+    #: size. SQLite's default build allows 32,766 bound parameters, old builds 999.
+    ids_per_statement = 400
 
     def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
         return value
@@ -116,11 +124,21 @@ class Dialect:
     def read_token(self, value: Any) -> uuid.UUID | None:
         return value  # type: ignore[no-any-return]
 
+    def all_or_nothing(
+        self, connection: BaseDatabaseWrapper, ids: int
+    ) -> AbstractContextManager[object]:
+        """One transaction around a write of `ids` ids when it takes more than one statement;
+        a single statement is atomic already, and a transaction around it costs two round
+        trips."""
+        if ids > self.ids_per_statement:
+            return transaction.atomic(using=connection.alias)
+        return nullcontext()
+
     # -- rows ------------------------------------------------------------------------------
 
     def to_job(self, row: Row, now: datetime) -> Job:
         # Unpacked by position (ROW_FIELDS order): the claim builds one Job per handed-out
-        # row, and a dict per row cost a tenth of a worker's time.
+        # row, and a dict per row would be built only to be thrown away.
         (
             job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
             retention, run_at, enqueued_at, expires_at, unique_key, token, claimed_by,
@@ -205,20 +223,13 @@ class Dialect:
             )
             return bool(cursor.rowcount == 1)
 
-    def release_lapsed(self, connection: BaseDatabaseWrapper, now: datetime) -> list[int]:
-        """Lapsed claims with attempts left go back to pending (index alkqueue_lease_idx)."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {MESSAGE_TABLE} SET claim_token = NULL, claimed_by = NULL, "
-                "claimed_at = NULL, lease_expires_at = NULL "
-                "WHERE claim_token IS NOT NULL AND lease_expires_at <= %s "
-                "AND attempts < max_attempts RETURNING id",
-                [self.param_datetime(connection, now)],
-            )
-            return [row[0] for row in cursor.fetchall()]
-
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         """Wake idle workers of `queue` (PostgreSQL NOTIFY; nothing elsewhere)."""
+
+    def listen(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[Notifications]:
+        """A session of its own, with `connection`'s settings, receiving the wake-ups that
+        notify() sends; only where supports_notify."""
+        raise NotImplementedError
 
     def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
         """Dead row versions in the live table, as the server counts them; None where the
@@ -269,22 +280,27 @@ class Dialect:
         ids: one worker can hold an old lapsed claim and the new claim of the same job."""
         raise NotImplementedError
 
-    def ack_ids(
+    def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
     ) -> list[int]:
-        """Delete claimed jobs with a live lease, whoever holds them."""
+        """Delete the queue's claimed jobs with a live lease, whoever holds them; returns
+        the ids deleted."""
         raise NotImplementedError
 
-    def release(
+    def retry(
         self,
         connection: BaseDatabaseWrapper,
         claim: Claim,
         now: datetime,
         run_at: datetime,
         error: str | None,
-        refund: bool,
     ) -> bool:
-        """Give a valid claim up: the job is pending again from run_at."""
+        """Give a valid claim up: pending again from run_at, the attempt still counted, the
+        error (when one is given) stored."""
+        raise NotImplementedError
+
+    def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
+        """Give a valid claim up unfinished: pending now, the attempt refunded."""
         raise NotImplementedError
 
     def heartbeat(
@@ -300,14 +316,28 @@ class Dialect:
         """Delete dead letters older than the retention stamped on them."""
         raise NotImplementedError
 
-    def bury(
+    def fail(
         self,
         connection: BaseDatabaseWrapper,
-        predicate: str,
-        params: Sequence[Any],
+        claim: Claim,
         now: datetime,
         reason: str,
         error: str,
+    ) -> Row | None:
+        """Move a validly claimed job to the dead letters; returns its dead row, or None
+        when the claim is no longer valid."""
+        raise NotImplementedError
+
+    def sweep_expired(
+        self, connection: BaseDatabaseWrapper, queue: str | None, now: datetime, reason: str
     ) -> list[Row]:
-        """Move the live rows matching predicate to the dead letters; returns the dead rows."""
+        """Move the expired live jobs (any state) of `queue`, or of every queue when None, to
+        the dead letters with `reason`; returns the dead rows."""
+        raise NotImplementedError
+
+    def reclaim(
+        self, connection: BaseDatabaseWrapper, now: datetime
+    ) -> tuple[list[int], list[Row]]:
+        """Lapsed claims: back to pending with attempts left, else to the dead letters
+        ("max attempts exceeded"). Returns (the ids made pending, the dead rows)."""
         raise NotImplementedError

@@ -20,15 +20,16 @@ from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
 from .base import (
     BURIED_FIELDS,
+    BY_CLAIM,
     DEAD_COLUMNS,
     INSERT_FIELDS,
-    LAPSED_EXHAUSTED_IN_QUEUE,
     LIVE_COLUMNS,
     ROW_FIELDS,
     Claim,
     Dialect,
     Row,
     WriteChunk,
+    chunked,
     insert_values,
     returned_claim,
 )
@@ -92,13 +93,39 @@ DELETE FROM {MESSAGE_TABLE}
 WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
 RETURNING id, claim_token
 """
-_ACK_CHUNK = 400
+_ACK_BATCH = f"""
+DELETE FROM {MESSAGE_TABLE} WHERE id IN ({{marks}}) AND queue = %s
+  AND claim_token IS NOT NULL AND lease_expires_at > %s
+RETURNING id
+"""
 
-_RELEASE = f"""
+# A retry keeps the attempt counted; a release (graceful shutdown) refunds it.
+_UNCLAIM = f"""
 UPDATE {MESSAGE_TABLE}
 SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
-    run_at = %s, last_error = COALESCE(%s, last_error), attempts = attempts - %s
+    run_at = %s, last_error = COALESCE(%s, last_error){{refund}}
 WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+"""
+_RETRY = _UNCLAIM.format(refund="")
+_RELEASE = _UNCLAIM.format(refund=", attempts = attempts - 1")
+
+# Which live rows go to the dead letters, for each transition that moves them there.
+
+_EXPIRED_IN_QUEUE = "queue = %s AND expires_at <= %s"
+_EXPIRED = "expires_at <= %s"
+_LAPSED_EXHAUSTED_IN_QUEUE = (
+    "queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s "
+    "AND attempts >= max_attempts AND (expires_at IS NULL OR expires_at > %s)"
+)
+_LAPSED_EXHAUSTED = (
+    "claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
+)
+# Lapsed claims with attempts left go back to pending (index alkqueue_lease_idx).
+_RECLAIM = f"""
+UPDATE {MESSAGE_TABLE} SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL,
+    lease_expires_at = NULL
+WHERE claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts < max_attempts
+RETURNING id
 """
 
 _HEARTBEAT = f"""
@@ -177,8 +204,8 @@ class SqliteDialect(Dialect):
                 return [], []
         with transaction.atomic(using=connection.alias):
             # The burial comes first: it is the write that takes the lock.
-            dead = self.bury(
-                connection, LAPSED_EXHAUSTED_IN_QUEUE, [queue, now, now], now,
+            dead = self._bury(
+                connection, _LAPSED_EXHAUSTED_IN_QUEUE, [queue, now, now], now,
                 MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED,
             )  # fmt: skip
             with connection.cursor() as cursor:
@@ -213,45 +240,51 @@ class SqliteDialect(Dialect):
         at = self.param_datetime(connection, now)
         done: list[Claim] = []
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            for start in range(0, len(claims), _ACK_CHUNK):
-                chunk = claims[start : start + _ACK_CHUNK]
+            for chunk in chunked(claims, self.ids_per_statement):
                 params = [v for claim in chunk for v in (claim.id, claim.token.hex)]
                 cursor.execute(_ACK.format(pairs=", ".join(["(%s, %s)"] * len(chunk))),
                                [*params, at])  # fmt: skip
                 done.extend(returned_claim(row) for row in cursor.fetchall())
         return done
 
-    def ack_ids(
+    def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
     ) -> list[int]:
-        marks = ", ".join(["%s"] * len(ids))
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"DELETE FROM {MESSAGE_TABLE} WHERE id IN ({marks}) AND queue = %s "
-                "AND claim_token IS NOT NULL AND lease_expires_at > %s RETURNING id",
-                [*ids, queue, self.param_datetime(connection, now)],
-            )
-            return [row[0] for row in cursor.fetchall()]
+        at = self.param_datetime(connection, now)
+        acked: list[int] = []
+        with self.all_or_nothing(connection, len(ids)), connection.cursor() as cursor:
+            for chunk in chunked(ids, self.ids_per_statement):
+                marks = ", ".join(["%s"] * len(chunk))
+                cursor.execute(_ACK_BATCH.format(marks=marks), [*chunk, queue, at])
+                acked.extend(row[0] for row in cursor.fetchall())
+        return acked
 
-    def release(
+    def retry(
         self,
         connection: BaseDatabaseWrapper,
         claim: Claim,
         now: datetime,
         run_at: datetime,
         error: str | None,
-        refund: bool,
     ) -> bool:
-        params = [
-            self.param_datetime(connection, run_at),
-            error,
-            int(refund),
-            claim.id,
-            claim.token.hex,
-            self.param_datetime(connection, now),
-        ]
+        return self._unclaim(connection, _RETRY, claim, now, run_at, error)
+
+    def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
+        return self._unclaim(connection, _RELEASE, claim, now, now, None)
+
+    def _unclaim(
+        self,
+        connection: BaseDatabaseWrapper,
+        statement: str,
+        claim: Claim,
+        now: datetime,
+        run_at: datetime,
+        error: str | None,
+    ) -> bool:
+        at = self.param_datetime(connection, now)
+        params = [self.param_datetime(connection, run_at), error, claim.id, claim.token.hex, at]
         with connection.cursor() as cursor:
-            cursor.execute(_RELEASE, params)
+            cursor.execute(statement, params)
             return bool(cursor.rowcount == 1)
 
     def heartbeat(
@@ -281,7 +314,35 @@ class SqliteDialect(Dialect):
             )
             return int(cursor.rowcount)
 
-    def bury(
+    def fail(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> Row | None:
+        rows = self._bury(connection, BY_CLAIM, [claim.id, claim.token, now], now, reason, error)
+        return rows[0] if rows else None
+
+    def sweep_expired(
+        self, connection: BaseDatabaseWrapper, queue: str | None, now: datetime, reason: str
+    ) -> list[Row]:
+        if queue is None:
+            return self._bury(connection, _EXPIRED, [now], now, reason, reason)
+        return self._bury(connection, _EXPIRED_IN_QUEUE, [queue, now], now, reason, reason)
+
+    def reclaim(
+        self, connection: BaseDatabaseWrapper, now: datetime
+    ) -> tuple[list[int], list[Row]]:
+        reason = MAX_ATTEMPTS_EXCEEDED
+        with transaction.atomic(using=connection.alias):
+            dead = self._bury(connection, _LAPSED_EXHAUSTED, [now], now, reason, reason)
+            with connection.cursor() as cursor:
+                cursor.execute(_RECLAIM, [self.param_datetime(connection, now)])
+                return [row[0] for row in cursor.fetchall()], dead
+
+    def _bury(
         self,
         connection: BaseDatabaseWrapper,
         predicate: str,
@@ -290,6 +351,8 @@ class SqliteDialect(Dialect):
         reason: str,
         error: str,
     ) -> list[Row]:
+        """Move the live rows matching `predicate` to the dead letters; returns the dead rows.
+        The predicate binds no ids; the dead rows are read back id by id, in chunks."""
         died_at = self.param_datetime(connection, now)
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             cursor.execute(
@@ -300,12 +363,15 @@ class SqliteDialect(Dialect):
             if not taken:
                 return []
             cursor.executemany(_INSERT_DEAD, [(*row, died_at, reason, error) for row in taken])
-            ids = [row[0] for row in taken]
-            marks = ", ".join(["%s"] * len(ids))
-            cursor.execute(
-                f"SELECT {DEAD_COLUMNS} FROM {DEAD_LETTER_TABLE} WHERE job_id IN ({marks})", ids
-            )
-            return list(cursor.fetchall())
+            dead: list[Row] = []
+            for ids in chunked([row[0] for row in taken], self.ids_per_statement):
+                marks = ", ".join(["%s"] * len(ids))
+                cursor.execute(
+                    f"SELECT {DEAD_COLUMNS} FROM {DEAD_LETTER_TABLE} WHERE job_id IN ({marks})",
+                    ids,
+                )
+                dead.extend(cursor.fetchall())
+            return dead
 
     def _param(self, connection: BaseDatabaseWrapper, value: Any) -> Any:
         if isinstance(value, datetime):

@@ -46,7 +46,7 @@ class Claimer:
     most one poll interval (or until a NOTIFY) for a due job, however long the others run.
     A NOTIFY also brings a *follow-up* full look `follow_up` seconds later: an enqueue that
     its sender's connection left unannounced, within the NOTIFY_WINDOW after the one that
-    woke us, has committed by then (sql/wake_pacing.py). A later NOTIFY moves it on.
+    woke us, has committed by then (sql/postgresql/wake_pacing.py). A later NOTIFY moves it on.
     """
 
     def __init__(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from ..queues import renew_leases
+from ..queues import heartbeat_handles
 from ..sql import Claim
 from .inflight import InFlight
 
@@ -35,7 +35,7 @@ class LeaseKeeper:
         # Each job is renewed with its own lease, so the next tick comes within a third of
         # the shortest lease held (a job may carry a shorter lease than its queue's default).
         self.interval = keeper_interval([h.job.lease for h in handles])
-        renewed = renew_leases(handles, self.using)
+        renewed = heartbeat_handles(handles, self.using)
         for handle in handles:
             if (
                 # A job awaiting its ack may be acked between our UPDATE and now: only a

@@ -5,12 +5,12 @@ A lost connection is re-established; polling stays the safety net meanwhile."""
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 from datetime import datetime
-from typing import Any, cast
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, InterfaceError, connections
 
-from ..sql.postgresql import NOTIFY_CHANNEL
+from ..sql import Notifications, dialect_for
 
 
 class Listener:
@@ -30,39 +30,38 @@ class Listener:
         #: Tells the claim loop why it woke: a NOTIFY makes its next look a full one.
         self.notified = notified
         self.connected = threading.Event()
-        self._connection: Any = None
+        self._session: ExitStack | None = None
+        self._wait: Notifications | None = None
 
     def run_once(self, now: datetime) -> int:
         """Wait up to 0.5 s for notifications; returns how many named a served queue. A
-        driver error closes the connection and is raised as Django's DatabaseError, so the
-        loop backs off before the next tick connects again."""
-        # The driver's own errors (DB-API's module.Error): this connection is the driver's,
-        # not one Django wraps.
-        driver_error: type[Exception] = cast(Any, connections[self.using]).Database.Error
+        lost connection is closed and its error (Django's, the dialect translates the
+        driver's) raised, so the loop backs off before the next tick connects again."""
         try:
-            if self._connection is None:
-                self._connection = self._connect()
+            if self._wait is None:
+                self._wait = self._open()
                 self.connected.set()
             woken = 0
-            for notify in self._connection.notifies(timeout=0.5):
-                if notify.payload in self.queues:
+            for queue_name in self._wait(0.5):
+                if queue_name in self.queues:
                     self.notified.set()  # before the wake-up, which reads it
                     self.wake.set()
                     woken += 1
             return woken
-        except driver_error as exc:
+        except (DatabaseError, InterfaceError):
             self.close()
-            raise DatabaseError(f"listener connection lost: {exc}") from exc
+            raise
 
     def close(self) -> None:
         self.connected.clear()
-        if self._connection is not None:
-            connection, self._connection = self._connection, None
-            connection.close()
+        self._wait = None
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
 
-    def _connect(self) -> Any:
-        wrapper = connections[self.using]
-        connection = wrapper.get_new_connection(wrapper.get_connection_params())
-        connection.autocommit = True
-        connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        return connection
+    def _open(self) -> Notifications:
+        connection = connections[self.using]
+        session = ExitStack()
+        wait = session.enter_context(dialect_for(connection).listen(connection))
+        self._session = session
+        return wait

@@ -25,8 +25,7 @@ from ..consumers import ConsumerSpec, registry
 from ..models import QueueMessage
 from ..periodic import Scheduler
 from ..queues import JobHandle, queue
-from ..sql import dialect_for
-from ..sql.wake_pacing import follow_up_delay
+from ..sql import dialect_for, follow_up_delay
 from .acker import Acker
 from .claimer import Claimer, ClaimLoop, PausedQueues
 from .connections import ThreadConnections

@@ -14,11 +14,13 @@ def stop_lease_keeper_for(queues: set[str]) -> None:
     from django_alkqueue.queues import JobHandle
     from django_alkqueue.worker import lease_keeper
 
-    renew = getattr(lease_keeper, "renew_leases", None)
+    renew = getattr(lease_keeper, "heartbeat_handles", None)
     if renew is None:  # the keeper changed shape: fail loudly rather than inject nothing
-        raise ImproperlyConfigured("chaos: lease_keeper.renew_leases is gone; update faults.py")
+        raise ImproperlyConfigured(
+            "chaos: lease_keeper.heartbeat_handles is gone; update faults.py"
+        )
 
     def renew_others(handles: Sequence[JobHandle], using: str) -> set[int]:
         return renew([h for h in handles if h.job.queue not in queues], using)
 
-    lease_keeper.renew_leases = renew_others
+    lease_keeper.heartbeat_handles = renew_others

@@ -11,13 +11,13 @@ import threading
 
 import pytest
 from django.core.exceptions import SynchronousOnlyOperation
+from django.core.signals import request_started
 from django.db import DatabaseError, DataError, connection, connections, transaction
-from django.db.utils import ProgrammingError
+from django.db.utils import OperationalError, ProgrammingError
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from django_alkqueue.models import QueueMessage
-from django_alkqueue.sql.hot_cursor import behind_a_pooler, fetch_all
-from django_alkqueue.sql.prepared import numbered
+from django_alkqueue.sql.postgresql.session import behind_a_pooler, fetch_all
 from tests.clocks import FakeClock
 from tests.conftest import PLANNER_DEFAULTS, planner_settings
 
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only]
 
 @pytest.fixture(autouse=True)
 def every_enqueue_notifies(settings):
-    """One enqueue statement, whatever the time between two enqueues (sql/wake_pacing.py)."""
+    """One enqueue statement, whatever the time between two enqueues (wake_pacing.py)."""
     settings.ALKQUEUE = {"NOTIFY_WINDOW": 0.0}
 
 
@@ -66,7 +66,7 @@ def test_an_enqueue_with_a_unique_key_and_one_without_are_prepared_apart(q):
 @override_settings(ALKQUEUE={"NOTIFY_WINDOW": 3600.0})
 def test_no_two_hot_statements_take_parameters_of_the_same_count_and_types(q):
     # A statement name another statement holds on the server connection is refused, and run
-    # again unprepared, only where the parameters differ (sql/hot_cursor.py).
+    # again unprepared, only where the parameters differ (sql/postgresql/session.py).
     q.enqueue(1)
     q.enqueue(2)  # within the window of the first: the enqueue that sends no NOTIFY
     q.enqueue(3, unique_key="k")
@@ -203,13 +203,29 @@ def test_a_connection_that_fails_its_health_check_is_replaced_before_a_hot_state
         with other.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(%s)", [dead_pid])
         other.close()
-        main.health_check_done = False  # as Django marks it at the start of each request
+        request_started.send(sender=None)  # each request starts with a new health check
         q.enqueue(2)  # on the terminated connection this would raise OperationalError
         assert main.connection.info.backend_pid != dead_pid
     finally:
         main.settings_dict["CONN_HEALTH_CHECKS"] = False
         main.close()
     assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 2]
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit: Django reconnects outside a transaction
+def test_after_the_server_drops_the_connection_the_next_hot_statement_reconnects(q):
+    q.enqueue(1)
+    main = connections["default"]
+    dead_pid = main.connection.info.backend_pid
+    other = connections.create_connection("default")
+    with other.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [dead_pid])
+    other.close()
+    with pytest.raises(OperationalError):
+        q.enqueue(2)  # the statement that finds the connection gone
+    q.enqueue(3)
+    assert main.connection.info.backend_pid != dead_pid
+    assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 3]
 
 
 @pytest.mark.django_db(transaction=True)  # autocommit: Django reconnects outside a transaction
@@ -393,8 +409,8 @@ def test_a_connection_that_lost_a_prepared_statement_prepares_nothing_more(q, ca
 
     with caplog.at_level(logging.WARNING, logger="django_alkqueue"):
         for _ in range(4):
-            # The claim first: a statement of the library's own (the enqueue's) that went
-            # missing is prepared again once, as after psycopg's DEALLOCATE ALL (below).
+            # The claim first: it finds its prepared statement missing, and from then on
+            # the connection prepares nothing, the enqueue included.
             q.claim_one("w").ack()
             q.enqueue(1)
 
@@ -438,8 +454,7 @@ def test_with_use_tz_off_a_claim_reads_naive_timestamps_as_the_orm_does(q, make_
     assert claimed[0] == datetime.datetime(2030, 1, 15, 9, 30)
 
 
-# In autocommit the enqueue of one job skips psycopg's cursor (sql/prepared.py): prepared
-# under a name of the library's, run on psycopg's libpq connection.
+# Every hot statement runs on the kept psycopg cursor, prepared under psycopg's own names.
 
 
 def _prepared_names(fragment: str) -> list[str]:
@@ -452,10 +467,10 @@ def _prepared_names(fragment: str) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_in_autocommit_an_enqueue_runs_a_prepared_statement_of_the_librarys_own(q):
+def test_in_autocommit_an_enqueue_is_prepared_once_under_psycopgs_name(q):
     q.enqueue(1)
     q.enqueue(2)
-    assert _prepared_names("pg_notify('alkqueue'") == ["_alkqueue_0"]
+    assert [name[:5] for name in _prepared_names("pg_notify('alkqueue'")] == ["_pg3_"]
     assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 2]
 
 
@@ -480,7 +495,7 @@ def test_an_enqueue_with_an_expiry_and_one_without_are_prepared_apart(q):
     q.enqueue(1)
     q.enqueue(2, expires=60)  # a timestamp where the first sent NULL
     q.enqueue(3)
-    assert _prepared_names("pg_notify('alkqueue'") == ["_alkqueue_0", "_alkqueue_1"]
+    assert [name[:5] for name in _prepared_names("pg_notify('alkqueue'")] == ["_pg3_"] * 2
     assert QueueMessage.objects.filter(expires_at__isnull=False).count() == 1
 
 
@@ -517,9 +532,3 @@ def test_an_enqueue_whose_own_statement_goes_missing_twice_runs_unprepared(q, ca
 
     assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 2]
     assert [r for r in caplog.records if LOST in r.getMessage()] != []
-
-
-def test_numbered_turns_placeholders_into_postgresqls():
-    assert numbered("SELECT %s, '%%', %s") == b"SELECT $1, '%', $2"
-    with pytest.raises(ValueError, match="only %s"):
-        numbered("SELECT %(a)s")

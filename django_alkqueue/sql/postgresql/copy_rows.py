@@ -1,4 +1,4 @@
-"""The rows of a PostgreSQL bulk enqueue, in a COPY format (sql/postgresql.py sends them).
+"""The rows of a PostgreSQL bulk enqueue, in a COPY format (dialect.py sends them).
 
 Only the id and the payload differ from row to row, so the fields every row shares are
 encoded once per call. The format is binary: the server then parses no numbers and no
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..jobs import Stamps
-from .base import INSERT_FIELDS, insert_values
+from ...jobs import Stamps
+from ..base import INSERT_FIELDS, insert_values
 
 # Each field's binary form must be its column's type (models.QueueMessage), in INSERT_FIELDS
 # order: queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention,

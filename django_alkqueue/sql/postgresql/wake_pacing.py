@@ -2,11 +2,8 @@
 
 A NOTIFY is not free. At commit PostgreSQL takes a lock on the database for its notification
 queue and keeps it until the commit's WAL is flushed, so notifying transactions commit one at
-a time, and the commit then signals every backend that listens. Measured by hand on the
-2-core machine of docs/benchmarks.md (psycopg, prepared, autocommit): the notifying INSERT
-took 12 to 16 us more than the same INSERT without pg_notify with nobody listening, and about
-44 us more with one session listening, out of 300 to 370 us per call; `make bench` measures
-four processes enqueuing at once ("Single enqueues from four processes at once").
+a time, and the commit then signals every backend that listens (docs/benchmarks.md, "The
+driver's hot path", has the cost).
 
 A burst needs only its first wake-up: a woken worker claims what is due and keeps claiming
 while its claims come back full. So an enqueue outside a transaction sends no NOTIFY when its
@@ -19,11 +16,13 @@ Always notified: an enqueue inside a transaction (its NOTIFY goes out at the cal
 whenever that is, so no window can start from it), an enqueue with a unique key (its own
 statement), and `enqueue_many` (one NOTIFY per batch already).
 
-The time of the last NOTIFY is kept on Django's connection object: one per thread and alias,
+The time of the last NOTIFY is kept per Django connection object: one per thread and alias,
 like the connection itself, and nothing is shared between threads or processes.
 """
 
 from __future__ import annotations
+
+import weakref
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -31,8 +30,10 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 #: unannounced enqueue's own statement and commit, which may start at the end of the window.
 FOLLOW_UP_SLACK = 0.05
 
-#: Where a Django connection keeps, per queue, the monotonic time its last NOTIFY committed.
-_LAST_SENT = "_alkqueue_notified_at"
+#: Per Django connection, per queue, the monotonic time its last NOTIFY committed.
+_LAST_SENT: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[str, float]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def wake_due(
@@ -42,18 +43,19 @@ def wake_due(
     `autocommit`: the enqueue's statement is its own transaction."""
     if window <= 0 or not autocommit:
         return True
-    sent = getattr(connection, _LAST_SENT, {}).get(queue)
+    sent = _LAST_SENT.get(connection, {}).get(queue)
     return sent is None or now - sent >= window
 
 
 def wake_sent(connection: BaseDatabaseWrapper, queue: str, now: float) -> None:
     """A NOTIFY for `queue` committed on `connection` at `now`: the window starts there.
     Called only in autocommit, where the enqueue's statement was its own transaction."""
-    sent: dict[str, float] | None = getattr(connection, _LAST_SENT, None)
-    if sent is None:
-        sent = {}
-        setattr(connection, _LAST_SENT, sent)
-    sent[queue] = now
+    _LAST_SENT.setdefault(connection, {})[queue] = now
+
+
+def forget(connection: BaseDatabaseWrapper) -> None:
+    """No NOTIFY sent on `connection` yet, as far as the window goes (tests start so)."""
+    _LAST_SENT.pop(connection, None)
 
 
 def follow_up_delay(window: float) -> float | None:

@@ -1,0 +1,237 @@
+"""PostgreSQL's dialect: the Dialect interface over statements.py, run through session.py."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ...conf import get_settings
+from ...jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps, make_job
+from ...payload import decode
+from ..base import (
+    KEYLESS_INSERT_FIELDS,
+    Claim,
+    Dialect,
+    Notifications,
+    Row,
+    WriteChunk,
+    chunked,
+    insert_values,
+    returned_claim,
+)
+from . import statements as sql
+from .copy_rows import CopyRows
+from .listen import listening
+from .session import fetch_all
+from .wake_pacing import wake_due, wake_sent
+
+
+class PostgresDialect(Dialect):
+    supports_notify = True
+    supports_advisory_locks = True
+    supports_planner_estimates = True
+    supports_catalog_health = True
+    # Arrays travel as one parameter each; the bound keeps one statement's rows and locks small.
+    ids_per_statement = 10_000
+
+    @contextmanager
+    def insert_many(
+        self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
+    ) -> Iterator[WriteChunk]:
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute(sql.RESERVE_IDS, [count])
+            unused = iter(sorted(cursor.fetchone()[0]))
+            rows = CopyRows(queue, stamps)
+            # Django's documented CursorWrapper.cursor: the psycopg cursor, for its copy().
+            with cursor.cursor.copy(sql.COPY + rows.options) as copy:
+
+                def write(texts: Sequence[str]) -> list[int]:
+                    ids = list(itertools.islice(unused, len(texts)))
+                    copy.write(rows.rows(ids, texts))
+                    return ids  # the server parses the chunk while the caller goes on
+
+                if rows.header:
+                    copy.write(rows.header)
+                yield write
+                if rows.trailer:
+                    copy.write(rows.trailer)
+            cursor.execute("SELECT pg_notify(%s, %s)", [sql.NOTIFY_CHANNEL, queue])
+
+    def insert_unique(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int | None:
+        params = [*insert_values(queue, text, stamps), queue]
+        rows = fetch_all(connection, sql.INSERT_UNIQUE, params)
+        return int(rows[0][0]) if rows else None
+
+    def insert_one(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int:
+        assert stamps.unique_key is None
+        values = insert_values(queue, text, stamps)[: len(KEYLESS_INSERT_FIELDS)]
+        autocommit = connection.get_autocommit()
+        window = get_settings().NOTIFY_WINDOW
+        if not wake_due(connection, queue, window, time.monotonic(), autocommit):
+            return int(fetch_all(connection, sql.INSERT_KEYLESS_QUIET, values)[0][0])
+        job_id = int(fetch_all(connection, sql.INSERT_KEYLESS, [*values, queue])[0][0])
+        if autocommit:  # committed: the window starts now
+            wake_sent(connection, queue, time.monotonic())
+        return job_id
+
+    def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [sql.NOTIFY_CHANNEL, queue])
+
+    def listen(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[Notifications]:
+        return listening(connection, sql.NOTIFY_CHANNEL)
+
+    def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.DEAD_TUPLES)
+            row = cursor.fetchone()
+        return None if row is None else int(row[0])
+
+    def vacuum(self, connection: BaseDatabaseWrapper) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.VACUUM)
+
+    def claim(
+        self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
+        token = uuid.uuid4()
+        params = sql.claim_params(queue, worker_id, n, now, token)
+        rows = fetch_all(connection, sql.CLAIM, params, generic_plan=True)
+        handed: list[tuple[Job, Claim]] = []
+        dead: list[Job] = []
+        # Unpacked by position, into the Job's fields: one Job per handed-out row.
+        for (
+            job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention,
+            run_at, enqueued_at, expires_at, unique_key, lease_expires_at, last_error,
+            dead_claimed_by, dead_claimed_at,
+        ) in rows:  # fmt: skip
+            fields = {
+                "id": job_id, "queue": queue, "payload": decode(payload), "state": "claimed",
+                "priority": priority, "attempts": attempts, "max_attempts": max_attempts,
+                "backoff_base": backoff_base, "lease": lease, "run_at": run_at,
+                "enqueued_at": enqueued_at, "expires_at": expires_at, "unique_key": unique_key,
+                "claimed_by": worker_id, "lease_expires_at": lease_expires_at,
+                "last_error": last_error, "died_at": None, "claimed_at": now, "reason": None,
+                "retention": retention,
+            }  # fmt: skip
+            if lease_expires_at is not None:
+                handed.append((make_job(fields), Claim(job_id, token)))
+            else:
+                fields.update(state="dead", claimed_by=dead_claimed_by,
+                              claimed_at=dead_claimed_at, died_at=now,
+                              reason=MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
+                dead.append(make_job(fields))
+        return handed, dead
+
+    def ack(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> list[Claim]:
+        done: list[Claim] = []
+        for chunk in chunked(claims, self.ids_per_statement):
+            ids, tokens = (
+                sql.bigint_array(c.id for c in chunk),
+                sql.uuid_array(c.token for c in chunk),
+            )
+            rows = fetch_all(connection, sql.ACK, [ids, tokens, now], generic_plan=True)
+            done.extend(chunk[place - 1] for (place,) in rows)
+        return done
+
+    def ack_batch(
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
+    ) -> list[int]:
+        acked: list[int] = []
+        with self.all_or_nothing(connection, len(ids)), connection.cursor() as cursor:
+            for chunk in chunked(ids, self.ids_per_statement):
+                cursor.execute(sql.ACK_BATCH, [sql.bigint_array(chunk), queue, now])
+                acked.extend(row[0] for row in cursor.fetchall())
+        return acked
+
+    def retry(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        run_at: datetime,
+        error: str | None,
+    ) -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.RETRY, [run_at, error, claim.id, claim.token, now])
+            return bool(cursor.rowcount == 1)
+
+    def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.RELEASE, [now, None, claim.id, claim.token, now])
+            return bool(cursor.rowcount == 1)
+
+    def heartbeat(
+        self,
+        connection: BaseDatabaseWrapper,
+        renewals: Sequence[tuple[Claim, datetime]],
+        now: datetime,
+    ) -> list[Claim]:
+        renewed: list[Claim] = []
+        for chunk in chunked(renewals, self.ids_per_statement):
+            ids = [claim.id for claim, _ in chunk]
+            tokens = [claim.token for claim, _ in chunk]
+            expiries = [expires for _, expires in chunk]
+            params = [ids, tokens, expiries, ids, now]
+            rows = fetch_all(connection, sql.HEARTBEAT, params, generic_plan=True)
+            renewed.extend(returned_claim(row) for row in rows)
+        return renewed
+
+    def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.DELETE_OLD_DEAD_LETTERS, [now])
+            return int(cursor.rowcount)
+
+    def fail(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> Row | None:
+        rows = self._bury(connection, sql.FAIL, [claim.id, claim.token, now], now, reason, error)
+        return rows[0] if rows else None
+
+    def sweep_expired(
+        self, connection: BaseDatabaseWrapper, queue: str | None, now: datetime, reason: str
+    ) -> list[Row]:
+        if queue is None:
+            return self._bury(connection, sql.SWEEP_EXPIRED, [now], now, reason, reason)
+        return self._bury(connection, sql.SWEEP_EXPIRED_IN_QUEUE, [queue, now], now, reason, reason)
+
+    def reclaim(
+        self, connection: BaseDatabaseWrapper, now: datetime
+    ) -> tuple[list[int], list[Row]]:
+        reason = MAX_ATTEMPTS_EXCEEDED
+        dead = self._bury(connection, sql.RECLAIM_EXHAUSTED, [now], now, reason, reason)
+        with connection.cursor() as cursor:
+            cursor.execute(sql.RECLAIM, [now])
+            return [row[0] for row in cursor.fetchall()], dead
+
+    def _bury(
+        self,
+        connection: BaseDatabaseWrapper,
+        statement: str,
+        params: list[Any],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, [*params, now, reason, error])
+            return list(cursor.fetchall())

@@ -1,0 +1,288 @@
+"""How the hot statements (enqueue, claim, ack, heartbeat) reach PostgreSQL.
+
+Django's psycopg backend binds parameters on the client (`ClientCursor`) and keeps psycopg
+from preparing statements, so the server parses and plans each call anew; for the claim,
+planning costs more than running it. So the hot statements run on a plain `psycopg.Cursor`
+over Django's own connection (`connection.connection`), with server-side binding and
+`execute(prepare=True)`. One such cursor is kept per psycopg connection: a new cursor looks
+its parameter dumpers up again. They share Django's session and transaction, so
+`transaction.atomic()` and rollbacks apply exactly as to `connection.cursor()`, and psycopg's
+errors are raised as Django's database exceptions.
+
+Django's checks apply as to its own queries. `ensure_connection()` opens the connection and
+refuses a call from inside an event loop, every time; the rest (the health check that
+CONN_HEALTH_CHECKS asks for, the connection being this thread's) runs by opening and
+closing a Django cursor, once per connection and thread, and again after each request
+starts or finishes, which is when Django asks for a new health check.
+
+A prepared statement is still planned anew on every call while PostgreSQL expects a custom
+plan to beat the generic one, and for the claim and the ack it always does. So those ask for
+the generic plan (`generic_plan=True`): in autocommit the statement goes out in one pipeline
+behind a `set_config()` local to that statement's own implicit transaction, which also pins
+the plan's shape to index scans in nested loops (a generic plan guesses that LIMIT n keeps a
+tenth of the table, and on a small table it keeps sequential scans as the table grows).
+Inside the caller's transaction the settings would outlive the statement, so there the
+statement runs as it is.
+
+Nothing is prepared behind a pooler (`behind_a_pooler`): one in transaction mode hands each
+transaction to whichever server connection is free, where psycopg's statement names are
+missing or taken by another client (docs/worker.md, PgBouncer). Should a prepared statement
+still go missing (a pooler that passes the server's process id on, a DEALLOCATE from
+elsewhere), the statement is sent again unprepared in autocommit and its connection prepares
+nothing more (one warning per connection); inside a transaction the refusal has aborted the
+transaction and is raised.
+
+Django's own cursor runs the statements wherever something watches the queries: queries
+logged (`DEBUG = True`, `assertNumQueries`), an execute wrapper installed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import django.db
+import psycopg
+from django.core.signals import request_finished, request_started
+from django.db.backends.base.base import BaseDatabaseWrapper
+from psycopg import errors
+from psycopg.types.datetime import TimestamptzLoader
+
+from ...conf import get_settings
+
+Params = Sequence[Any] | dict[str, Any]
+Rows = list[tuple[Any, ...]]
+
+logger = logging.getLogger("django_alkqueue")
+
+# Django opens psycopg connections with prepare_threshold=None, and psycopg then refuses even
+# an explicit prepare=True. A threshold no statement reaches keeps automatic preparation off
+# for Django's own queries while the hot statements ask for it by name.
+_ONLY_WHEN_ASKED = 2**62
+
+#: The planner settings a `generic_plan` statement runs under (see the module docstring).
+PINNED_PLAN_SETTINGS = {
+    "plan_cache_mode": "force_generic_plan",
+    "enable_seqscan": "off",
+    "enable_bitmapscan": "off",
+    "enable_hashjoin": "off",
+    "enable_mergejoin": "off",
+}
+
+# Local to the implicit transaction of the pipeline that sends it (`is_local` true).
+_GENERIC_PLAN = "SELECT " + ", ".join(
+    f"set_config('{name}', '{value}', true)" for name, value in PINNED_PLAN_SETTINGS.items()
+)
+
+
+def fetch_all(
+    connection: BaseDatabaseWrapper, sql: str, params: Params, *, generic_plan: bool = False
+) -> Rows:
+    """Run one hot statement and return its rows; `generic_plan`: see the module docstring."""
+    if connection.queries_logged or connection.execute_wrappers:
+        with connection.cursor() as django_cursor:
+            django_cursor.execute(sql, params)
+            return list(django_cursor.fetchall())
+    connection.ensure_connection()  # SynchronousOnlyOperation inside an event loop
+    conn = connection.connection
+    if _CHECKED.get((connection.alias, threading.get_ident())) != id(conn):
+        _django_checks(connection)
+        conn = connection.connection  # a failed health check replaces it
+    if not isinstance(conn, psycopg.Connection):  # psycopg2: Django's cursor, unprepared
+        with connection.cursor() as django_cursor:
+            django_cursor.execute(sql, params)
+            return list(django_cursor.fetchall())
+    cursor = _kept_cursor(conn, connection.timezone)
+    try:
+        if not _may_prepare(connection, conn):
+            return _unprepared(cursor, sql, params)
+        try:
+            return _prepared(conn, cursor, sql, params, generic_plan)
+        except psycopg.Error as exc:
+            # Inside the caller's transaction the refusal has aborted it: nothing to rerun.
+            if not (conn.autocommit and _lost_prepared_statement(exc)):
+                raise
+            rows = _unprepared(cursor, sql, params)  # its own error, if it has one
+            _stop_preparing(conn, exc)
+            return rows
+    except psycopg.Error as exc:
+        if conn.broken:
+            # As Django does for its own queries' errors: a lost connection is not reused;
+            # outside a transaction the next statement connects anew.
+            connection.close()
+        raise as_django_error(exc) from exc
+
+
+#: Per (alias, thread): the id of the psycopg connection that passed Django's checks there
+#: since the last request started or finished. A new connection that happens to get a closed
+#: one's id is fresh, so skipping its health check loses nothing.
+_CHECKED: dict[tuple[str, int], int] = {}
+
+
+def _django_checks(connection: BaseDatabaseWrapper) -> None:
+    """The checks Django runs before it makes a cursor: health (which may replace the
+    connection) and thread sharing (which raises DatabaseError)."""
+    connection.cursor().close()
+    _CHECKED[connection.alias, threading.get_ident()] = id(connection.connection)
+
+
+def _forget_checks(**kwargs: Any) -> None:
+    # Django resets its health check at each request's start and end (close_old_connections).
+    _CHECKED.clear()
+
+
+request_started.connect(_forget_checks, dispatch_uid="alkqueue_forget_checks_started")
+request_finished.connect(_forget_checks, dispatch_uid="alkqueue_forget_checks_finished")
+
+
+def _prepared(
+    conn: psycopg.Connection[Any],
+    cursor: psycopg.Cursor[tuple[Any, ...]],
+    sql: str,
+    params: Params,
+    generic_plan: bool,
+) -> Rows:
+    if generic_plan and conn.autocommit and psycopg.Pipeline.is_supported():
+        with conn.pipeline():
+            cursor.execute(_GENERIC_PLAN, prepare=True)
+            cursor.execute(sql, params, prepare=True)
+    else:
+        cursor.execute(sql, params, prepare=True)
+    return cursor.fetchall()
+
+
+def _unprepared(cursor: psycopg.Cursor[tuple[Any, ...]], sql: str, params: Params) -> Rows:
+    # prepare=False, not None: psycopg would otherwise use a statement it prepared before.
+    cursor.execute(sql, params, prepare=False)
+    return cursor.fetchall()
+
+
+# Django's exception classes carry psycopg's names (PEP 249): the first match, most specific
+# first, is the one Django itself would raise.
+_PEP_249 = (
+    "DataError", "OperationalError", "IntegrityError", "InternalError", "ProgrammingError",
+    "NotSupportedError", "DatabaseError", "InterfaceError", "Error",
+)  # fmt: skip
+
+
+def as_django_error(exc: psycopg.Error) -> Exception:
+    """`exc` as the exception of django.db that Django raises for it."""
+    for name in _PEP_249:
+        if isinstance(exc, getattr(psycopg, name)):
+            error: Exception = getattr(django.db, name)(*exc.args)
+            return error
+    return django.db.Error(*exc.args)
+
+
+#: Logged, once per connection, when a prepared statement was missing from the server
+#: connection, its name already taken there, or bound to another statement, and the statement
+#: then ran unprepared.
+LOST_STATEMENT_WARNING = (
+    "PostgreSQL: %s. A prepared statement went missing on this connection (behind a pooler"
+    " in transaction mode that passes the server's process id on, or after a DEALLOCATE"
+    " from elsewhere?). The statement ran again unprepared, and this connection prepares"
+    ' nothing from now on. ALKQUEUE["PREPARED_STATEMENTS"] = False prepares nothing'
+    " anywhere: docs/worker.md, PgBouncer."
+)
+
+
+def _lost_prepared_statement(exc: Exception) -> bool:
+    return isinstance(
+        exc,
+        errors.DuplicatePreparedStatement  # 42P05: the name is taken on this server connection
+        | errors.InvalidSqlStatementName  # 26000: not prepared on this server connection
+        # The name holds another statement there: 08P01 when it takes another number of
+        # parameters, a data exception (class 22) when their types differ. A data exception
+        # of the statement's own comes back from the unprepared run too, and is raised.
+        | errors.ProtocolViolation
+        | errors.DataError,
+    )
+
+
+#: The psycopg connections whose prepared statements went missing (see fetch_all).
+_UNPREPARED: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+
+
+def _stop_preparing(conn: psycopg.Connection[Any], exc: Exception) -> None:
+    _UNPREPARED.add(conn)
+    logger.warning(LOST_STATEMENT_WARNING, str(exc).strip())
+
+
+#: Each psycopg connection's kept cursor and the time zone it reads timestamps in; an entry
+#: goes with its connection when Django closes or replaces it. Django gives each thread its
+#: own connection, so a cursor is never shared between threads.
+_KEPT: weakref.WeakKeyDictionary[
+    psycopg.Connection[Any], tuple[psycopg.Cursor[tuple[Any, ...]], datetime.tzinfo | None]
+] = weakref.WeakKeyDictionary()
+
+
+def _kept_cursor(
+    conn: psycopg.Connection[Any], zone: datetime.tzinfo | None
+) -> psycopg.Cursor[tuple[Any, ...]]:
+    """The plain cursor of this psycopg connection, made once and reused. `zone` is Django's
+    time zone for the connection (None: naive datetimes); a cursor made for another one
+    (USE_TZ changed, as tests do) is replaced, as Django's own cursors follow it."""
+    kept = _KEPT.get(conn)
+    if kept is not None and not kept[0].closed and kept[1] is zone:
+        return kept[0]
+    cursor: psycopg.Cursor[tuple[Any, ...]] = psycopg.Cursor(conn)
+    _read_timestamps_in(zone, cursor)
+    _KEPT[conn] = (cursor, zone)
+    return cursor
+
+
+class _ZonedTimestamptzLoader(TimestamptzLoader):
+    """timestamptz in a given zone, or naive (None), as Django's own cursors read them."""
+
+    zone: datetime.tzinfo | None = None
+
+    def load(self, data: Any) -> datetime.datetime:
+        return super().load(data).replace(tzinfo=self.zone)
+
+
+def _read_timestamps_in(zone: datetime.tzinfo | None, cursor: psycopg.Cursor[Any]) -> None:
+    """timestamptz columns come back in `zone`, as from Django's cursors. Where that zone is
+    UTC and so is the session's (USE_TZ = True), psycopg's own loader gives the same
+    datetimes without the extra replace() per value."""
+    if zone is datetime.UTC and cursor.connection.info.timezone is datetime.UTC:
+        cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+    else:
+        loader = type("ZonedLoader", (_ZonedTimestamptzLoader,), {"zone": zone})
+        cursor.adapters.register_loader("timestamptz", loader)
+
+
+def _may_prepare(connection: BaseDatabaseWrapper, conn: psycopg.Connection[Any]) -> bool:
+    if not get_settings().PREPARED_STATEMENTS or conn in _UNPREPARED:
+        return False
+    if behind_a_pooler(connection):
+        return False
+    if conn.prepare_threshold is None:
+        if "prepare_threshold" in connection.settings_dict.get("OPTIONS", {}):
+            return False  # switched off on purpose for this alias
+        conn.prepare_threshold = _ONLY_WHEN_ASKED
+    return True
+
+
+#: Per database alias: whether a pooler sits between this process and PostgreSQL. Learnt
+#: once per process, on the alias's first hot statement; where a connection goes is settled
+#: by the alias's settings.
+_POOLED: dict[str, bool] = {}
+
+
+def behind_a_pooler(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the connection reaches PostgreSQL through a pooler (PgBouncer, Odyssey,
+    PgCat, RDS Proxy...). A pooler answers the client's start-up with a backend key of its
+    own, since it must route cancel requests itself, so the process id that psycopg was given
+    at connect is not the one of the server process that runs the statements."""
+    pooled = _POOLED.get(connection.alias)
+    if pooled is None:
+        conn = connection.connection
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()", prepare=False)
+            row = cursor.fetchone()
+        pooled = _POOLED[connection.alias] = row is None or row[0] != conn.info.backend_pid
+    return pooled

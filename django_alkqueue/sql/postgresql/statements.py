@@ -1,0 +1,248 @@
+"""PostgreSQL's statements, each with the indexes it relies on named beside it (models.py).
+
+Every state change is one statement, so one round trip and its own transaction. Claims lock
+with FOR UPDATE SKIP LOCKED, so concurrent claimers never wait on each other and never
+receive the same row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from ...jobs import MAX_ATTEMPTS_EXCEEDED
+from ...models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from ..base import BURIED_FIELDS, INSERT_FIELDS, KEYLESS_INSERT_FIELDS
+from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
+
+_DEAD_AS_ROW = (
+    "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
+    "run_at, enqueued_at, expires_at, unique_key, NULL::uuid, claimed_by, claimed_at, "
+    "NULL::timestamptz, last_error, died_at, reason"
+)
+_BURIED = ", ".join(BURIED_FIELDS)
+_CLAIMED_AS_ROW = (
+    "m.id, m.payload, m.priority, m.attempts, m.max_attempts, m.backoff_base, m.lease, "
+    "m.retention, m.run_at, m.enqueued_at, m.expires_at, m.unique_key, m.lease_expires_at, "
+    "m.last_error"
+)
+_DEAD_AS_CLAIMED = (
+    "job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
+    "run_at, enqueued_at, expires_at, unique_key, NULL::timestamptz, last_error, "
+    "claimed_by, claimed_at"
+)
+
+
+# The enqueue of one job. The NOTIFY rides in the same statement, so it is sent exactly when
+# the caller's transaction commits, and not at all on rollback.
+def _insert_one(fields: Sequence[str], on_conflict: str) -> str:
+    return f"""
+WITH inserted AS (
+    INSERT INTO {MESSAGE_TABLE} ({", ".join(fields)})
+    VALUES ({", ".join(["%s"] * len(fields))}){on_conflict}
+    RETURNING id
+)
+SELECT inserted.id FROM inserted, (SELECT pg_notify('{NOTIFY_CHANNEL}', %s)) AS wake
+"""
+
+
+# With a unique key: ON CONFLICT targets the partial unique index alkqueue_live_unique_key, and
+# no row comes back when a live job holds the key.
+INSERT_UNIQUE = _insert_one(
+    INSERT_FIELDS, "\n    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
+)
+# Without one, the row is in no unique index but the primary key's, and the statement leaves
+# the column out (NULL) and ON CONFLICT with it: with ON CONFLICT every row is inserted
+# speculatively, a lock on a token and a second WAL record per row, for an index it is not in.
+# (One parameter fewer also keeps the two statements' signatures apart: session.py.)
+INSERT_KEYLESS = _insert_one(KEYLESS_INSERT_FIELDS, "")
+# The same, when its connection notified the queue within ALKQUEUE["NOTIFY_WINDOW"]
+# (wake_pacing.py): no NOTIFY, so no lock held through the commit. Eleven parameters.
+INSERT_KEYLESS_QUIET = f"""
+INSERT INTO {MESSAGE_TABLE} ({", ".join(KEYLESS_INSERT_FIELDS)})
+VALUES ({", ".join(["%s"] * len(KEYLESS_INSERT_FIELDS))})
+RETURNING id
+"""
+
+# The enqueue of many: ids first, then COPY, the fastest way into a table (no RETURNING,
+# no per-row statement), then one NOTIFY; all in one transaction.
+# The sequence is looked up once, in a MATERIALIZED CTE: written inside nextval() the lookup
+# would run per row, and cost more than the nextval itself. The ids come back as one array,
+# not a row each.
+RESERVE_IDS = f"""
+WITH sequence AS MATERIALIZED (
+    SELECT pg_get_serial_sequence('{MESSAGE_TABLE}', 'id')::regclass AS id
+)
+SELECT array_agg(nextval(sequence.id)) FROM sequence, generate_series(1, %s)
+"""
+COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
+
+
+# The claim, in one statement:
+#   due     - unclaimed due rows in handout order: index alkqueue_pending_idx
+#             (queue, priority DESC, run_at, id) WHERE claim_token IS NULL;
+#   lapsed  - claimed rows whose lease lapsed: index alkqueue_lease_idx
+#             (queue, lease_expires_at) WHERE claim_token IS NOT NULL;
+#   chosen  - the best n of both, still in handout order, sorted on the keys both scans
+#             read off the rows they locked (not read again: a third visit to each row
+#             is a large share of a batch claim+ack's server time);
+#   claimed - stamps attempts + 1, the claim token, claimed_by and the lease;
+#   buried  - lapsed rows with no attempts left go to the dead letters instead.
+# The rows come back in handout order, sorted by the server, in one shape (unpacked in
+# PostgresDialect.claim) that leaves out what the worker already knows: the queue, for a
+# claimed row its claimed_by and claimed_at (this claim's), for a dead letter its died_at
+# and reason (this claim's), and the claim token, which is the client's: one fresh random
+# token per claim, shared by the jobs it hands out (see claim_params): loading and sorting
+# columns in Python, and a gen_random_uuid() per row on the server, cost a draining worker
+# more than anything else it does per job. A dead letter has no lease (lease_expires_at is
+# NULL); its last two columns are the claim it died in.
+CLAIM = f"""
+WITH due AS (
+    SELECT id, priority, run_at FROM {MESSAGE_TABLE}
+    WHERE queue = %(queue)s AND claim_token IS NULL AND run_at <= %(now)s
+      AND (expires_at IS NULL OR expires_at > %(now)s)
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), lapsed AS (
+    -- Every lapsed row of the queue (few: the index holds only claimed rows), so that the
+    -- best of them competes with the due rows and every exhausted one is buried.
+    SELECT id, priority, run_at, attempts >= max_attempts AS exhausted FROM {MESSAGE_TABLE}
+    WHERE queue = %(queue)s AND claim_token IS NOT NULL AND lease_expires_at <= %(now)s
+      AND (expires_at IS NULL OR expires_at > %(now)s)
+    FOR UPDATE SKIP LOCKED
+), chosen AS (
+    SELECT id FROM (
+        SELECT id, priority, run_at FROM due
+        UNION ALL
+        SELECT id, priority, run_at FROM lapsed WHERE NOT exhausted
+    ) AS candidates
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(n)s
+), claimed AS (
+    UPDATE {MESSAGE_TABLE} m
+    SET attempts = m.attempts + 1,
+        claim_token = %(token)s,
+        claimed_by = %(worker)s,
+        claimed_at = %(now)s,
+        lease_expires_at = %(now)s + make_interval(secs => m.lease)
+    FROM chosen WHERE m.id = chosen.id
+    RETURNING {_CLAIMED_AS_ROW}
+), buried AS (
+    DELETE FROM {MESSAGE_TABLE} m USING lapsed
+    WHERE m.id = lapsed.id AND lapsed.exhausted
+    RETURNING m.*
+), dead AS (
+    INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
+    SELECT id, {_BURIED}, %(now)s, %(reason)s::text, %(reason)s::text FROM buried
+    RETURNING {_DEAD_AS_CLAIMED}
+)
+SELECT *, NULL::varchar, NULL::timestamptz FROM claimed
+UNION ALL
+SELECT * FROM dead
+ORDER BY priority DESC, run_at, id
+"""
+
+
+def claim_params(
+    queue: str, worker_id: str, n: int, now: datetime, token: uuid.UUID
+) -> dict[str, Any]:
+    """CLAIM's parameters (tests EXPLAIN the statement with them too). `token` is
+    the claim's: a fencing token only has to differ between two claims of one job, and a
+    job is handed out at most once by one claim."""
+    return {"queue": queue, "now": now, "n": n, "worker": worker_id, "token": token,
+            "reason": MAX_ATTEMPTS_EXCEEDED}  # fmt: skip
+
+
+# The ack's arrays go out as array literals made in one join: psycopg's list dumper runs in
+# Python per element, a visible share of a draining worker's time. A uuid's 32 hex digits
+# are valid uuid input.
+def bigint_array(ids: Iterable[int]) -> str:
+    return "{" + ",".join(map(str, ids)) + "}"
+
+
+def uuid_array(tokens: Iterable[uuid.UUID]) -> str:
+    return "{" + ",".join(token.hex for token in tokens) + "}"
+
+
+# Acks are fenced per row by the claim token and the lease (alkqueue_message_pkey). Each
+# row acked returns its claim's place in the arrays, not the claim itself: a worker acks
+# hundreds at a time, and reading back a uuid per row costs more than the lookup.
+ACK = f"""
+DELETE FROM {MESSAGE_TABLE} m
+USING unnest(%s::bigint[], %s::uuid[]) WITH ORDINALITY AS c(id, token, place)
+WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
+RETURNING c.place
+"""
+
+# ack_batch: by id, whoever holds the claim, as long as its lease is live.
+ACK_BATCH = f"""
+DELETE FROM {MESSAGE_TABLE}
+WHERE id = ANY(%s::bigint[]) AND queue = %s AND claim_token IS NOT NULL
+  AND lease_expires_at > %s
+RETURNING id
+"""
+
+# A retry keeps the attempt counted; a release (graceful shutdown) refunds it.
+_UNCLAIM = f"""
+UPDATE {MESSAGE_TABLE}
+SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+    run_at = %s, last_error = COALESCE(%s, last_error){{refund}}
+WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+"""
+RETRY = _UNCLAIM.format(refund="")
+RELEASE = _UNCLAIM.format(refund=", attempts = attempts - 1")
+
+# Rows locked by an atomic handler's transaction are skipped, not waited for: the keeper
+# must never stall behind a running handler (the lock already keeps others off that row).
+HEARTBEAT = f"""
+UPDATE {MESSAGE_TABLE} m SET lease_expires_at = c.expires
+FROM unnest(%s::bigint[], %s::uuid[], %s::timestamptz[]) AS c(id, token, expires)
+WHERE m.id = c.id AND m.id IN (
+    SELECT id FROM {MESSAGE_TABLE}
+    WHERE id = ANY(%s::bigint[]) AND claim_token IS NOT NULL AND lease_expires_at > %s
+    FOR NO KEY UPDATE SKIP LOCKED
+) AND m.claim_token = c.token
+RETURNING m.id, m.claim_token
+"""
+
+# Live rows to the dead letters in one statement. Each use names its rows' index.
+_BURY = f"""
+WITH buried AS (
+    DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING *
+)
+INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
+SELECT id, {_BURIED}, %s, %s, %s FROM buried
+RETURNING {_DEAD_AS_ROW}
+"""
+# fail: one validly claimed job (alkqueue_message_pkey).
+FAIL = _BURY.format(predicate="id = %s AND claim_token = %s AND lease_expires_at > %s")
+# sweep_expired: expired jobs in any state, of one queue or of all (alkqueue_expiry_idx).
+SWEEP_EXPIRED_IN_QUEUE = _BURY.format(predicate="queue = %s AND expires_at <= %s")
+SWEEP_EXPIRED = _BURY.format(predicate="expires_at <= %s")
+# reclaim: lapsed claims with no attempts left die (alkqueue_lease_idx) ...
+RECLAIM_EXHAUSTED = _BURY.format(
+    predicate="claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
+)
+# ... and the others go back to pending (alkqueue_lease_idx).
+RECLAIM = f"""
+UPDATE {MESSAGE_TABLE} SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL,
+    lease_expires_at = NULL
+WHERE claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts < max_attempts
+RETURNING id
+"""
+DELETE_OLD_DEAD_LETTERS = f"""
+DELETE FROM {DEAD_LETTER_TABLE} WHERE retention IS NOT NULL
+  AND died_at < %s - make_interval(secs => retention)
+"""
+
+
+# The server's own count of dead row versions (the cumulative statistics, updated within
+# seconds). SKIP_LOCKED: when autovacuum is already on the table, leave it to it rather than
+# wait for its lock.
+DEAD_TUPLES = (
+    f"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{MESSAGE_TABLE}'::regclass"
+)
+VACUUM = f"VACUUM (SKIP_LOCKED) {MESSAGE_TABLE}"
