@@ -27,4 +27,6 @@ class PayloadField(models.JSONField):
         return payload_codec.encode(value, max_bytes=2**31)
 
     def get_db_prep_save(self, value: Any, connection: BaseDatabaseWrapper) -> Any:
+        if hasattr(value, "as_sql"):
+            return value  # an expression: the ORM dialect writes text it already encoded
         return self.get_db_prep_value(value, connection)

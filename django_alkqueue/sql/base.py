@@ -13,6 +13,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from .. import payload as payload_codec
 from ..jobs import Job, Stamps, State, live_state, make_job
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from . import queue_stat_deltas
+from .locks import SessionLock
 
 # One row shape for live jobs and dead letters alike; `Job` is built from it.
 ROW_FIELDS = (
@@ -97,12 +99,15 @@ class Dialect:
 
     #: LISTEN/NOTIFY wake-ups; elsewhere workers find new jobs by polling.
     supports_notify = False
-    #: Session-level advisory locks, which the server frees when the session ends (leader).
+    #: Session-level advisory locks, which the server frees when the session ends (leader):
+    #: true where the dialect has a session_lock.
     supports_advisory_locks = False
     #: A planner row estimate for a query, so a long changelist need not count its rows.
     supports_planner_estimates = False
     #: Catalog statistics (dead tuples, old transactions, replication slots) for health checks.
     supports_catalog_health = False
+    #: The leader's session lock (sql/locks.py), where the vendor has one.
+    session_lock: SessionLock | None = None
 
     def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
         return value
@@ -227,6 +232,24 @@ class Dialect:
 
     def vacuum(self, connection: BaseDatabaseWrapper) -> None:
         """Reclaim the live table's dead row versions (PostgreSQL VACUUM; nothing elsewhere)."""
+
+    def try_leader_lock(self, connection: BaseDatabaseWrapper) -> bool:
+        """Take the leader's session lock without waiting (supports_advisory_locks only)."""
+        assert self.session_lock is not None
+        return self.session_lock.try_lock(connection)
+
+    def release_leader_lock(self, connection: BaseDatabaseWrapper) -> None:
+        assert self.session_lock is not None
+        self.session_lock.release(connection)
+
+    def add_queue_stat_deltas(
+        self,
+        connection: BaseDatabaseWrapper,
+        minute: datetime,
+        deltas: Sequence[queue_stat_deltas.Delta],
+    ) -> None:
+        """Add each queue's (finished, failed) to its row of `minute`, creating it if new."""
+        queue_stat_deltas.add_by_upsert(connection, minute, deltas)
 
     # -- the state changes each vendor writes its own way ----------------------------------
 

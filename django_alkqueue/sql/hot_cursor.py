@@ -55,12 +55,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
 from ..conf import get_settings
 from .prepared import Statements
@@ -71,6 +71,16 @@ if TYPE_CHECKING:
 Params = Sequence[Any] | dict[str, Any]
 
 logger = logging.getLogger("django_alkqueue")
+
+
+@functools.cache
+def _is_psycopg3() -> bool:
+    # Imported on first use: Django's psycopg helpers import psycopg2 when psycopg is missing,
+    # and a project on SQLite or MariaDB has neither.
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    return bool(is_psycopg3)
+
 
 # Django opens psycopg connections with prepare_threshold=None, and psycopg then refuses even
 # an explicit prepare=True. A threshold no statement reaches keeps automatic preparation off
@@ -97,7 +107,7 @@ def fetch_all(
     connection: BaseDatabaseWrapper, sql: str, params: Params, *, generic_plan: bool = False
 ) -> list[tuple[Any, ...]]:
     """Run one hot statement and return its rows; `generic_plan`: see the module docstring."""
-    if not is_psycopg3 or connection.queries_logged or connection.execute_wrappers:
+    if not _is_psycopg3() or connection.queries_logged or connection.execute_wrappers:
         with connection.cursor() as django_cursor:
             django_cursor.execute(sql, params)
             return list(django_cursor.fetchall())

@@ -34,6 +34,7 @@ from .base import (
 )
 from .copy_rows import CopyRows
 from .hot_cursor import fetch_all, ready
+from .locks import POSTGRES_LOCK
 from .wake_pacing import wake_due, wake_sent
 
 #: Channel of the wake-up NOTIFY sent by enqueues (sql/wake_pacing.py says which); the payload
@@ -250,6 +251,7 @@ _VACUUM = f"VACUUM (SKIP_LOCKED) {MESSAGE_TABLE}"
 class PostgresDialect(Dialect):
     supports_notify = True
     supports_advisory_locks = True
+    session_lock = POSTGRES_LOCK
     supports_planner_estimates = True
     supports_catalog_health = True
 
