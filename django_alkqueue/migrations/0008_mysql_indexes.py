@@ -1,20 +1,18 @@
-"""Stand-ins for the live table's partial indexes, where the database has none (MySQL, MariaDB).
+"""Stand-ins for what Django leaves out of the live table where the database has no partial
+indexes (MySQL, MariaDB).
 
-Django leaves a conditional index out on such a database, and with it the unique key's
-constraint. These full indexes serve the ORM dialect's claim (sql/orm.py) the same way:
-unclaimed rows of a queue in handout order; lapsed leases of a queue (an unclaimed row has
-no lease, so it is not in the range); expiry; and one live job per (queue, unique key),
-which holds because these databases let any number of rows share a NULL key.
+There Django builds alkqueue_lease_idx and alkqueue_expiry_idx without their conditions
+(models.W037), which serves as well, but leaves out the claim index (an index on an
+expression, models.W043) and the unique key's constraint (models.W036). The stand-ins: the
+unclaimed rows of a queue in handout order for the ORM dialect's claim (sql/orm.py), and one
+live job per (queue, unique key), which holds because these databases let any number of rows
+share a NULL key.
 """
 
 from django.db import migrations
 
 TABLE = "alkqueue_message"
-INDEXES = {
-    "alkqueue_claim_full_idx": "(queue, claim_token, priority DESC, run_at, id)",
-    "alkqueue_lease_full_idx": "(queue, lease_expires_at)",
-    "alkqueue_expiry_full_idx": "(expires_at)",
-}
+INDEXES = {"alkqueue_claim_full_idx": "(queue, claim_token, priority DESC, run_at, id)"}
 UNIQUE_KEY = "alkqueue_unique_key_full"
 
 

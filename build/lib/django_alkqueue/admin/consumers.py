@@ -1,0 +1,157 @@
+"""Consumers: the handler bound to each queue, its settings, live counts, pause and resume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import ngettext
+
+from .. import operations
+from ..clock import system_clock
+from ..models import Consumer, DeadLetter, QueueMessage
+from .actions import BOTH_PLACES, has_perm, record
+from .base import QueueAdmin
+from .compat import action
+
+PAUSED = mark_safe('<span class="alk-state alk-stale">paused</span>')
+
+
+def _count_of(rows: QuerySet[Any]) -> Coalesce:
+    """A correlated COUNT of `rows` (already filtered on queue = OuterRef("queue"))."""
+    counted = rows.order_by().values("queue").annotate(n=Count("id")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+class ConsumerAdmin(QueueAdmin[Consumer]):
+    list_display = (
+        "queue_link",
+        "handler_name",
+        "lease_seconds",
+        "max_attempts",
+        "retry",
+        "paused_badge",
+        "pending",
+        "scheduled",
+        "claimed",
+        "dead",
+    )
+    search_fields = ("queue", "handler")
+    ordering = ("queue",)
+    actions = ["pause", "resume"]
+    readonly_fields = ("retry",)
+    fields = (
+        "queue",
+        "handler",
+        "lease_seconds",
+        "max_attempts",
+        "retry",
+        "paused",
+        "created_at",
+        "updated_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Consumer]:
+        """Live counts per consumer in the same query: one indexed subquery per figure."""
+        now = system_clock()
+        live = QueueMessage.objects.filter(queue=OuterRef("queue"))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                pending=_count_of(live.pending(now)),
+                scheduled=_count_of(live.scheduled(now)),
+                claimed=_count_of(live.claimed()),
+                dead=_count_of(DeadLetter.objects.filter(queue=OuterRef("queue"))),
+            )
+        )
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return has_perm(request, Consumer, "pause_consumer")
+
+    def has_resume_permission(self, request: HttpRequest) -> bool:
+        """resume_consumer, or pause_consumer: whoever may stop a queue may start it again,
+        and an on-call role may be given resume alone."""
+        return has_perm(request, Consumer, "resume_consumer") or self.has_pause_permission(request)
+
+    # -- columns ---------------------------------------------------------------------------
+
+    @admin.display(description="queue", ordering="queue")
+    def queue_link(self, consumer: Consumer) -> SafeString:
+        url = reverse("admin:django_alkqueue_queuestat_queue", args=[consumer.queue])
+        return format_html('<a href="{}">{}</a>', url, consumer.queue)
+
+    @admin.display(description="handler", ordering="handler")
+    def handler_name(self, consumer: Consumer) -> SafeString:
+        name = consumer.handler.rsplit(".", 1)[-1]
+        return format_html('<span title="{}">{}</span>', consumer.handler, name)
+
+    @admin.display(description="paused", ordering="paused")
+    def paused_badge(self, consumer: Consumer) -> SafeString | str:
+        return PAUSED if consumer.paused else "no"
+
+    @admin.display(description="lease", ordering="lease")
+    def lease_seconds(self, consumer: Consumer) -> str:
+        return f"{consumer.lease:g} s"
+
+    @admin.display(description="retry policy")
+    def retry(self, consumer: Consumer) -> str:
+        policy = consumer.retry_policy or {}
+        return ", ".join(f"{k}={v}" for k, v in policy.items()) or "-"
+
+    @admin.display(description="pending", ordering="pending")
+    def pending(self, consumer: Any) -> int:
+        return int(consumer.pending)
+
+    @admin.display(description="scheduled", ordering="scheduled")
+    def scheduled(self, consumer: Any) -> int:
+        return int(consumer.scheduled)
+
+    @admin.display(description="claimed", ordering="claimed")
+    def claimed(self, consumer: Any) -> int:
+        return int(consumer.claimed)
+
+    @admin.display(description="dead", ordering="dead")
+    def dead(self, consumer: Any) -> int:
+        return int(consumer.dead)
+
+    # -- actions ---------------------------------------------------------------------------
+
+    @action(
+        permissions=["pause"],
+        description="Pause consumer",
+        description_plural="Pause selected consumers",
+        location=BOTH_PLACES,
+    )
+    def pause(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> None:
+        self._set_paused(request, queryset, True)
+
+    @action(
+        permissions=["resume"],
+        description="Resume consumer",
+        description_plural="Resume selected consumers",
+        location=BOTH_PLACES,
+    )
+    def resume(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> None:
+        self._set_paused(request, queryset, False)
+
+    def _set_paused(self, request: HttpRequest, queryset: QuerySet[Consumer], paused: bool) -> None:
+        rows = list(queryset.order_by("queue").values_list("pk", "queue"))
+        names = [name for _, name in rows]
+        change = operations.pause if paused else operations.resume
+        changed = change(queryset.db, names)
+        verb = "pause" if paused else "resume"
+        record(request, Consumer, verb, [pk for pk, _ in rows], detail=f"queues {', '.join(names)}")
+        text = ngettext(
+            "%(verb)sd %(n)d queue: %(names)s.", "%(verb)sd %(n)d queues: %(names)s.", changed
+        )
+        text %= {"verb": verb.capitalize(), "n": changed, "names": ", ".join(names)}
+        if paused:
+            text += " Workers stop claiming from them within one poll interval."
+        self.message_user(request, text, messages.SUCCESS)

@@ -1,0 +1,213 @@
+"""Dead letters: the changelist with its error headline, the detail page with payload and the
+full error, and the actions requeue and delete."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.models import DELETION
+from django.db.models import QuerySet
+from django.db.models.functions import Substr
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import ngettext
+
+from .. import operations
+from ..clock import system_clock
+from ..models import DeadLetter, QueueMessage
+from .actions import (
+    BOTH_PLACES,
+    all_matching,
+    batch,
+    changelist_url,
+    confirmation,
+    confirmed,
+    from_detail_page,
+    has_perm,
+    more_note,
+    record,
+    selected_ids,
+    selection_count,
+)
+from .base import QueueAdmin, preformatted, pretty_json, timestamp
+from .compat import action
+from .filters import QueueFilter, ReasonFilter
+from .requeue_log import RequeueRun, record_requeue
+
+#: Live job ids linked from a requeue message.
+LINKED_IDS = 100
+
+
+def requeue_each(
+    using: str, rows: list[tuple[int, int]], asked: list[int], now: datetime
+) -> RequeueRun:
+    """Requeue each (dead letter id, job id), one transaction each, and sort the outcomes.
+    Asked-for ids that were not requeued and not kept are gone: someone else was first."""
+    requeued: list[tuple[int, int]] = []
+    kept: list[tuple[int, int]] = []
+    for dead_id, job_id in rows:
+        job = operations.requeue(using, job_id, now)
+        if job is not None and job.id == job_id:
+            requeued.append((dead_id, job_id))
+        elif job is not None:  # the live job holding the same unique key
+            kept.append((dead_id, job.id))
+    done = {dead_id for dead_id, _ in requeued + kept}
+    return RequeueRun(asked, requeued, kept, [i for i in asked if i not in done])
+
+
+def asked_ids(request: HttpRequest, rows: list[tuple[int, int]], more: bool) -> list[int]:
+    """The dead letter ids a run was asked for: the ticked ones, those deleted or requeued
+    since the page was drawn included; for all matching rows (or past the cap), those found."""
+    if all_matching(request) or more:
+        return [dead_id for dead_id, _ in rows]
+    return sorted({int(i) for i in selected_ids(request)})
+
+
+class DeadLetterAdmin(QueueAdmin[DeadLetter]):
+    list_display = ("id", "job_id", "queue", "died", "reason", "error", "attempts_of")
+    list_filter = (QueueFilter, ReasonFilter, ("died_at", admin.DateFieldListFilter))
+    search_fields = ("job_id", "id")
+    exact_search = True
+    search_help_text = "A job id or a dead letter id (exact)."
+    ordering = ("-died_at",)
+    sortable_by = ("died_at",)
+    changelist_defer = ("payload", "last_error")
+    #: delete_selected is this class's own, not Django's: Django's lists every row it
+    #: deletes (unbounded on a million dead letters) and logs one entry per row; ours counts
+    #: them, asks, and logs one entry with the ids.
+    actions = ["requeue", "delete_selected"]
+    readonly_fields = ("payload_json", "last_error_text")
+    fieldsets = (
+        (None, {"fields": [("job_id", "queue", "reason"), ("died_at", "attempts", "max_attempts"),
+                           ("priority", "unique_key")]}),
+        ("Error", {"fields": ["last_error_text"]}),
+        ("Payload", {"fields": ["payload_json"]}),
+        ("Timing", {"fields": [("enqueued_at", "run_at", "expires_at"),
+                               ("claimed_by", "claimed_at")]}),
+        ("Options", {"fields": [("backoff_base", "lease", "retention")], "classes": ["collapse"]}),
+    )  # fmt: skip
+
+    def lean(self, queryset: QuerySet[DeadLetter]) -> QuerySet[DeadLetter]:
+        return super().lean(queryset).annotate(error_head=Substr("last_error", 1, 300))
+
+    def has_requeue_permission(self, request: HttpRequest) -> bool:
+        return has_perm(request, DeadLetter, "requeue_deadletter")
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {"alk_requeue_all": self.has_requeue_permission(request), **(extra_context or {})}
+        return super().changelist_view(request, context)
+
+    # -- columns ---------------------------------------------------------------------------
+
+    @admin.display(description="died at", ordering="died_at")
+    def died(self, dead: DeadLetter) -> str:
+        return timestamp(dead.died_at)
+
+    @admin.display(description="error")
+    def error(self, dead: DeadLetter) -> str:
+        head: str | None = getattr(dead, "error_head", None)
+        if head is None:
+            head = dead.last_error or ""
+        return head.split("\n", 1)[0][:160] or dead.reason
+
+    @admin.display(description="attempts")
+    def attempts_of(self, dead: DeadLetter) -> str:
+        return f"{dead.attempts}/{dead.max_attempts}"
+
+    @admin.display(description="payload")
+    def payload_json(self, dead: DeadLetter) -> SafeString:
+        return pretty_json(dead.payload)
+
+    @admin.display(description="error")
+    def last_error_text(self, dead: DeadLetter) -> SafeString | str:
+        return preformatted(dead.last_error)
+
+    # -- actions ---------------------------------------------------------------------------
+
+    @action(
+        permissions=["requeue"],
+        description="Requeue dead letter",
+        description_plural="Requeue selected dead letters",
+        location=BOTH_PLACES,
+    )
+    def requeue(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> HttpResponse | None:
+        if all_matching(request) and not confirmed(request):
+            return confirmation(
+                self,
+                request,
+                title="Requeue dead letters",
+                count=selection_count(request, queryset),
+                question="Each becomes a live job again with the same id, payload and options, "
+                "its attempts reset to 0, due now.",
+                button="Yes, requeue them",
+            )
+        rows, more = batch(queryset, "pk", "job_id", order="died_at")
+        run = requeue_each(queryset.db, rows, asked_ids(request, rows, more), system_clock())
+        record_requeue(request, run)
+        message = self._requeue_message(run, more)
+        self.message_user(request, message, messages.SUCCESS if run.requeued else messages.WARNING)
+        if from_detail_page(request):
+            return HttpResponseRedirect(self._after_requeue_url(request, run))
+        return None
+
+    def _requeue_message(self, run: RequeueRun, more: bool) -> SafeString:
+        n = len(run.requeued)
+        parts: list[str] = [
+            ngettext("Requeued %d dead letter.", "Requeued %d dead letters.", n) % n
+        ]
+        if run.requeued:
+            ids = ",".join(str(job) for _, job in run.requeued[:LINKED_IDS])
+            parts.append(
+                format_html(
+                    'They are <a href="{}">live jobs with the same ids</a>.',
+                    changelist_url(QueueMessage, f"id__in={ids}"),
+                )
+            )
+        if run.kept:
+            holder = run.kept[0][1]
+            parts.append(
+                f"{len(run.kept)} kept: a live job holds the same unique key (job {holder})."
+            )
+        if run.gone:
+            parts.append(f"{len(run.gone)} already gone (requeued or deleted by someone else).")
+        parts.append(more_note(more))
+        return mark_safe(" ".join(conditional_escape(p) for p in parts if p))
+
+    def _after_requeue_url(self, request: HttpRequest, run: RequeueRun) -> str:
+        if len(run.requeued) == 1 and has_perm(request, QueueMessage, "view_queuemessage"):
+            return reverse("admin:django_alkqueue_queuemessage_change", args=[run.requeued[0][1]])
+        return changelist_url(DeadLetter)
+
+    @action(
+        permissions=["delete"],
+        description="Delete dead letter",
+        description_plural="Delete selected dead letters",
+        location=BOTH_PLACES,
+    )
+    def delete_selected(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter]
+    ) -> HttpResponse | None:
+        if not confirmed(request):
+            return confirmation(
+                self,
+                request,
+                title="Delete dead letters",
+                count=selection_count(request, queryset),
+                question="These dead letters will be deleted for good; they cannot be requeued.",
+                button="Yes, delete them",
+            )
+        ids, more = batch(queryset)
+        deleted = operations.purge_dead_letters(queryset.db, ids)
+        if deleted:
+            record(request, DeadLetter, "delete", ids, DELETION)
+        text = ngettext("Deleted %d dead letter.", "Deleted %d dead letters.", deleted) % deleted
+        self.message_user(request, text + more_note(more), messages.SUCCESS)
+        if from_detail_page(request):
+            return HttpResponseRedirect(changelist_url(DeadLetter))
+        return None

@@ -1,0 +1,278 @@
+"""What quietly stalls a PostgreSQL queue, read from the catalog, with a plain warning when a
+documented threshold is crossed (docs/admin.md, "Health"). Each check is a read (`fetch_*`,
+SQL) and a judgement (`judge_*`, pure, tested with made-up rows).
+
+The claims of stale workers are read from our own tables and checked on every database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+from django.db.models import Count, Min, Q
+
+from ..conf import get_settings
+from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE, QueueMessage, Worker
+from ..sql import dialect_for
+from .base import format_age
+
+#: Dead tuples in a queue table: ten times the live table's autovacuum threshold (0002).
+DEAD_TUPLES_WARN = 50_000
+#: A transaction open longer than this holds back vacuum of every table, the queue's too.
+OLD_TRANSACTION_WARN = 300.0
+#: A replication slot whose xmin is this many transactions old holds back vacuum.
+SLOT_XMIN_AGE_WARN = 1_000_000
+#: A lapsed lease still claimed after this many seconds: nothing is reclaiming.
+UNRECLAIMED_WARN = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    title: str
+    status: str  # what was found, one line
+    warning: str | None = None  # set when a threshold is crossed
+    headers: tuple[str, ...] = ()
+    rows: Sequence[tuple[str, ...]] = ()
+
+
+def _fetch(using: str, sql: str) -> list[dict[str, Any]]:
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql)
+        names = [column.name for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _when(at: datetime | None, now: datetime) -> str:
+    return "never" if at is None else format_age((now - at).total_seconds()) + " ago"
+
+
+# -- dead tuples and autovacuum of the queue tables ------------------------------------------
+
+TABLES_SQL = f"""
+SELECT relname AS name, n_live_tup AS live, n_dead_tup AS dead,
+       GREATEST(last_autovacuum, last_vacuum) AS vacuumed, autovacuum_count AS autovacuums
+FROM pg_stat_user_tables
+WHERE relname IN ('{MESSAGE_TABLE}', '{DEAD_LETTER_TABLE}') AND schemaname = current_schema()
+ORDER BY relname
+"""
+
+
+def judge_tables(rows: list[dict[str, Any]], now: datetime) -> Check:
+    table = [
+        (
+            r["name"],
+            f"{r['live']:,}",
+            f"{r['dead']:,}",
+            _when(r["vacuumed"], now),
+            str(r["autovacuums"]),
+        )
+        for r in rows
+    ]
+    bloated = [r for r in rows if r["dead"] >= DEAD_TUPLES_WARN]
+    warning = None
+    if bloated:
+        worst = max(bloated, key=lambda r: r["dead"])
+        warning = (
+            f"{worst['name']} has {worst['dead']:,} dead tuples (last vacuum "
+            f"{_when(worst['vacuumed'], now)}). Autovacuum is not keeping up, so claims wade "
+            "through dead index entries and slow down. The usual cause is a long transaction "
+            "or a replication slot holding back vacuum: see below."
+        )
+    return Check(
+        "Dead tuples and autovacuum",
+        f"{len(rows)} queue tables read",
+        warning,
+        ("table", "live rows", "dead tuples", "last vacuum", "autovacuums"),
+        table,
+    )
+
+
+# -- the oldest transaction, and the session that holds back vacuum --------------------------
+
+SESSIONS_SQL = """
+SELECT pid, usename AS "user", application_name AS application, backend_type, state,
+       EXTRACT(EPOCH FROM now() - xact_start)::float AS xact_age,
+       age(backend_xmin) AS xmin_age, left(query, 120) AS query
+FROM pg_stat_activity
+WHERE pid <> pg_backend_pid() AND datname = current_database()
+  AND (xact_start IS NOT NULL OR backend_xmin IS NOT NULL)
+ORDER BY xact_start NULLS LAST
+LIMIT 20
+"""
+
+
+def judge_sessions(rows: list[dict[str, Any]]) -> Check:
+    oldest = rows[0] if rows and rows[0]["xact_age"] is not None else None
+    holder = max(
+        (r for r in rows if r["xmin_age"] is not None), key=lambda r: r["xmin_age"], default=None
+    )
+    table = [
+        (
+            str(r["pid"]),
+            r["user"] or "",
+            r["application"] or r["backend_type"] or "",
+            r["state"] or "",
+            format_age(r["xact_age"]) if r["xact_age"] is not None else "-",
+            f"{r['xmin_age']:,}" if r["xmin_age"] is not None else "-",
+            r["query"] or "",
+        )
+        for r in rows[:5]
+    ]
+    if oldest is None:
+        status = "no open transaction"
+    else:
+        status = f"oldest transaction open {format_age(oldest['xact_age'])} (pid {oldest['pid']})"
+    if holder is not None:
+        status += f"; vacuum is held back by pid {holder['pid']} ({holder['xmin_age']:,} xids)"
+    warning = None
+    if oldest is not None and oldest["xact_age"] >= OLD_TRANSACTION_WARN:
+        warning = (
+            f"Session pid {oldest['pid']} ({oldest['user'] or '?'}, "
+            f"{oldest['application'] or oldest['backend_type'] or '?'}) has had a transaction "
+            f"open for {format_age(oldest['xact_age'])} ({oldest['state']}). Until it ends, "
+            "vacuum cannot remove the rows the queue leaves behind. End it if it is stuck: "
+            f"SELECT pg_terminate_backend({oldest['pid']});"
+        )
+    headers = ("pid", "user", "application", "state", "transaction age", "xmin age", "query")
+    return Check("Oldest transaction", status, warning, headers, table)
+
+
+# -- replication slots that hold back xmin ---------------------------------------------------
+
+SLOTS_SQL = """
+SELECT slot_name AS name, slot_type AS type, active, age(xmin) AS xmin_age,
+       age(catalog_xmin) AS catalog_xmin_age
+FROM pg_replication_slots
+ORDER BY slot_name
+"""
+
+
+def judge_slots(rows: list[dict[str, Any]]) -> Check:
+    table = [
+        (
+            r["name"],
+            r["type"],
+            "active" if r["active"] else "inactive",
+            f"{r['xmin_age']:,}" if r["xmin_age"] is not None else "-",
+            f"{r['catalog_xmin_age']:,}" if r["catalog_xmin_age"] is not None else "-",
+        )
+        for r in rows
+    ]
+    holding = [
+        r
+        for r in rows
+        if r["xmin_age"] is not None and (not r["active"] or r["xmin_age"] >= SLOT_XMIN_AGE_WARN)
+    ]
+    warning = None
+    if holding:
+        slot = max(holding, key=lambda r: r["xmin_age"])
+        warning = (
+            f"Replication slot {slot['name']} ({'active' if slot['active'] else 'inactive'}) "
+            f"holds xmin back by {slot['xmin_age']:,} transactions, so vacuum cannot clean the "
+            "queue tables. Reconnect its consumer, or drop the slot if nothing uses it: "
+            f"SELECT pg_drop_replication_slot('{slot['name']}');"
+        )
+    status = f"{len(rows)} replication slots" if rows else "no replication slots"
+    return Check(
+        "Replication slots",
+        status,
+        warning,
+        ("slot", "type", "state", "xmin age", "catalog xmin age"),
+        table,
+    )
+
+
+# -- jobs claimed by workers whose heartbeat is stale (any database) -------------------------
+
+
+def fetch_claims(using: str, now: datetime) -> list[dict[str, Any]]:
+    """Claimed jobs per claimer (index alkqueue_lease_idx holds only claimed rows)."""
+    lapsed = Q(lease_expires_at__lte=now)
+    claims = (
+        QueueMessage.objects.using(using)
+        .claimed()
+        .values("claimed_by")
+        .annotate(
+            jobs=Count("id"),
+            lapsed=Count("id", filter=lapsed),
+            first_lapse=Min("lease_expires_at", filter=lapsed),
+        )
+        .order_by("claimed_by")
+    )
+    return [dict(claim) for claim in claims]
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job is" if n == 1 else f"{n} jobs are"
+
+
+def judge_claims(
+    claims: list[dict[str, Any]], heartbeats: dict[str, datetime], now: datetime
+) -> Check:
+    stale_after = get_settings().WORKER_STALE_AFTER
+    table, stale_jobs, unreclaimed = [], 0, 0
+    for c in claims:
+        beat = heartbeats.get(c["claimed_by"])
+        stale = beat is not None and (now - beat).total_seconds() > stale_after
+        stale_jobs += c["jobs"] if stale else 0
+        if (
+            c["first_lapse"] is not None
+            and (now - c["first_lapse"]).total_seconds() >= UNRECLAIMED_WARN
+        ):
+            unreclaimed += c["lapsed"]
+        state = "no worker row" if beat is None else ("stale" if stale else "live")
+        table.append(
+            (
+                c["claimed_by"],
+                state,
+                _when(beat, now) if beat else "-",
+                str(c["jobs"]),
+                str(c["lapsed"]),
+            )
+        )
+    warnings = []
+    if stale_jobs:
+        warnings.append(
+            f"{_jobs(stale_jobs)} claimed by workers that stopped heartbeating. They go back to "
+            "pending when their leases lapse and the leader reclaims them."
+        )
+    if unreclaimed:
+        warnings.append(
+            f"{_jobs(unreclaimed)} still claimed more than {UNRECLAIMED_WARN:.0f} s after the "
+            "lease lapsed: no worker is reclaiming. Start a worker (any worker becomes leader)."
+        )
+    status = f"{sum(c['jobs'] for c in claims)} claimed jobs held by {len(claims)} claimers"
+    return Check(
+        "Claims of stale workers",
+        status,
+        " ".join(warnings) or None,
+        ("claimed by", "worker", "last heartbeat", "jobs", "lease lapsed"),
+        table,
+    )
+
+
+def claims_check(using: str, now: datetime) -> Check:
+    claims = fetch_claims(using, now)
+    names = [c["claimed_by"] for c in claims]
+    heartbeats = dict(
+        Worker.objects.using(using)
+        .filter(worker_id__in=names)
+        .values_list("worker_id", "last_heartbeat_at")
+    )
+    return judge_claims(claims, heartbeats, now)
+
+
+def run_checks(using: str, now: datetime) -> list[Check]:
+    """The catalog checks where the database keeps such statistics, then the claims check."""
+    checks = []
+    if dialect_for(connections[using]).supports_catalog_health:
+        checks = [
+            judge_tables(_fetch(using, TABLES_SQL), now),
+            judge_sessions(_fetch(using, SESSIONS_SQL)),
+            judge_slots(_fetch(using, SLOTS_SQL)),
+        ]
+    return [*checks, claims_check(using, now)]

@@ -1,0 +1,172 @@
+"""The queue overview and the queue detail page: custom admin views, registered as the
+QueueStat admin so that the app's section of the admin index links to them ("Queue overview",
+QueueStat's verbose_name_plural).
+
+The figures come from `status` (the same numbers `alk_status` prints) and the QueueStat
+minutes; the charts are server-side SVG; the health checks are read from the catalog.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import connections
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+
+from .. import operations, status
+from ..clock import system_clock
+from ..conf import get_settings
+from ..models import Consumer, DeadLetter, QueueMessage, QueueStat, Worker
+from ..sql import dialect_for
+from . import charts, health
+from .actions import changelist_url, has_perm
+from .base import ModelAdmin, format_age
+
+#: Seconds between two reloads when auto-refresh is on.
+REFRESH_SECONDS = 10
+#: A pending job waiting longer than this is highlighted.
+SLOW_PENDING_AGE = 300.0
+
+
+@dataclasses.dataclass(frozen=True)
+class OverviewRow:
+    figures: status.QueueRow
+    rate: status.Throughput
+    chart: SafeString
+
+    @property
+    def oldest(self) -> str:
+        return format_age(self.figures.oldest_pending_age) if self.figures.pending else "-"
+
+    @property
+    def handler_name(self) -> str:
+        """The handler's own name; its module is in the title and on the detail page."""
+        return (self.figures.handler or "").rsplit(".", 1)[-1]
+
+    @property
+    def slow(self) -> bool:
+        return self.figures.oldest_pending_age >= SLOW_PENDING_AGE
+
+
+def overview_rows(using: str, now: datetime) -> list[OverviewRow]:
+    """One row per queue: its figures, throughput and chart. Five queries, whatever the size."""
+    rates = status.throughput(using, now)
+    series = status.history(using, now)
+    return [
+        OverviewRow(
+            row,
+            rates.get(row.queue, status.Throughput()),
+            charts.render(row.queue, charts.bucketize(series.get(row.queue, []), now)),
+        )
+        for row in status.queue_overview(using, now)
+    ]
+
+
+def totals(rows: list[OverviewRow]) -> dict[str, Any]:
+    figures = ("pending", "scheduled", "claimed", "dead")
+    rates = ("finished_5m", "failed_5m", "finished_1h", "failed_1h")
+    total: dict[str, Any] = {f: sum(getattr(r.figures, f) for r in rows) for f in figures}
+    total |= {f: sum(getattr(r.rate, f) for r in rows) for f in rates}
+    oldest = max((r.figures.oldest_pending_age for r in rows if r.figures.pending), default=None)
+    total["oldest"] = format_age(oldest) if oldest is not None else "-"
+    return total
+
+
+class QueueStatAdmin(ModelAdmin[QueueStat]):
+    """No changelist of raw minutes: the overview takes its place."""
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        return [
+            path("", view(self.overview_view), name="django_alkqueue_queuestat_changelist"),
+            path(
+                "queue/<str:name>/", view(self.queue_view), name="django_alkqueue_queuestat_queue"
+            ),
+        ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[QueueStat]:
+        return super().get_queryset(request).none()
+
+    def _context(self, request: HttpRequest, title: str) -> dict[str, Any]:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        refresh = request.GET.get("refresh") == "1"
+        toggled: dict[str, str] = {k: request.GET[k] for k in request.GET if k != "refresh"}
+        if not refresh:
+            toggled["refresh"] = "1"
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": title,
+            "refresh": REFRESH_SECONDS if refresh else None,
+            "refresh_toggle": "?" + urlencode(toggled) if toggled else request.path,
+            "can_view_jobs": has_perm(request, QueueMessage, "view_queuemessage"),
+            "can_view_dead": has_perm(request, DeadLetter, "view_deadletter"),
+            "can_view_consumers": has_perm(request, Consumer, "view_consumer"),
+            "can_view_workers": has_perm(request, Worker, "view_worker"),
+            "jobs_url": changelist_url(QueueMessage),
+            "dead_url": changelist_url(DeadLetter),
+            "consumers_url": changelist_url(Consumer),
+            "workers_url": changelist_url(Worker),
+        }
+
+    def overview_view(self, request: HttpRequest) -> HttpResponse:
+        context = self._context(request, "Queue overview")
+        using, now = QueueStat.objects.db, system_clock()
+        rows = overview_rows(using, now)
+        workers = status.worker_overview(using, now)
+        context |= {
+            "rows": rows,
+            "totals": totals(rows),
+            "workers": workers,
+            "live_workers": sum(1 for w in workers if not w.stale),
+            "stale_workers": sum(1 for w in workers if w.stale),
+            "leader": next((w.worker_id for w in workers if w.is_leader and not w.stale), None),
+            "checks": health.run_checks(using, now),
+            "catalog_health": dialect_for(connections[using]).supports_catalog_health,
+            "now": now,
+        }
+        return TemplateResponse(request, "admin/django_alkqueue/overview.html", context)
+
+    def queue_view(self, request: HttpRequest, name: str) -> HttpResponse:
+        context = self._context(request, f"Queue {name}")
+        using, now = QueueStat.objects.db, system_clock()
+        consumer = Consumer.objects.using(using).filter(queue=name).first()
+        figures = operations.stats(using, name, now)
+        if consumer is None and not (
+            figures.pending or figures.scheduled or figures.claimed or figures.dead
+        ):
+            raise Http404(f"no queue {name!r}: no consumer, live job or dead letter names it")
+        buckets = charts.bucketize(status.history(using, now, queue=name).get(name, []), now)
+        errors, sampled = status.frequent_errors(using, name)
+        context |= {
+            "name": name,
+            "figures": figures,
+            "oldest": format_age(figures.oldest_pending_age) if figures.pending else "-",
+            "rate": status.throughput(using, now).get(name, status.Throughput()),
+            "chart": charts.render(name, buckets, width=720, height=180, labels=True),
+            "consumer": consumer,
+            "errors": errors,
+            "sampled": sampled,
+            "error_sample": status.ERROR_SAMPLE,
+            "query": urlencode({"queue": name}),
+            "stale_after": get_settings().WORKER_STALE_AFTER,
+        }
+        return TemplateResponse(request, "admin/django_alkqueue/queue.html", context)

@@ -1,0 +1,239 @@
+"""The ALKQUEUE setting: one dict, read through `get_settings()`, cached until it changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from . import validation
+from .exceptions import InvalidName
+
+
+@dataclasses.dataclass(frozen=True)
+class AlkQueueSettings:
+    #: Database alias that queues use when `using` is not given.
+    DATABASE: str = "default"
+    #: Largest payload accepted, in bytes of its compact UTF-8 JSON encoding.
+    MAX_PAYLOAD_BYTES: int = 1024 * 1024
+    #: Extra modules imported at start-up to register @consumer handlers.
+    CONSUMER_MODULES: tuple[str, ...] = ()
+    #: Seconds between two reclaims of lapsed leases (leader only).
+    RECLAIM_INTERVAL: float = 5.0
+    #: Seconds between two sweeps of expired jobs and old dead letters (leader only).
+    SWEEP_INTERVAL: float = 60.0
+    #: Seconds between two refreshes of a worker's registry row.
+    WORKER_HEARTBEAT_INTERVAL: float = 5.0
+    #: A worker whose row was not refreshed for this many seconds is shown as stale.
+    WORKER_STALE_AFTER: float = 30.0
+    #: Stale worker rows are deleted after this many seconds.
+    WORKER_PRUNE_AFTER: float = 86400.0
+    #: Seconds an ack waits to be grouped with others into one commit (0 = ack at once).
+    ACK_WINDOW: float = 0.002
+    #: Periodic jobs: name -> {"cron", "queue", "task" + "args"/"kwargs" | "payload"}.
+    PERIODIC: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: Seconds between two scheduler passes over PERIODIC (leader only).
+    SCHEDULE_INTERVAL: float = 1.0
+    #: Prepare the hot statements (enqueue, claim, ack, heartbeat) on PostgreSQL, once per
+    #: connection. Switch off behind a pooler that cannot keep prepared statements (PgBouncer
+    #: older than 1.21 in transaction mode).
+    PREPARED_STATEMENTS: bool = True
+    #: The leader VACUUMs the live table when PostgreSQL counts more dead row versions than
+    #: this (checked every RECLAIM_INTERVAL): the backstop for an autovacuum that falls behind
+    #: a queue's churn. None: never.
+    VACUUM_DEAD_TUPLES: int | None = 50_000
+    #: Seconds after an enqueue's wake-up NOTIFY during which further enqueues of the same
+    #: queue, outside a transaction and on the same connection, send none; workers look again
+    #: once the window (plus 50 ms) has passed after each NOTIFY. 0: every enqueue notifies.
+    #: PostgreSQL only (sql/wake_pacing.py).
+    NOTIFY_WINDOW: float = 0.005
+    #: Database alias used for LISTEN (a direct connection when claims go through PgBouncer).
+    LISTEN_DATABASE: str | None = None
+    #: Seconds of per-minute queue statistics (QueueStat, the admin charts) kept; the leader's
+    #: stats loop deletes older minutes. Default 7 days.
+    STATS_RETENTION: float = 7 * 86400.0
+    #: Per-queue options for queues without a @consumer (the Django Tasks backend's):
+    #: name -> {"sensitive": bool}.
+    QUEUES: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: Which SQL dialect serves the queue's database: "auto" (PostgreSQL's and SQLite's own,
+    #: the ORM dialect elsewhere) or "orm" (the ORM dialect everywhere). docs/databases.md.
+    DIALECT: str = "auto"
+
+
+_FIELDS = {f.name for f in dataclasses.fields(AlkQueueSettings)}
+
+#: Beyond this a duration would overflow the timestamps computed from it.
+_MAX_SECONDS = 100 * 365 * 86400.0
+#: PostgreSQL stores at most 1 GB in one field.
+_MAX_PAYLOAD_LIMIT = 2**30
+
+#: A rule takes the setting's label (`ALKQUEUE['ACK_WINDOW']`) and its value, and returns the
+#: value as the settings hold it, or raises ImproperlyConfigured naming both.
+Rule = Callable[[str, Any], Any]
+
+
+def _expected(label: str, value: Any, what: str) -> ImproperlyConfigured:
+    return ImproperlyConfigured(f"{label} is {value!r:.200}; expected {what}.")
+
+
+def _seconds(*, positive: bool) -> Rule:
+    """A finite number of seconds (int or float, not a bool), > 0 or >= 0."""
+    what = f"a number of seconds {'> 0' if positive else '>= 0'}, at most {_MAX_SECONDS:.0f}"
+
+    def check(key: str, value: Any) -> float:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise _expected(key, value, what)
+        # Compared before any float(): an int past float's range would raise OverflowError.
+        if value > _MAX_SECONDS or value < 0 or (positive and value == 0):
+            raise _expected(key, value, what)
+        if math.isnan(value):
+            raise _expected(key, value, what)
+        return float(value)
+
+    return check
+
+
+def _int_in(low: int, high: int) -> Rule:
+    def check(key: str, value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise _expected(key, value, f"an int in {low}..{high}")
+        return value
+
+    return check
+
+
+def _boolean(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _expected(key, value, "True or False")
+    return value
+
+
+def _alias(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise _expected(key, value, "a database alias (a non-empty string)")
+    return value
+
+
+def _optional(rule: Rule) -> Rule:
+    def check(key: str, value: Any) -> Any:
+        return None if value is None else rule(key, value)
+
+    return check
+
+
+def _module_names(key: str, value: Any) -> tuple[str, ...]:
+    what = "a list or tuple of dotted module names"
+    if not isinstance(value, list | tuple):
+        raise _expected(key, value, what)
+    if not all(isinstance(name, str) and name for name in value):
+        raise _expected(key, value, what)
+    return tuple(value)
+
+
+def _periodic(key: str, value: Any) -> dict[str, dict[str, Any]]:
+    """The shape only: each entry's cron, queue and task are checked by alkqueue.E002."""
+    what = "a dict of entry name (a string) to a dict of the entry's options"
+    if not isinstance(value, dict):
+        raise _expected(key, value, what)
+    for name, entry in value.items():
+        if not isinstance(name, str) or not name or not isinstance(entry, dict):
+            raise _expected(key, value, what)
+    return value
+
+
+#: What each key of ALKQUEUE["QUEUES"][name] accepts; a new per-queue option is one line.
+QUEUE_OPTION_RULES: dict[str, Rule] = {
+    "sensitive": _boolean,
+}
+
+
+def _queues(key: str, value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, dict):
+        raise _expected(key, value, "a dict of queue name to a dict of that queue's options")
+    for name, options in value.items():
+        where = f"{key}[{name!r}]"
+        try:
+            validation.queue_name(name)
+        except InvalidName as exc:
+            raise ImproperlyConfigured(f"{key} names a bad queue: {exc}.") from None
+        if not isinstance(options, dict):
+            raise _expected(where, options, "a dict of queue options")
+        unknown = sorted(set(options) - set(QUEUE_OPTION_RULES), key=repr)
+        if unknown:
+            raise ImproperlyConfigured(
+                f"{where} has unknown option(s) {', '.join(map(repr, unknown))}; "
+                f"valid options are {', '.join(sorted(QUEUE_OPTION_RULES))}."
+            )
+        for option, rule in QUEUE_OPTION_RULES.items():
+            if option in options:
+                rule(f"{where}[{option!r}]", options[option])
+    return value
+
+
+def _one_of(*choices: str) -> Rule:
+    def check(key: str, value: Any) -> str:
+        if value not in choices or not isinstance(value, str):
+            raise _expected(key, value, " or ".join(map(repr, choices)))
+        return str(value)
+
+    return check
+
+
+#: What each ALKQUEUE key accepts.
+RULES: dict[str, Rule] = {
+    "DATABASE": _alias,
+    "MAX_PAYLOAD_BYTES": _int_in(1, _MAX_PAYLOAD_LIMIT),
+    "CONSUMER_MODULES": _module_names,
+    "RECLAIM_INTERVAL": _seconds(positive=True),
+    "SWEEP_INTERVAL": _seconds(positive=True),
+    "WORKER_HEARTBEAT_INTERVAL": _seconds(positive=True),
+    "WORKER_STALE_AFTER": _seconds(positive=True),
+    "WORKER_PRUNE_AFTER": _seconds(positive=True),
+    "ACK_WINDOW": _seconds(positive=False),
+    "PERIODIC": _periodic,
+    "SCHEDULE_INTERVAL": _seconds(positive=True),
+    "PREPARED_STATEMENTS": _boolean,
+    "VACUUM_DEAD_TUPLES": _optional(_int_in(1, 2**63 - 1)),
+    "NOTIFY_WINDOW": _seconds(positive=False),
+    "LISTEN_DATABASE": _optional(_alias),
+    "STATS_RETENTION": _seconds(positive=True),
+    "QUEUES": _queues,
+    "DIALECT": _one_of("auto", "orm"),
+}
+
+
+@functools.cache
+def get_settings() -> AlkQueueSettings:
+    """The ALKQUEUE setting, checked: ImproperlyConfigured names any bad key and its value."""
+    return read_settings(getattr(django_settings, "ALKQUEUE", None))
+
+
+def read_settings(raw: Any) -> AlkQueueSettings:
+    """`raw` (the ALKQUEUE setting; None when absent) as settings, each key checked."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ImproperlyConfigured(
+            f"ALKQUEUE must be a dict of settings, not {type(raw).__name__} ({raw!r:.80})."
+        )
+    unknown = sorted(set(raw) - _FIELDS, key=repr)
+    if unknown:
+        raise ImproperlyConfigured(
+            f"Unknown ALKQUEUE setting(s) {', '.join(map(str, unknown))}; "
+            f"valid keys are {', '.join(sorted(_FIELDS))}."
+        )
+    checked = {key: RULES[key](f"ALKQUEUE[{key!r}]", value) for key, value in raw.items()}
+    return AlkQueueSettings(**checked)
+
+
+@receiver(setting_changed)
+def _reset_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == "ALKQUEUE":
+        get_settings.cache_clear()

@@ -1,0 +1,182 @@
+"""The @consumer decorator and the registry of handlers, one per queue.
+
+Handlers are found by importing `consumers.py` of every installed app (and the modules in
+ALKQUEUE["CONSUMER_MODULES"]) when the app is ready, so web processes and workers share one
+registry. A second consumer for a queue is an error that names both handlers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import module_has_submodule
+
+from . import validation
+from .backoff import RetryPolicy
+from .exceptions import InvalidOption
+from .jobs import Job
+
+Handler = Callable[[Any, Job], Any]
+#: A batch consumer's handler: the jobs of one call, in handout order; returns None (all
+#: succeeded) or a mapping of job id to the exception that job failed with.
+BatchHandler = Callable[[list[Job]], Mapping[int, BaseException] | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsumerSpec:
+    queue: str
+    handler: Callable[..., Any]  # a Handler, or a BatchHandler when `batch` is set
+    path: str
+    lease: float | None
+    max_attempts: int | None
+    retry: RetryPolicy
+    atomic: bool
+    #: A batch consumer's most jobs per call; None for a plain handler(payload, job).
+    batch: int | None = None
+    #: The payloads carry personal data: masked in the admin for users without
+    #: `view_payload`, never logged nor quoted in error texts (docs/security.md).
+    sensitive: bool = False
+
+    def queue_defaults(self) -> dict[str, Any]:
+        """The stamps this consumer gives jobs enqueued on its queue."""
+        defaults: dict[str, Any] = {}
+        if self.lease is not None:
+            defaults["lease"] = self.lease
+        if self.max_attempts is not None:
+            defaults["max_attempts"] = self.max_attempts
+        if self.retry.base is not None:
+            defaults["backoff_base"] = self.retry.base
+        return defaults
+
+
+def handler_path(handler: Callable[..., Any]) -> str:
+    return f"{handler.__module__}.{handler.__qualname__}"
+
+
+def code_location(handler: Callable[..., Any]) -> tuple[str, int] | None:
+    """Where the handler's code is defined (file, first line); None for a callable without
+    code of its own (a functools.partial, an object with __call__)."""
+    code = getattr(inspect.unwrap(handler), "__code__", None)
+    return None if code is None else (code.co_filename, code.co_firstlineno)
+
+
+def same_handler(existing: ConsumerSpec, new: ConsumerSpec) -> bool:
+    """One handler registered again: the same function object, or the same function
+    re-created by a re-import of its module (same dotted path and same code location).
+    A dotted path alone is not enough: `def handler` twice in one module, or two handlers
+    nested in one function, share a path and are still two consumers."""
+    if existing.handler is new.handler:
+        return True
+    location = code_location(new.handler)
+    return (
+        existing.path == new.path
+        and location is not None
+        and location == code_location(existing.handler)
+    )
+
+
+def _with_location(spec: ConsumerSpec) -> str:
+    location = code_location(spec.handler)
+    return spec.path if location is None else f"{spec.path} ({location[0]}:{location[1]})"
+
+
+class ConsumerRegistry:
+    def __init__(self) -> None:
+        self._specs: dict[str, ConsumerSpec] = {}
+        #: Errors met while discovering handlers; reported by the system check alkqueue.E001.
+        self.errors: list[str] = []
+
+    def register(self, spec: ConsumerSpec) -> None:
+        existing = self._specs.get(spec.queue)
+        if existing is not None and not same_handler(existing, spec):
+            first, second = existing.path, spec.path
+            if first == second:  # name them apart by where they are defined
+                first, second = _with_location(existing), _with_location(spec)
+            raise ImproperlyConfigured(
+                f"queue {spec.queue!r} has two consumers: {first} and {second}; "
+                "a queue has exactly one consumer"
+            )
+        self._specs[spec.queue] = spec
+
+    def get(self, queue: str) -> ConsumerSpec | None:
+        return self._specs.get(queue)
+
+    def all(self) -> list[ConsumerSpec]:
+        return sorted(self._specs.values(), key=lambda s: s.queue)
+
+    def unregister(self, queue: str) -> None:
+        self._specs.pop(queue, None)
+
+    def autodiscover(self, extra_modules: tuple[str, ...] = ()) -> None:
+        """Import every app's consumers.py and the extra modules; record errors, don't raise.
+
+        Each module is imported on its own, so one app's duplicate does not hide the
+        consumers of the apps after it.
+        """
+        modules = [
+            f"{config.name}.consumers"
+            for config in apps.get_app_configs()
+            if module_has_submodule(config.module, "consumers")
+        ]
+        for module in [*modules, *extra_modules]:
+            try:
+                importlib.import_module(module)
+            except ImproperlyConfigured as exc:
+                self.errors.append(str(exc))
+
+
+registry = ConsumerRegistry()
+
+
+def consumer(
+    queue: str,
+    *,
+    lease: float | timedelta | None = None,
+    max_attempts: int | None = None,
+    retry: RetryPolicy | None = None,
+    atomic: bool = False,
+    batch: int | None = None,
+    sensitive: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Bind the decorated `handler(payload, job)` to `queue`. Options become the queue's stamps.
+
+    With `batch`, the handler is `handler(jobs)` instead: a list of up to `batch` jobs of one
+    claim per call (see BatchHandler and docs/consumers.md)."""
+    validation.queue_name(queue)
+    size = None if batch is None else validation.consumer_batch(batch)
+    if size is not None and atomic:
+        raise InvalidOption("batch and atomic cannot be combined: an atomic consumer runs one "
+                            "job per transaction")  # fmt: skip
+    lease_seconds = None if lease is None else validation.seconds(lease, "lease", positive=True)
+    attempts = None if max_attempts is None else validation.max_attempts(max_attempts)
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise InvalidOption(f"retry must be a RetryPolicy, not {type(retry).__name__}")
+    if not isinstance(atomic, bool):
+        raise InvalidOption(f"atomic must be True or False, not {atomic!r}")
+    if not isinstance(sensitive, bool):
+        raise InvalidOption(f"sensitive must be True or False, not {sensitive!r}")
+
+    def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
+        registry.register(
+            ConsumerSpec(
+                queue=queue,
+                handler=handler,
+                path=handler_path(handler),
+                lease=lease_seconds,
+                max_attempts=attempts,
+                retry=retry or RetryPolicy(),
+                atomic=atomic,
+                batch=size,
+                sensitive=sensitive,
+            )
+        )
+        return handler
+
+    return decorate

@@ -1,0 +1,38 @@
+"""Every default of the library, written once; the API, the Tasks backend, the worker and the
+docs read them from here (the ALKQUEUE settings' own defaults live on conf.AlkQueueSettings).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+# -- the stamps of a job (queue(), @consumer, the Tasks backend's OPTIONS) --------------------
+
+#: Attempts before a failing job is dead-lettered.
+MAX_ATTEMPTS = 5
+#: Seconds of the first retry's delay; each later one doubles it (backoff.py).
+BACKOFF_BASE = 5.0
+#: Seconds a claim lasts without a heartbeat.
+LEASE = 30.0
+#: How long dead letters are kept.
+RETENTION = timedelta(days=7)
+#: A job's priority when none is given.
+PRIORITY = 0
+#: Seconds a Tasks backend result row is kept after the task finished.
+RESULT_RETENTION = 86400.0
+
+# -- alk_worker ------------------------------------------------------------------------------
+
+#: Handler threads per worker process.
+WORKER_CONCURRENCY = 4
+#: Worker processes under one supervisor.
+WORKER_PROCESSES = 1
+#: Seconds between two polls of an idle queue.
+WORKER_POLL_INTERVAL = 1.0
+#: Seconds in-flight jobs get to finish after SIGTERM.
+WORKER_SHUTDOWN_TIMEOUT = 30.0
+
+# -- stored text -----------------------------------------------------------------------------
+
+#: Most characters of error text stored per job or task attempt (error_text.py).
+MAX_ERROR_CHARS = 64 * 1024

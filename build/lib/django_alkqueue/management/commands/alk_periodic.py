@@ -1,0 +1,46 @@
+"""`manage.py alk_periodic`: the periodic schedules with their last and next ticks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from django_alkqueue.clock import system_clock
+from django_alkqueue.conf import get_settings
+from django_alkqueue.models import PeriodicTick
+from django_alkqueue.periodic import never_fires, next_tick, schedules
+
+
+class Command(BaseCommand):
+    help = "List the periodic schedules with their next run times."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--database", default=None)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        using = options["database"] or get_settings().DATABASE
+        now = system_clock()
+        last = dict(PeriodicTick.objects.using(using).values_list("name", "last_tick"))
+        rows = [("name", "cron", "queue", "target", "last tick", "next run")]
+        for s in schedules():
+            previous = last.get(s.name)
+            rows.append((
+                s.name, s.cron, s.queue or "(task's)", s.describe(),
+                previous.isoformat(timespec="seconds") if previous else "-",
+                _next_run(s.cron, now),
+            ))  # fmt: skip
+        if len(rows) == 1:
+            self.stdout.write("no periodic schedules (ALKQUEUE['PERIODIC'] is empty)")
+            return
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            self.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def _next_run(cron: str, now: datetime) -> str:
+    """The next tick, or "never" for a cron with no date (the system check reports it)."""
+    if never_fires(cron):
+        return "never"
+    return next_tick(cron, now).isoformat(timespec="seconds")

@@ -1,0 +1,94 @@
+"""`manage.py alk_status`: the per-queue table and the live workers, as text or JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from django_alkqueue.clock import system_clock
+from django_alkqueue.conf import get_settings
+from django_alkqueue.status import QueueRow, WorkerRow, queue_overview, worker_overview
+
+QUEUE_COLUMNS = ("queue", "pending", "scheduled", "claimed", "dead", "oldest", "paused", "handler")
+
+
+def queue_table(rows: list[QueueRow]) -> str:
+    body = [
+        (r.queue, str(r.pending), str(r.scheduled), str(r.claimed), str(r.dead),
+         f"{r.oldest_pending_age:.1f}s", "yes" if r.paused else "no", r.handler or "-")
+        for r in rows
+    ]  # fmt: skip
+    return _table(QUEUE_COLUMNS, body)
+
+
+def worker_table(rows: list[WorkerRow]) -> str:
+    body = [
+        (w.worker_id, w.hostname, str(w.pid), ",".join(w.queues),
+         w.last_heartbeat_at.isoformat(timespec="seconds"),
+         "stale" if w.stale else "live", "leader" if w.is_leader else "",
+         str(w.jobs_processed), str(w.jobs_failed))
+        for w in rows
+    ]  # fmt: skip
+    header = (
+        "worker",
+        "host",
+        "pid",
+        "queues",
+        "last heartbeat",
+        "state",
+        "role",
+        "done",
+        "failed",
+    )
+    return _table(header, body)
+
+
+def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+             for row in [header, *body]]  # fmt: skip
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _json_value(value: object) -> str:
+    """Timestamps as ISO 8601 (`2026-12-01T04:47:51.189404+00:00`), what JSON readers parse."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+class Command(BaseCommand):
+    help = "Show queue depths and the live workers."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.add_argument("--watch", type=float, default=None, metavar="N",
+                            help="refresh every N seconds")  # fmt: skip
+        parser.add_argument("--database", default=None)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        using = options["database"] or get_settings().DATABASE
+        while True:
+            self.stdout.write(self.render(using, options["json"]))
+            if options["watch"] is None:
+                return
+            time.sleep(options["watch"])
+
+    def render(self, using: str, as_json: bool) -> str:
+        now = system_clock()
+        queues = queue_overview(using, now)
+        workers = worker_overview(using, now)
+        if as_json:
+            data = {
+                "queues": [dataclasses.asdict(q) for q in queues],
+                "workers": [dataclasses.asdict(w) for w in workers],
+            }
+            return json.dumps(data, default=_json_value, indent=2)
+        return f"{queue_table(queues)}\n\nworkers\n{worker_table(workers)}\n"

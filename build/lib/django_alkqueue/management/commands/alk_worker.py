@@ -1,0 +1,129 @@
+"""`manage.py alk_worker`: parse the options, then hand over to the worker (docs/worker.md)."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from django_alkqueue.worker.runner import Worker, WorkerOptions
+from django_alkqueue.worker.supervisor import Supervisor
+
+
+def positive_seconds(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise ValueError(value)
+    return number
+
+
+def seconds(value: str) -> float:
+    number = float(value)
+    if not number >= 0:
+        raise ValueError(value)
+    return number
+
+
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+def freeze_startup_heap() -> None:
+    """Leave everything made before the first job (Django, the apps, the URLconf, the
+    consumers) out of the cyclic garbage collector's passes. A worker allocates a few objects
+    per job, so the collector runs hundreds of times a second, and each of its older
+    generations' passes walked the whole start-up heap: a tenth of a draining worker's
+    Python time (docs/worker.md). The garbage of start-up is collected first, not frozen."""
+    gc.collect()
+    gc.freeze()
+
+
+class Command(BaseCommand):
+    help = "Run queue workers: claim jobs and run their consumers until stopped."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queue",
+            action="append",
+            default=[],
+            dest="queues",
+            help="queue to serve (repeatable; default: every consumer's)",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=positive_int,
+            default=4,
+            help="handler threads per process (default 4)",
+        )
+        parser.add_argument(
+            "--processes",
+            type=positive_int,
+            default=1,
+            help="worker processes, supervised (default 1)",
+        )
+        parser.add_argument(
+            "--batch",
+            type=positive_int,
+            default=None,
+            help="claim size (default: the free capacity)",
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=positive_seconds,
+            default=1.0,
+            help="seconds between polls when idle (default 1.0)",
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=seconds,
+            default=30.0,
+            help="seconds to let in-flight jobs finish on SIGTERM (default 30)",
+        )
+        parser.add_argument("--worker-id", default=None, help="default: host:pid")
+        parser.add_argument(
+            "--burst", action="store_true", help="exit once no job is due and nothing is in flight"
+        )
+        parser.add_argument(
+            "--max-jobs",
+            type=positive_int,
+            default=None,
+            help="exit after finishing this many jobs",
+        )
+        parser.add_argument(
+            "--takeover",
+            action="store_true",
+            help="take queues whose Consumer row names another handler",
+        )
+        parser.add_argument("--database", default=None, help="database alias")  # fmt: skip
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        # -v 0: warnings only; -v 1: a line per finished job; -v 2 and up: debug.
+        levels = {0: logging.WARNING, 1: logging.INFO}
+        logging.getLogger("django_alkqueue").setLevel(
+            levels.get(options["verbosity"], logging.DEBUG)
+        )
+        worker_options = WorkerOptions(
+            queues=tuple(options["queues"]),
+            concurrency=options["concurrency"],
+            batch=options["batch"],
+            poll_interval=options["poll_interval"],
+            shutdown_timeout=options["shutdown_timeout"],
+            worker_id=options["worker_id"],
+            burst=options["burst"],
+            max_jobs=options["max_jobs"],
+            takeover=options["takeover"],
+            using=options["database"],
+        )
+        if options["processes"] > 1:
+            code = Supervisor(worker_options, options["processes"], options["verbosity"]).run()
+            if code:
+                raise SystemExit(code)
+        else:
+            # This process is the worker's own; the supervisor above only waits on its children.
+            freeze_startup_heap()
+            Worker(worker_options, stdout=self.stdout).run()

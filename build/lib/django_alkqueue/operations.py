@@ -1,0 +1,346 @@
+"""Every state transition of a job, each one named function. Callers never write an UPDATE.
+
+Inputs are explicit: the database alias, the time `now`, the claim that fences the change.
+The SQL itself lives in `sql/`, once per vendor; this module adds the rules around it
+(what counts as done, which signal fires) and turns rows into `Job` values.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Count, Min, Q
+
+from . import signals, validation
+from .error_text import capped, capped_or_none
+from .exceptions import AlkQueueError
+from .jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED, Job, QueueStats, Stamps
+from .models import Consumer, DeadLetter, QueueMessage
+from .payload import decode
+from .sql import Claim, Dialect, Row, dialect_for
+from .sql.base import (
+    BY_CLAIM,
+    EXPIRED_ANYWHERE,
+    EXPIRED_IN_QUEUE,
+    LAPSED_EXHAUSTED_ANYWHERE,
+)
+
+_KEY_RACE_RETRIES = 5
+#: Rows per write of a bulk enqueue: small enough that the work on the next chunk overlaps
+#: the server's on this one, large enough that each write is one cheap round of COPY.
+ENQUEUE_CHUNK = 1_000
+
+
+def _dialect_and_connection(using: str) -> tuple[Dialect, BaseDatabaseWrapper]:
+    connection = connections[using]
+    return dialect_for(connection), connection
+
+
+def _jobs(using: str, rows: Iterable[Row], now: datetime) -> list[Job]:
+    dialect = dialect_for(connections[using])
+    return [dialect.to_job(row, now) for row in rows]
+
+
+def _announce_deaths(jobs: Iterable[Job]) -> None:
+    for job in jobs:
+        signals.announce(signals.job_dead_lettered, Job, job=job)
+
+
+def enqueue(
+    using: str, queue: str, texts: Iterable[str], count: int, stamps: Stamps, now: datetime
+) -> list[Job]:
+    """Write one job per payload text, in input order; `count` texts in all.
+
+    The texts are read ENQUEUE_CHUNK at a time while the rows before them are written, so a
+    lazily encoded iterable has its next chunk encoded while the server takes in the last;
+    a text that fails to come (a PayloadError) rolls every row back.
+
+    With a unique key at most one row is written: if a live job holds the key, no row is
+    written and every entry of the result is that job.
+    """
+    dialect, connection = _dialect_and_connection(using)
+    if stamps.unique_key is not None:
+        every = list(texts)  # all of them valid before the one row is written
+        return [_enqueue_unique(using, queue, every[0], stamps, now)] * len(every)
+    jobs: list[Job] = []
+    if count == 1:
+        # One statement is its own transaction; the bulk path's block and chunking would
+        # cost a single enqueue() several percent of its rate.
+        (text,) = texts
+        job_id = dialect.insert_one(connection, queue, text, stamps)
+        jobs.append(stamps.new_job(job_id, queue, decode(text), now))
+    else:
+        with dialect.insert_many(connection, queue, stamps, count) as write:
+            for chunk in _chunks(texts, ENQUEUE_CHUNK):
+                jobs.extend(stamps.new_jobs(write(chunk), queue, chunk, now))
+    if signals.listened(signals.job_enqueued, Job):  # asked once, not once per job
+        for job in jobs:
+            signals.announce(signals.job_enqueued, Job, job=job)
+    return jobs
+
+
+def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+def _enqueue_unique(using: str, queue: str, text: str, stamps: Stamps, now: datetime) -> Job:
+    dialect, connection = _dialect_and_connection(using)
+    assert stamps.unique_key is not None
+    for _ in range(_KEY_RACE_RETRIES):
+        job_id = dialect.insert_unique(connection, queue, text, stamps)
+        if job_id is not None:
+            job = stamps.new_job(job_id, queue, decode(text), now)
+            signals.announce(signals.job_enqueued, Job, job=job)
+            return job
+        holder = dialect.select_live_by_key(connection, queue, stamps.unique_key)
+        if holder is not None:
+            return dialect.to_job(holder, now)
+        # The holder finished between our INSERT and SELECT: the key is free again.
+    raise AlkQueueError(f"unique key {stamps.unique_key!r} kept changing hands; enqueue again")
+
+
+def claim(using: str, queue: str, worker_id: str, n: int, now: datetime) -> list[tuple[Job, Claim]]:
+    """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered."""
+    dialect, connection = _dialect_and_connection(using)
+    handed, dead = dialect.claim(connection, queue, worker_id, n, now)
+    _announce_deaths(dead)
+    return handed
+
+
+def ack(using: str, claims: Sequence[Claim], now: datetime) -> set[Claim]:
+    """The jobs are done: delete each whose claim is still valid. Returns the claims acked."""
+    if not claims:
+        return set()
+    dialect, connection = _dialect_and_connection(using)
+    return set(dialect.ack(connection, claims, now))
+
+
+def ack_ids(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
+    """Ack the queue's claimed jobs with a live lease, whichever worker holds them."""
+    if not ids:
+        return 0
+    dialect, connection = _dialect_and_connection(using)
+    return len(dialect.ack_ids(connection, queue, list(dict.fromkeys(ids)), now))
+
+
+def retry(using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None) -> bool:
+    """Back to pending from run_at; the attempt stays counted."""
+    dialect, connection = _dialect_and_connection(using)
+    error = capped_or_none(error)  # every stored error text passes here or in dead_letter
+    return bool(dialect.release(connection, claim, now, run_at, error, refund=False))
+
+
+def release(using: str, claim: Claim, now: datetime) -> bool:
+    """Give a claim back unfinished (graceful shutdown): pending now, the attempt refunded."""
+    dialect, connection = _dialect_and_connection(using)
+    return bool(dialect.release(connection, claim, now, now, None, refund=True))
+
+
+def dead_letter(using: str, claim: Claim, now: datetime, reason: str, error: str) -> Job | None:
+    """Move a validly claimed job to the dead letters now."""
+    dialect, connection = _dialect_and_connection(using)
+    error = capped(error)
+    rows = dialect.bury(connection, BY_CLAIM, [claim.id, claim.token, now], now, reason, error)
+    jobs = _jobs(using, rows, now)
+    _announce_deaths(jobs)
+    return jobs[0] if jobs else None
+
+
+def heartbeat(using: str, renewals: Sequence[tuple[Claim, datetime]], now: datetime) -> set[Claim]:
+    """Reset each valid claim's lease to its new expiry; returns the claims renewed."""
+    if not renewals:
+        return set()
+    dialect, connection = _dialect_and_connection(using)
+    return set(dialect.heartbeat(connection, renewals, now))
+
+
+def cancel(using: str, job_id: int, queue: str | None = None) -> bool:
+    """Remove a live job in any state, unconditionally. Its claimer's ack will be refused."""
+    jobs = QueueMessage.objects.using(using).filter(pk=job_id)
+    if queue is not None:
+        jobs = jobs.filter(queue=queue)
+    deleted, _ = jobs.delete()
+    return deleted > 0
+
+
+def run_now(using: str, job_ids: Sequence[int], now: datetime) -> int:
+    """Scheduled jobs -> pending: run_at = now for the unclaimed ones not yet due; wakes their
+    queues' workers. Pending jobs keep their place in line. Returns how many were moved."""
+    dialect, connection = _dialect_and_connection(using)
+    with transaction.atomic(using=using):
+        waiting = QueueMessage.objects.using(using).filter(pk__in=job_ids).scheduled(now)
+        queues = set(waiting.values_list("queue", flat=True))
+        moved = waiting.update(run_at=now)
+        for name in sorted(queues):
+            dialect.notify(connection, name)
+    return moved
+
+
+def change_priority(using: str, job_ids: Sequence[int], priority: int) -> int:
+    """Set the priority of live jobs in any state (a claimed job keeps it for its retries)."""
+    validation.priority(priority)
+    return QueueMessage.objects.using(using).filter(pk__in=job_ids).update(priority=priority)
+
+
+def pause(using: str, queues: Sequence[str]) -> int:
+    """Workers stop claiming from these queues within one poll interval; jobs stay put."""
+    return Consumer.objects.using(using).filter(queue__in=queues).update(paused=True)
+
+
+def resume(using: str, queues: Sequence[str]) -> int:
+    return Consumer.objects.using(using).filter(queue__in=queues).update(paused=False)
+
+
+def purge_dead_letters(using: str, dead_letter_ids: Sequence[int]) -> int:
+    """Delete the given dead letters (by row id); returns how many were deleted."""
+    return DeadLetter.objects.using(using).filter(pk__in=dead_letter_ids).delete()[0]
+
+
+def get_job(using: str, job_id: int, now: datetime, queue: str | None = None) -> Job | None:
+    dialect, connection = _dialect_and_connection(using)
+    row = dialect.select_job(connection, job_id, queue)
+    return None if row is None else dialect.to_job(row, now)
+
+
+class _KeyTaken(Exception):
+    def __init__(self, holder: int) -> None:
+        self.holder = holder
+
+
+def requeue(using: str, job_id: int, now: datetime, queue: str | None = None) -> Job | None:
+    """Dead letter -> live job with the same id, payload and options; attempts reset.
+
+    Deleting the dead letter comes first, so of two concurrent requeues only one finds it.
+    If a live job holds the same unique key, the dead letter stays and that job is returned.
+    """
+    dialect, connection = _dialect_and_connection(using)
+    try:
+        with transaction.atomic(using=using):
+            row = dialect.take_dead_letter(connection, job_id, queue)
+            if row is None:
+                return None
+            _revive(using, dialect.to_job(row, now), now)
+            dialect.notify(connection, row[1])
+    except _KeyTaken as taken:
+        return get_job(using, taken.holder, now)
+    job = get_job(using, job_id, now)
+    if job is not None:
+        signals.announce(signals.job_enqueued, Job, job=job)
+    return job
+
+
+def _revive(using: str, dead: Job, now: datetime) -> None:
+    for _ in range(_KEY_RACE_RETRIES):
+        try:
+            with transaction.atomic(using=using):
+                QueueMessage.objects.using(using).create(
+                    id=dead.id, queue=dead.queue, payload=dead.payload, priority=dead.priority,
+                    attempts=0, max_attempts=dead.max_attempts, backoff_base=dead.backoff_base,
+                    lease=dead.lease, retention=dead.retention, run_at=now, enqueued_at=now,
+                    expires_at=_same_lifetime(dead, now),
+                    unique_key=dead.unique_key, last_error=dead.last_error,
+                )  # fmt: skip
+            return
+        except IntegrityError:
+            holder = (
+                QueueMessage.objects.using(using)
+                .filter(queue=dead.queue, unique_key=dead.unique_key)
+                .values_list("id", flat=True)
+                .first()
+            )
+            if holder is not None:
+                raise _KeyTaken(holder) from None
+    raise AlkQueueError(f"unique key {dead.unique_key!r} kept changing hands; requeue again")
+
+
+def _same_lifetime(dead: Job, now: datetime) -> datetime | None:
+    """A requeued job gets the lifetime it was enqueued with, counted from now."""
+    if dead.expires_at is None:
+        return None
+    return now + (dead.expires_at - dead.enqueued_at)
+
+
+def sweep_expired(using: str, queue: str, now: datetime, retention: float | None) -> int:
+    """Expired live jobs (any state) -> dead letters; dead letters past retention deleted."""
+    dialect, connection = _dialect_and_connection(using)
+    rows = dialect.bury(connection, EXPIRED_IN_QUEUE, [queue, now], now, EXPIRED, EXPIRED)
+    _announce_deaths(_jobs(using, rows, now))
+    if retention is not None:
+        cutoff = now - timedelta(seconds=retention)
+        DeadLetter.objects.using(using).filter(queue=queue, died_at__lt=cutoff).delete()
+    return len(rows)
+
+
+def purge(using: str, queue: str, states: Iterable[str], now: datetime) -> int:
+    removed = 0
+    live = QueueMessage.objects.using(using).filter(queue=queue)
+    for state in dict.fromkeys(states):
+        if state == "dead":
+            removed += DeadLetter.objects.using(using).filter(queue=queue).delete()[0]
+        else:
+            removed += live.in_state(state, now).delete()[0]
+    return removed
+
+
+def stats(using: str, queue: str, now: datetime) -> QueueStats:
+    unclaimed = Q(claim_token__isnull=True)
+    due = unclaimed & Q(run_at__lte=now)
+    live = (
+        QueueMessage.objects.using(using)
+        .filter(queue=queue)
+        .aggregate(
+            pending=Count("id", filter=due),
+            scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now)),
+            claimed=Count("id", filter=Q(claim_token__isnull=False)),
+            oldest=Min("run_at", filter=due),
+        )
+    )
+    dead = DeadLetter.objects.using(using).filter(queue=queue).count()
+    oldest = live["oldest"]
+    age = max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0
+    return QueueStats(live["pending"], live["scheduled"], live["claimed"], dead, age)
+
+
+def depth(using: str, queue: str) -> int:
+    return QueueMessage.objects.using(using).filter(queue=queue).count()
+
+
+def depth_pending(using: str, queue: str, now: datetime) -> int:
+    return QueueMessage.objects.using(using).filter(queue=queue).pending(now).count()
+
+
+def reclaim(using: str, now: datetime) -> tuple[list[int], list[Job]]:
+    """Lapsed leases: back to pending with attempts left, else dead ("max attempts exceeded").
+
+    The lapsed attempt stays counted (attempts are counted at claim time, never refunded).
+    """
+    dialect, connection = _dialect_and_connection(using)
+    rows = dialect.bury(
+        connection, LAPSED_EXHAUSTED_ANYWHERE, [now], now,
+        MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED,
+    )  # fmt: skip
+    dead = _jobs(using, rows, now)
+    _announce_deaths(dead)
+    return dialect.release_lapsed(connection, now), dead
+
+
+def sweep_everywhere(using: str, now: datetime) -> int:
+    """The worker's sweep: expired jobs of every queue -> dead letters; each dead letter is
+    deleted once older than the retention stamped on its job. Returns the number moved."""
+    dialect, connection = _dialect_and_connection(using)
+    rows = dialect.bury(connection, EXPIRED_ANYWHERE, [now], now, EXPIRED, EXPIRED)
+    _announce_deaths(_jobs(using, rows, now))
+    dialect.delete_old_dead_letters(connection, now)
+    return len(rows)
+
+
+def lock_claim(using: str, claim: Claim, now: datetime) -> bool:
+    """Inside the caller's transaction: hold a valid claim's row until commit."""
+    dialect, connection = _dialect_and_connection(using)
+    return bool(dialect.lock_claim(connection, claim, now))

@@ -1,0 +1,398 @@
+"""The queue API: `queue()` builds a `Queue` (a name plus the options its jobs are stamped
+with); `Queue.claim()` hands out `JobHandle`s, through which a worker finishes each job.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import defaults as _defaults
+from . import operations, validation
+from .backoff import exponential_delay
+from .clock import Clock, system_clock
+from .conf import get_settings
+from .exceptions import InvalidOption, PayloadError
+from .jobs import FAILED, LIVE_STATES, MAX_ATTEMPTS_EXCEEDED, STATES, Job, QueueStats, Stamps
+from .payload import encode
+from .sql import Claim
+from .validation import Duration
+
+#: One claim call hands out at most this many jobs, whatever n asks for (the rule lives with
+#: the other input rules, in validation.py, where a batch consumer's size is checked too).
+MAX_CLAIM = validation.MAX_CLAIM
+
+# The defaults under the names that the worker and older callers import.
+DEFAULT_MAX_ATTEMPTS = _defaults.MAX_ATTEMPTS
+DEFAULT_BACKOFF_BASE = _defaults.BACKOFF_BASE
+DEFAULT_LEASE = _defaults.LEASE
+DEFAULT_RETENTION = _defaults.RETENTION
+DEFAULT_PRIORITY = _defaults.PRIORITY
+
+_UNSET: Any = object()
+
+
+class Queue:
+    """A queue name and the options stamped on the jobs enqueued through it. Free to build."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        max_attempts: int,
+        backoff_base: Duration,
+        lease: Duration,
+        retention: Duration | None,
+        priority: int,
+        expires: Duration | None,
+        using: str,
+        clock: Clock = system_clock,
+        rng: random.Random | None = None,
+    ) -> None:
+        # Checked here, not only in queue(): a Queue built directly stamps its jobs too.
+        self.name = validation.queue_name(name)
+        self.max_attempts = validation.max_attempts(max_attempts)
+        self.backoff_base = validation.seconds(backoff_base, "backoff_base")
+        self.lease = validation.seconds(lease, "lease", positive=True)
+        self.retention = validation.optional_seconds(retention, "retention")
+        self.priority = validation.priority(priority)
+        self.expires = validation.optional_seconds(expires, "expires")
+        self.using = validation.database_alias(using)
+        self.clock = validation.clock(clock)
+        self.rng = validation.rng(rng)
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} using={self.using!r}>"
+
+    def _now(self) -> datetime:
+        """The queue's clock, read and checked: a bad reading raises before anything is written."""
+        return validation.clock_reading(self.clock())
+
+    # -- enqueue ---------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        expires: Duration | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+    ) -> Job:
+        """Write one job in the caller's transaction; see docs/queues.md for every rule."""
+        text = encode(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES)
+        options = (delay, run_at, expires, max_attempts, priority, unique_key)
+        return self._insert([text], 1, *options)[0]
+
+    def enqueue_many(
+        self,
+        payloads: Iterable[Any],
+        *,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        expires: Duration | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+    ) -> list[Job]:
+        """Many jobs, one clock read, one statement (COPY on PostgreSQL); all or nothing."""
+        if isinstance(payloads, str | bytes | bytearray | memoryview | dict) or not isinstance(
+            payloads, Iterable
+        ):
+            raise PayloadError(
+                f"payloads must be an iterable of payloads, not a {type(payloads).__name__} "
+                "(to enqueue one payload, use enqueue())"
+            )
+        items = list(payloads)
+        limit = get_settings().MAX_PAYLOAD_BYTES
+        # Encoded lazily, chunk by chunk, while the rows before are written (operations.enqueue)
+        texts = (encode(p, max_bytes=limit, path=f"payloads[{i}]") for i, p in enumerate(items))
+        options = (delay, run_at, expires, max_attempts, priority, unique_key)
+        return self._insert(texts, len(items), *options)
+
+    def _insert(
+        self,
+        texts: Iterable[str],
+        count: int,
+        delay: object,
+        run_at: object,
+        expires: object,
+        max_attempts: object,
+        priority: object,
+        unique_key: object,
+    ) -> list[Job]:
+        now = self._now()
+        stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
+        if not count:  # validated all the same: a bad option is refused whatever the batch
+            return []
+        return operations.enqueue(self.using, self.name, texts, count, stamps, now)
+
+    def _stamps(
+        self,
+        now: datetime,
+        delay: object,
+        run_at: object,
+        expires: object,
+        max_attempts: object,
+        priority: object,
+        unique_key: object,
+    ) -> Stamps:
+        """Options resolved over the queue's stamps, with one clock reading (`now`)."""
+        # Both are checked even when both are given: delay wins, but a bad run_at is refused.
+        wait = None if delay is None else validation.seconds(delay, "delay")
+        at = None if run_at is None else validation.run_at(run_at, now)
+        if wait is not None:
+            due = now + timedelta(seconds=wait)
+        elif at is not None:
+            due = at
+        else:
+            due = now
+        lifetime = self.expires if expires is None else validation.seconds(expires, "expires")
+        expires_at = None if lifetime is None else now + timedelta(seconds=lifetime)
+        return Stamps(
+            priority=self.priority if priority is None else validation.priority(priority),
+            max_attempts=(
+                self.max_attempts if max_attempts is None
+                else validation.max_attempts(max_attempts)
+            ),
+            backoff_base=self.backoff_base,
+            lease=self.lease,
+            retention=self.retention,
+            run_at=due,
+            enqueued_at=now,
+            expires_at=expires_at,
+            unique_key=None if unique_key is None else validation.unique_key(unique_key),
+        )  # fmt: skip
+
+    # -- claim -----------------------------------------------------------------------------
+
+    def claim(self, worker_id: str, n: int = 1) -> list[JobHandle]:
+        """Hand out at most n due jobs: highest priority first, then oldest run_at, then id."""
+        validation.worker_id(worker_id)
+        validation.batch_size(n)
+        if n <= 0:
+            return []
+        now = self._now()
+        handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now)
+        return [JobHandle(self, job, claim) for job, claim in handed]
+
+    def claim_one(self, worker_id: str) -> JobHandle | None:
+        handles = self.claim(worker_id, 1)
+        return handles[0] if handles else None
+
+    # -- queue-level operations ------------------------------------------------------------
+
+    def ack_batch(self, ids: Sequence[int]) -> int:
+        """Ack each id that is claimed with a live lease, by any worker; returns the count."""
+        if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+            raise InvalidOption(f"ids must be an iterable of job ids, not {type(ids).__name__}")
+        checked = [validation.job_id(i) for i in ids]
+        return operations.ack_ids(self.using, self.name, checked, self.clock())
+
+    def cancel(self, job_id: int) -> bool:
+        """Remove a live job in any state. Its claimer's ack will then return False."""
+        return operations.cancel(self.using, validation.job_id(job_id), self.name)
+
+    def get_job(self, job_id: int) -> Job | None:
+        """A live job or a dead letter (state "dead"), or None."""
+        return operations.get_job(self.using, validation.job_id(job_id), self.clock(), self.name)
+
+    def requeue(self, job_id: int) -> Job | None:
+        """A dead letter back to live: same id, payload and options, attempts 0, run_at now."""
+        return operations.requeue(self.using, validation.job_id(job_id), self._now(), self.name)
+
+    def sweep_expired(self) -> int:
+        """Expired jobs -> dead letters ("expired"); old dead letters deleted. Returns moved."""
+        return operations.sweep_expired(self.using, self.name, self._now(), self.retention)
+
+    def depth(self) -> int:
+        return operations.depth(self.using, self.name)
+
+    def depth_pending(self) -> int:
+        return operations.depth_pending(self.using, self.name, self.clock())
+
+    def stats(self) -> QueueStats:
+        return operations.stats(self.using, self.name, self.clock())
+
+    def purge(self, states: Iterable[str] = ("pending", "scheduled")) -> int:
+        """Delete this queue's live jobs in the given states ("dead" clears its dead letters)."""
+        chosen = validation.states(states, STATES)
+        return operations.purge(self.using, self.name, chosen, self._now())
+
+
+class JobHandle:
+    """A claimed job and the claim token that proves it is still ours.
+
+    Each operation returns True when done and False when refused: the row is gone, carries
+    another token, or the lease lapsed. A refusal is never an exception.
+    """
+
+    def __init__(self, queue: Queue, job: Job, claim: Claim) -> None:
+        self.queue = queue
+        self.job = job
+        #: What fences this handle's operations (the job id and its claim token).
+        self.claim = claim
+        self.lease_expires_at = job.lease_expires_at
+        self._finished = False
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.job.queue}#{self.job.id} attempt {self.job.attempts}>"
+
+    @property
+    def token(self) -> uuid.UUID:
+        return self.claim.token
+
+    def ack(self) -> bool:
+        """The job is done: it leaves the live table."""
+        if self._finished:
+            return False
+        done = self.claim in operations.ack(self.queue.using, [self.claim], self.queue.clock())
+        return self._finish(done)
+
+    def retry(self, error: str | None = None, delay: Duration | None = None) -> bool:
+        """Run again after `delay`, or after the backoff curve; dead-letter when out of attempts."""
+        if self._finished:
+            return False
+        wait = None if delay is None else validation.seconds(delay, "delay")
+        text = validation.clean_error_text(error)
+        now = self.queue.clock()
+        if self.job.attempts >= self.job.max_attempts:
+            reason = MAX_ATTEMPTS_EXCEEDED
+            dead = operations.dead_letter(
+                self.queue.using, self.claim, now, reason, text if text is not None else reason
+            )
+            return self._finish(dead is not None)
+        if wait is None:
+            wait = exponential_delay(self.job.attempts, self.job.backoff_base, rng=self.queue.rng)
+        run_at = now + timedelta(seconds=wait)
+        return self._finish(operations.retry(self.queue.using, self.claim, now, run_at, text))
+
+    def fail(self, error: str | None = None) -> bool:
+        """Dead-letter now."""
+        if self._finished:
+            return False
+        text = validation.clean_error_text(error)
+        dead = operations.dead_letter(
+            self.queue.using, self.claim, self.queue.clock(), FAILED,
+            text if text is not None else FAILED,
+        )  # fmt: skip
+        return self._finish(dead is not None)
+
+    def heartbeat(self, extend: Duration | None = None) -> bool:
+        """Reset the lease to now + extend (default: the job's lease). Repeatable."""
+        if self._finished:
+            return False
+        seconds = (
+            self.job.lease
+            if extend is None
+            else validation.seconds(extend, "extend", positive=True)
+        )
+        now = self.queue.clock()
+        expires = now + timedelta(seconds=seconds)
+        renewed = operations.heartbeat(self.queue.using, [(self.claim, expires)], now)
+        if self.claim in renewed:
+            self.lease_expires_at = expires
+            return True
+        return False
+
+    def release(self) -> bool:
+        """Give the job back unfinished: pending now, this attempt not counted."""
+        if self._finished:
+            return False
+        return self._finish(operations.release(self.queue.using, self.claim, self.queue.clock()))
+
+    def _finish(self, done: bool) -> bool:
+        self._finished = self._finished or done
+        return done
+
+
+def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
+    """Ack many handles in one statement (one commit); each still fenced by its own claim.
+    Returns the claims acked: a batch may hold two claims of one job (an old one whose lease
+    lapsed, and the reclaim), and only the live one is acked."""
+    live = [h for h in handles if not h._finished]
+    if not live:
+        return set()
+    acked = operations.ack(using, [h.claim for h in live], live[0].queue.clock())
+    for handle in live:
+        handle._finish(handle.claim in acked)
+    return acked
+
+
+def renew_leases(handles: Sequence[JobHandle], using: str) -> set[Claim]:
+    """Heartbeat many handles in one statement; returns the claims whose lease was renewed."""
+    live = [h for h in handles if not h._finished]
+    if not live:
+        return set()
+    now = live[0].queue.clock()
+    renewals = [(h.claim, now + timedelta(seconds=h.job.lease)) for h in live]
+    renewed = operations.heartbeat(using, renewals, now)
+    for handle, (claim, expires) in zip(live, renewals, strict=True):
+        if claim in renewed:
+            handle.lease_expires_at = expires
+    return renewed
+
+
+def queue(
+    name: str,
+    *,
+    max_attempts: int | None = None,
+    backoff_base: Duration | None = None,
+    lease: Duration | None = None,
+    retention: Duration | None = _UNSET,
+    priority: int | None = None,
+    expires: Duration | None = None,
+    using: str | None = None,
+    clock: Clock = system_clock,
+    rng: random.Random | None = None,
+) -> Queue:
+    """A Queue for `name`. Options left out come from the queue's consumer, else the defaults
+    (max_attempts 5, backoff_base 5 s, lease 30 s, retention 7 days, priority 0, no expiry).
+    """
+    validation.queue_name(name)
+    defaults = _consumer_defaults(name)
+    return Queue(
+        name,
+        max_attempts=(
+            max_attempts if max_attempts is not None
+            else defaults.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+        ),
+        backoff_base=(
+            backoff_base if backoff_base is not None
+            else defaults.get("backoff_base", DEFAULT_BACKOFF_BASE)
+        ),
+        lease=lease if lease is not None else defaults.get("lease", DEFAULT_LEASE),
+        retention=DEFAULT_RETENTION if retention is _UNSET else retention,
+        priority=DEFAULT_PRIORITY if priority is None else priority,
+        expires=expires,
+        using=using if using is not None else get_settings().DATABASE,
+        clock=clock,
+        rng=rng,
+    )  # fmt: skip
+
+
+def _consumer_defaults(name: str) -> dict[str, Any]:
+    """The stamps the registered @consumer of `name` gives its queue, if there is one."""
+    from .consumers import registry  # consumers imports this module's callers at app start
+
+    spec = registry.get(name)
+    return spec.queue_defaults() if spec is not None else {}
+
+
+_QUEUE_ONLY_OPTIONS = ("backoff_base", "lease", "retention", "using", "clock", "rng")
+
+
+def enqueue(queue_name: str, payload: Any, **options: Any) -> Job:
+    """Shortcut for `queue(queue_name, ...).enqueue(payload, ...)`: options that only a queue
+    takes (backoff_base, lease, retention, using) go to `queue()`, the rest to `enqueue()`.
+    """
+    queue_options = {k: options.pop(k) for k in _QUEUE_ONLY_OPTIONS if k in options}
+    return queue(queue_name, **queue_options).enqueue(payload, **options)
+
+
+__all__ = ["LIVE_STATES", "Job", "JobHandle", "Queue", "QueueStats", "enqueue", "queue"]

@@ -1,0 +1,56 @@
+"""The SQL that matters (claims, acks, reclaims, sweeps), written once per database vendor.
+
+`dialect_for(connection)` picks the dialect that speaks to that database: PostgreSQL and
+SQLite have their own; any other database whose backend has SELECT ... FOR UPDATE SKIP LOCKED
+(MariaDB, MySQL) gets the ORM dialect, which ALKQUEUE["DIALECT"] = "orm" also forces on
+PostgreSQL and SQLite. Nothing outside this package branches on the vendor for the queue's
+state changes.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..conf import get_settings
+from ..exceptions import UnsupportedDatabase
+from .base import Claim, Dialect, Row
+from .locks import SESSION_LOCKS
+from .orm import OrmDialect
+
+__all__ = ["Claim", "Dialect", "Row", "dialect_for", "dialect_name"]
+
+
+def dialect_for(connection: BaseDatabaseWrapper) -> Dialect:
+    """The dialect serving `connection` under ALKQUEUE["DIALECT"]; UnsupportedDatabase for
+    a database with neither a dialect of its own nor SKIP LOCKED."""
+    return _dialect(dialect_name(connection), connection.vendor)
+
+
+def dialect_name(connection: BaseDatabaseWrapper) -> str:
+    """ "postgresql", "sqlite" or "orm": which dialect serves `connection`."""
+    vendor = connection.vendor
+    if get_settings().DIALECT == "auto" and vendor in ("postgresql", "sqlite"):
+        return vendor
+    if vendor == "sqlite" or connection.features.has_select_for_update_skip_locked:
+        return "orm"  # SQLite needs no row locks: its claim takes the database's write lock
+    raise UnsupportedDatabase(
+        f"django-alkqueue needs SELECT ... FOR UPDATE SKIP LOCKED, which this {vendor} "
+        "database does not have (MariaDB needs 10.6+, MySQL 8.0.1+); see docs/databases.md"
+    )
+
+
+@functools.cache
+def _dialect(name: str, vendor: str) -> Dialect:
+    # Imported here: the PostgreSQL dialect's modules are psycopg's, and a project on
+    # another database may not have psycopg installed.
+    if name == "postgresql":
+        from .postgresql import PostgresDialect
+
+        return PostgresDialect()
+    if name == "sqlite":
+        from .sqlite import SqliteDialect
+
+        return SqliteDialect()
+    return OrmDialect(SESSION_LOCKS.get(vendor))

@@ -1,0 +1,336 @@
+"""What every vendor's SQL shares: the row shape, the predicates, the reads, the conversions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, NamedTuple, cast
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .. import payload as payload_codec
+from ..jobs import Job, Stamps, State, live_state, make_job
+from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from . import queue_stat_deltas
+from .locks import SessionLock
+
+# One row shape for live jobs and dead letters alike; `Job` is built from it.
+ROW_FIELDS = (
+    "id", "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
+    "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claim_token",
+    "claimed_by", "claimed_at", "lease_expires_at", "last_error", "died_at", "reason",
+)  # fmt: skip
+INSERT_FIELDS = (
+    "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
+    "retention", "run_at", "enqueued_at", "expires_at", "unique_key",
+)  # fmt: skip
+# A job without a unique key leaves that column out (NULL); it comes last, so its values are
+# insert_values()' first len(KEYLESS_INSERT_FIELDS).
+KEYLESS_INSERT_FIELDS = INSERT_FIELDS[:-1]
+# The columns a dead letter copies from the live row it replaces.
+BURIED_FIELDS = (
+    "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
+    "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claimed_by", "claimed_at",
+)  # fmt: skip
+
+LIVE_COLUMNS = ", ".join(ROW_FIELDS[:18])
+DEAD_COLUMNS = (
+    "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
+    "run_at, enqueued_at, expires_at, unique_key, NULL, claimed_by, claimed_at, NULL, "
+    "last_error, died_at, reason"
+)
+
+# Which live rows a state change applies to. Shared by both vendors; %s placeholders.
+# A claim is valid while the row carries its token and the lease has not lapsed.
+BY_CLAIM = "id = %s AND claim_token = %s AND lease_expires_at > %s"
+EXPIRED_IN_QUEUE = "queue = %s AND expires_at <= %s"
+EXPIRED_ANYWHERE = "expires_at <= %s"
+LAPSED_EXHAUSTED_IN_QUEUE = (
+    "queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s "
+    "AND attempts >= max_attempts AND (expires_at IS NULL OR expires_at > %s)"
+)
+LAPSED_EXHAUSTED_ANYWHERE = (
+    "claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
+)
+
+
+def _in_queue(job_id: int, queue: str | None) -> tuple[str, list[Any]]:
+    if queue is None:
+        return "", [job_id]
+    return " AND queue = %s", [job_id, queue]
+
+
+def insert_values(queue: str, text: str, stamps: Stamps) -> tuple[Any, ...]:
+    """One row in INSERT_FIELDS order."""
+    return (
+        queue, text, stamps.priority, 0, stamps.max_attempts, stamps.backoff_base, stamps.lease,
+        stamps.retention, stamps.run_at, stamps.enqueued_at, stamps.expires_at, stamps.unique_key,
+    )  # fmt: skip
+
+
+class Claim(NamedTuple):
+    """What fences a state change: the job id and the claim token handed out with it."""
+
+    id: int
+    token: uuid.UUID
+
+
+Row = tuple[Any, ...]
+
+
+def returned_claim(row: Row) -> Claim:
+    """The claim in a row returned as (id, claim_token); SQLite stores the token as hex."""
+    token = row[1]
+    return Claim(row[0], token if isinstance(token, uuid.UUID) else uuid.UUID(token))
+
+
+#: Writes one chunk of payload texts as new rows (insert_many); returns their ids in order.
+WriteChunk = Callable[[Sequence[str]], list[int]]
+
+
+class Dialect:
+    """Base of the vendor dialects: conversions and the reads that are plain SQL everywhere.
+
+    What a database can do is declared here as `supports_*` attributes (as Django's task
+    backends declare theirs); code outside `sql/` reads them instead of the vendor's name.
+    """
+
+    #: LISTEN/NOTIFY wake-ups; elsewhere workers find new jobs by polling.
+    supports_notify = False
+    #: Session-level advisory locks, which the server frees when the session ends (leader):
+    #: true where the dialect has a session_lock.
+    supports_advisory_locks = False
+    #: A planner row estimate for a query, so a long changelist need not count its rows.
+    supports_planner_estimates = False
+    #: Catalog statistics (dead tuples, old transactions, replication slots) for health checks.
+    supports_catalog_health = False
+    #: The leader's session lock (sql/locks.py), where the vendor has one.
+    session_lock: SessionLock | None = None
+
+    def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
+        return value
+
+    def param_token(self, token: uuid.UUID) -> Any:
+        return token
+
+    def read_datetime(self, value: Any) -> datetime | None:
+        return value  # type: ignore[no-any-return]
+
+    def read_token(self, value: Any) -> uuid.UUID | None:
+        return value  # type: ignore[no-any-return]
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def to_job(self, row: Row, now: datetime) -> Job:
+        # Unpacked by position (ROW_FIELDS order): the claim builds one Job per handed-out
+        # row, and a dict per row cost a tenth of a worker's time.
+        (
+            job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
+            retention, run_at, enqueued_at, expires_at, unique_key, token, claimed_by,
+            claimed_at, lease_expires_at, last_error, died_at, reason,
+        ) = row  # fmt: skip
+        read = self.read_datetime
+        # run_at and enqueued_at are NOT NULL columns.
+        run_at = cast(datetime, read(run_at))
+        died_at = read(died_at)
+        state: State
+        if died_at is not None:
+            state = "dead"
+        else:
+            state = live_state(self.read_token(token) is not None, run_at, now)
+        # SQLite hands back REAL columns as ints when they hold whole numbers.
+        return make_job({
+            "id": job_id, "queue": queue, "payload": payload_codec.decode(payload),
+            "state": state, "priority": priority, "attempts": attempts,
+            "max_attempts": max_attempts, "backoff_base": float(backoff_base),
+            "lease": float(lease), "run_at": run_at, "enqueued_at": read(enqueued_at),
+            "expires_at": read(expires_at), "unique_key": unique_key, "claimed_by": claimed_by,
+            "lease_expires_at": read(lease_expires_at), "last_error": last_error,
+            "died_at": died_at, "claimed_at": read(claimed_at), "reason": reason,
+            "retention": None if retention is None else float(retention),
+        })  # fmt: skip
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def select_job(
+        self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
+    ) -> Row | None:
+        """The live job or dead letter with this id (in this queue, when one is named)."""
+        scope, params = _in_queue(job_id, queue)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {LIVE_COLUMNS}, NULL, NULL FROM {MESSAGE_TABLE} WHERE id = %s{scope}",
+                params,
+            )
+            row = cursor.fetchone()
+            if row is None:
+                cursor.execute(
+                    f"SELECT {DEAD_COLUMNS} FROM {DEAD_LETTER_TABLE} WHERE job_id = %s{scope}",
+                    params,
+                )
+                row = cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    def select_live_by_key(
+        self, connection: BaseDatabaseWrapper, queue: str, key: str
+    ) -> Row | None:
+        """The live job holding `key` (index alkqueue_live_unique_key)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {LIVE_COLUMNS}, NULL, NULL FROM {MESSAGE_TABLE} "
+                "WHERE queue = %s AND unique_key = %s",
+                [queue, key],
+            )
+            row = cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    def take_dead_letter(
+        self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
+    ) -> Row | None:
+        """Delete a dead letter and return it (the first half of a requeue)."""
+        scope, params = _in_queue(job_id, queue)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {DEAD_LETTER_TABLE} WHERE job_id = %s{scope} "
+                f"RETURNING {DEAD_COLUMNS}",
+                params,
+            )
+            row = cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    def lock_claim(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
+        """Inside a transaction: lock a validly claimed row (a no-op UPDATE takes the row lock
+        on PostgreSQL and the write lock on SQLite), so the claim holds until commit."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {MESSAGE_TABLE} SET claimed_at = claimed_at WHERE {BY_CLAIM}",
+                [claim.id, self.param_token(claim.token), self.param_datetime(connection, now)],
+            )
+            return bool(cursor.rowcount == 1)
+
+    def release_lapsed(self, connection: BaseDatabaseWrapper, now: datetime) -> list[int]:
+        """Lapsed claims with attempts left go back to pending (index alkqueue_lease_idx)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {MESSAGE_TABLE} SET claim_token = NULL, claimed_by = NULL, "
+                "claimed_at = NULL, lease_expires_at = NULL "
+                "WHERE claim_token IS NOT NULL AND lease_expires_at <= %s "
+                "AND attempts < max_attempts RETURNING id",
+                [self.param_datetime(connection, now)],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
+        """Wake idle workers of `queue` (PostgreSQL NOTIFY; nothing elsewhere)."""
+
+    def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
+        """Dead row versions in the live table, as the server counts them; None where the
+        server keeps no such count (SQLite reuses freed pages itself)."""
+        return None
+
+    def vacuum(self, connection: BaseDatabaseWrapper) -> None:
+        """Reclaim the live table's dead row versions (PostgreSQL VACUUM; nothing elsewhere)."""
+
+    def try_leader_lock(self, connection: BaseDatabaseWrapper) -> bool:
+        """Take the leader's session lock without waiting (supports_advisory_locks only)."""
+        assert self.session_lock is not None
+        return self.session_lock.try_lock(connection)
+
+    def release_leader_lock(self, connection: BaseDatabaseWrapper) -> None:
+        assert self.session_lock is not None
+        self.session_lock.release(connection)
+
+    def add_queue_stat_deltas(
+        self,
+        connection: BaseDatabaseWrapper,
+        minute: datetime,
+        deltas: Sequence[queue_stat_deltas.Delta],
+    ) -> None:
+        """Add each queue's (finished, failed) to its row of `minute`, creating it if new."""
+        queue_stat_deltas.add_by_upsert(connection, minute, deltas)
+
+    # -- the state changes each vendor writes its own way ----------------------------------
+
+    def insert_many(
+        self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
+    ) -> AbstractContextManager[WriteChunk]:
+        """One transaction inserting up to `count` live jobs, all with the same stamps and
+        no unique key. The block writes the payload texts through the function it is given,
+        chunk by chunk, and gets each chunk's ids back in input order. Rows go out as each
+        chunk is written, so where the server takes them in while the caller goes on (COPY),
+        the caller's work on the next chunk overlaps the server's on this one. An exception
+        in the block rolls every row back."""
+        raise NotImplementedError
+
+    def insert_unique(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int | None:
+        """Insert one job with stamps.unique_key; None when a live job holds that key."""
+        raise NotImplementedError
+
+    def insert_one(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int:
+        """Insert one job without a unique key, in one statement; returns its id."""
+        job_id = self.insert_unique(connection, queue, text, stamps)
+        assert job_id is not None  # no unique key: nothing to conflict with
+        return job_id
+
+    def claim(
+        self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
+        """Claim up to n due jobs; returns (each job and its claim, in handout order; the jobs
+        dead-lettered on the way)."""
+        raise NotImplementedError
+
+    def ack(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> list[Claim]:
+        """Delete the jobs whose claims are still valid; returns those claims. Claims, not
+        ids: one worker can hold an old lapsed claim and the new claim of the same job."""
+        raise NotImplementedError
+
+    def ack_ids(
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
+    ) -> list[int]:
+        """Delete claimed jobs with a live lease, whoever holds them."""
+        raise NotImplementedError
+
+    def release(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        run_at: datetime,
+        error: str | None,
+        refund: bool,
+    ) -> bool:
+        """Give a valid claim up: the job is pending again from run_at."""
+        raise NotImplementedError
+
+    def heartbeat(
+        self,
+        connection: BaseDatabaseWrapper,
+        renewals: Sequence[tuple[Claim, datetime]],
+        now: datetime,
+    ) -> list[Claim]:
+        """Set each valid claim's lease_expires_at; returns the claims renewed."""
+        raise NotImplementedError
+
+    def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        """Delete dead letters older than the retention stamped on them."""
+        raise NotImplementedError
+
+    def bury(
+        self,
+        connection: BaseDatabaseWrapper,
+        predicate: str,
+        params: Sequence[Any],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        """Move the live rows matching predicate to the dead letters; returns the dead rows."""
+        raise NotImplementedError

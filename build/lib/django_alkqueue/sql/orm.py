@@ -1,0 +1,420 @@
+"""The ORM dialect: every state change written with Django's ORM alone.
+
+It serves every database whose backend has SELECT ... FOR UPDATE SKIP LOCKED and no dialect
+of its own (MariaDB 10.6+, MySQL 8.0.1+; Oracle untested), and it is the reference the
+specialised dialects are checked against: ALKQUEUE["DIALECT"] = "orm" runs PostgreSQL and
+SQLite through it too. A claim locks its candidates with
+`select_for_update(skip_locked=True)`, so concurrent claimers pass each other by instead of
+waiting, then stamps them with ORM updates in the same transaction. Every completion is
+fenced by the claim token and the lease, exactly as in the other dialects.
+
+Where the database has no row locks (SQLite), each transaction that reads before it writes
+starts with a write, which takes the database's write lock first (see sqlite.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Expression, F, Q, QuerySet, TextField, Value
+from django.db.models.expressions import ExpressionWrapper
+
+from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps
+from ..models import DeadLetter, QueueMessage
+from . import queue_stat_deltas
+from .base import (
+    BY_CLAIM,
+    EXPIRED_ANYWHERE,
+    EXPIRED_IN_QUEUE,
+    LAPSED_EXHAUSTED_ANYWHERE,
+    LAPSED_EXHAUSTED_IN_QUEUE,
+    ROW_FIELDS,
+    Claim,
+    Dialect,
+    Row,
+    WriteChunk,
+)
+from .locks import SessionLock
+
+#: Ids per IN list: well below every backend's limit on parameters in one statement.
+_CHUNK = 500
+#: Handout order, as in the other dialects: index alkqueue_pending_idx, or where partial
+#: indexes are missing alkqueue_claim_full_idx (migration 0008).
+_HANDOUT = ("-priority", "run_at", "id")
+
+# The payload column read as the stored JSON text: the field itself would decode it, and the
+# row shape carries the text (Dialect.to_job decodes it once).
+_PAYLOAD_TEXT = ExpressionWrapper(F("payload"), output_field=TextField())
+_LIVE_FIELDS: tuple[str | Expression, ...] = tuple(
+    _PAYLOAD_TEXT if name == "payload" else name for name in ROW_FIELDS[:18]
+)
+_DEAD_FIELDS: tuple[str | Expression, ...] = tuple(
+    "job_id" if name == "id" else _PAYLOAD_TEXT if name == "payload" else name
+    for name in (*ROW_FIELDS[:13], *ROW_FIELDS[14:16], *ROW_FIELDS[17:])
+)
+_NOT_EXPIRED = Q(expires_at__isnull=True)
+
+
+def _not_expired(now: datetime) -> Q:
+    return _NOT_EXPIRED | Q(expires_at__gt=now)
+
+
+# The predicates operations.py names (sql/base.py) as filters; params in the same order.
+_PREDICATES: dict[str, Callable[..., Q]] = {
+    BY_CLAIM: lambda job_id, token, now: Q(id=job_id, claim_token=token, lease_expires_at__gt=now),
+    EXPIRED_IN_QUEUE: lambda queue, now: Q(queue=queue, expires_at__lte=now),
+    EXPIRED_ANYWHERE: lambda now: Q(expires_at__lte=now),
+    LAPSED_EXHAUSTED_IN_QUEUE: lambda queue, now, _now: (
+        Q(queue=queue, claim_token__isnull=False, lease_expires_at__lte=now)
+        & Q(attempts__gte=F("max_attempts"))
+        & _not_expired(now)
+    ),
+    LAPSED_EXHAUSTED_ANYWHERE: lambda now: Q(
+        claim_token__isnull=False, lease_expires_at__lte=now, attempts__gte=F("max_attempts")
+    ),
+}
+
+
+def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+class OrmDialect(Dialect):
+    def __init__(self, session_lock: SessionLock | None = None) -> None:
+        self.session_lock = session_lock
+        self.supports_advisory_locks = session_lock is not None
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _live(connection: BaseDatabaseWrapper) -> QuerySet[QueueMessage]:
+        return QueueMessage.objects.using(connection.alias)
+
+    def _write_lock_first(self, connection: BaseDatabaseWrapper) -> None:
+        """Without row locks, take the database's write lock before the first read: a write
+        that matches nothing does (a read first could not upgrade to a write later)."""
+        if not connection.features.has_select_for_update:
+            self._live(connection).filter(id=0).update(attempts=F("attempts"))
+
+    def _rows(self, queryset: QuerySet[Any], fields: Sequence[str | Expression]) -> list[Row]:
+        return [tuple(row) for row in queryset.values_list(*fields)]
+
+    def _live_rows(self, queryset: QuerySet[QueueMessage]) -> list[Row]:
+        """Live rows in the row shape (ROW_FIELDS): a live row has no death."""
+        return [(*row, None, None) for row in self._rows(queryset, _LIVE_FIELDS)]
+
+    def _dead_rows(self, queryset: QuerySet[DeadLetter]) -> list[Row]:
+        """Dead letters in the row shape: no claim token, no lease."""
+        return [
+            (*row[:13], None, row[13], row[14], None, *row[15:])
+            for row in self._rows(queryset, _DEAD_FIELDS)
+        ]
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def select_job(
+        self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
+    ) -> Row | None:
+        scope = Q() if queue is None else Q(queue=queue)
+        live = self._live_rows(self._live(connection).filter(scope, id=job_id))
+        if live:
+            return live[0]
+        dead = DeadLetter.objects.using(connection.alias).filter(scope, job_id=job_id)
+        rows = self._dead_rows(dead)
+        return rows[0] if rows else None
+
+    def select_live_by_key(
+        self, connection: BaseDatabaseWrapper, queue: str, key: str
+    ) -> Row | None:
+        rows = self._live_rows(self._live(connection).filter(queue=queue, unique_key=key))
+        return rows[0] if rows else None
+
+    def take_dead_letter(
+        self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
+    ) -> Row | None:
+        scope = Q() if queue is None else Q(queue=queue)
+        dead = DeadLetter.objects.using(connection.alias).filter(scope, job_id=job_id)
+        with transaction.atomic(using=connection.alias):
+            self._write_lock_first(connection)
+            rows = self._dead_rows(dead.select_for_update())
+            # Of two concurrent requeues only the one whose DELETE removes the row goes on.
+            if not rows or not dead.delete()[0]:
+                return None
+        return rows[0]
+
+    def lock_claim(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
+        # A no-op update locks the row (and takes SQLite's write lock) until commit.
+        valid = self._live(connection).filter(_PREDICATES[BY_CLAIM](*claim, now))
+        return valid.update(claimed_at=F("claimed_at")) == 1
+
+    # -- enqueue ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _message(queue: str, text: str, stamps: Stamps) -> QueueMessage:
+        # The payload goes in as the text already encoded, not through the field's encoder.
+        return QueueMessage(
+            queue=queue, payload=Value(text, output_field=TextField()),
+            priority=stamps.priority, attempts=0, max_attempts=stamps.max_attempts,
+            backoff_base=stamps.backoff_base, lease=stamps.lease, retention=stamps.retention,
+            run_at=stamps.run_at, enqueued_at=stamps.enqueued_at, expires_at=stamps.expires_at,
+            unique_key=stamps.unique_key,
+        )  # fmt: skip
+
+    @contextmanager
+    def insert_many(
+        self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
+    ) -> Iterator[WriteChunk]:
+        live = self._live(connection)
+        returns_ids = connection.features.can_return_rows_from_bulk_insert
+        with transaction.atomic(using=connection.alias):
+
+            def write(texts: Sequence[str]) -> list[int]:
+                rows = [self._message(queue, text, stamps) for text in texts]
+                if returns_ids:
+                    live.bulk_create(rows, batch_size=_CHUNK)
+                else:  # MySQL: no ids back from a multi-row INSERT, so one INSERT each
+                    for row in rows:
+                        row.save(using=connection.alias, force_insert=True)
+                return [row.pk for row in rows]
+
+            yield write
+
+    def insert_one(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int:
+        row = self._message(queue, text, stamps)
+        row.save(using=connection.alias, force_insert=True)  # one INSERT, no savepoint
+        return int(row.pk)
+
+    def insert_unique(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int | None:
+        row = self._message(queue, text, stamps)
+        try:
+            # A savepoint: on PostgreSQL the refused INSERT would abort the caller's block.
+            with transaction.atomic(using=connection.alias):
+                row.save(using=connection.alias, force_insert=True)
+        except IntegrityError:
+            return None  # alkqueue_live_unique_key (or 0008's stand-in) refused the key
+        return int(row.pk)
+
+    # -- claim -----------------------------------------------------------------------------
+
+    def claim(
+        self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
+        live = self._live(connection).filter(queue=queue).filter(_not_expired(now))
+        keys = ("id", "priority", "run_at", "lease", "attempts", "max_attempts")
+        token = uuid.uuid4()  # one per claim, shared by its jobs, as on PostgreSQL
+        if not connection.features.has_select_for_update:
+            # Without row locks the claim takes the write lock: look first, so that an idle
+            # poll takes no lock and does not wait behind a writer's open transaction.
+            due_or_lapsed = Q(claim_token__isnull=True, run_at__lte=now) | Q(
+                claim_token__isnull=False, lease_expires_at__lte=now
+            )
+            if not live.filter(due_or_lapsed).exists():
+                return [], []
+        with transaction.atomic(using=connection.alias):
+            self._write_lock_first(connection)
+            locked = live.select_for_update(skip_locked=True)
+            due = locked.filter(claim_token__isnull=True, run_at__lte=now).order_by(*_HANDOUT)
+            # Every lapsed row (few): the best compete with the due ones, the exhausted die.
+            lapsed = locked.filter(claim_token__isnull=False, lease_expires_at__lte=now)
+            candidates = [*due.values_list(*keys)[:n], *lapsed.order_by().values_list(*keys)]
+            exhausted = [row[0] for row in candidates if row[4] >= row[5]]
+            usable = sorted((row for row in candidates if row[4] < row[5]),
+                            key=lambda row: (-row[1], row[2], row[0]))[:n]  # fmt: skip
+            for lease, rows in itertools.groupby(sorted(usable, key=lambda r: r[3]),
+                                                 key=lambda r: r[3]):  # fmt: skip
+                live.filter(id__in=[row[0] for row in rows]).update(
+                    attempts=F("attempts") + 1, claim_token=token, claimed_by=worker_id,
+                    claimed_at=now, lease_expires_at=now + timedelta(seconds=lease),
+                )  # fmt: skip
+            ids = [row[0] for row in usable]
+            claimed = self._live_rows(self._live(connection).filter(id__in=ids))
+            dead = self._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
+                                  MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
+        handed = [(self.to_job(row, now), Claim(row[0], token)) for row in claimed]
+        handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
+        return handed, [self.to_job(row, now) for row in dead]
+
+    # -- completions, fenced by the claim --------------------------------------------------
+
+    def ack(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> list[Claim]:
+        done: list[Claim] = []
+        with transaction.atomic(using=connection.alias):
+            self._write_lock_first(connection)
+            for chunk in _chunks(claims):
+                wanted = set(chunk)
+                valid = self._valid(connection, [c.id for c in chunk], now, skip_locked=False)
+                acked = [claim for claim in valid if claim in wanted]
+                self._live(connection).filter(id__in=[c.id for c in acked]).delete()
+                done.extend(acked)
+        return done
+
+    def _valid(
+        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime,
+        skip_locked: bool, queue: str | None = None,
+    ) -> list[Claim]:  # fmt: skip
+        """The claims of these rows whose lease is live, each row locked until commit."""
+        live = self._live(connection)
+        rows = (
+            (live if queue is None else live.filter(queue=queue))
+            .select_for_update(skip_locked=skip_locked)
+            .filter(id__in=ids, claim_token__isnull=False, lease_expires_at__gt=now)
+            .values_list("id", "claim_token")
+        )
+        return [Claim(job_id, token) for job_id, token in rows if token is not None]
+
+    def ack_ids(
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
+    ) -> list[int]:
+        acked: list[int] = []
+        with transaction.atomic(using=connection.alias):
+            self._write_lock_first(connection)
+            for chunk in _chunks(ids):
+                valid = self._valid(connection, chunk, now, skip_locked=False, queue=queue)
+                acked.extend(claim.id for claim in valid)
+                self._live(connection).filter(id__in=[c.id for c in valid]).delete()
+        return acked
+
+    def release(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        run_at: datetime,
+        error: str | None,
+        refund: bool,
+    ) -> bool:
+        changes: dict[str, Any] = {
+            "claim_token": None, "claimed_by": None, "claimed_at": None,
+            "lease_expires_at": None, "run_at": run_at,
+            "attempts": F("attempts") - int(refund),
+        }  # fmt: skip
+        if error is not None:
+            changes["last_error"] = error
+        valid = self._live(connection).filter(_PREDICATES[BY_CLAIM](*claim, now))
+        return valid.update(**changes) == 1
+
+    def heartbeat(
+        self,
+        connection: BaseDatabaseWrapper,
+        renewals: Sequence[tuple[Claim, datetime]],
+        now: datetime,
+    ) -> list[Claim]:
+        expiry = dict(renewals)
+        renewed: list[Claim] = []
+        with transaction.atomic(using=connection.alias):
+            self._write_lock_first(connection)
+            # Rows an atomic handler's transaction holds are skipped, not waited for: the
+            # keeper must never stall behind a running handler.
+            ids = [claim.id for claim in expiry]
+            for chunk in _chunks(ids):
+                for claim in self._valid(connection, chunk, now, skip_locked=True):
+                    if claim in expiry:
+                        self._live(connection).filter(id=claim.id).update(
+                            lease_expires_at=expiry[claim]
+                        )
+                        renewed.append(claim)
+        return renewed
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def release_lapsed(self, connection: BaseDatabaseWrapper, now: datetime) -> list[int]:
+        lapsed = self._live(connection).filter(
+            claim_token__isnull=False, lease_expires_at__lte=now, attempts__lt=F("max_attempts")
+        )
+        with transaction.atomic(using=connection.alias):
+            self._write_lock_first(connection)
+            ids = list(lapsed.select_for_update(skip_locked=True).values_list("id", flat=True))
+            for chunk in _chunks(ids):
+                lapsed.filter(id__in=chunk).update(
+                    claim_token=None, claimed_by=None, claimed_at=None, lease_expires_at=None
+                )
+        return ids
+
+    def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        # One DELETE per distinct retention (a handful: one per consumer's setting), each a
+        # plain cutoff on died_at, instead of date arithmetic that differs per database.
+        dead = DeadLetter.objects.using(connection.alias).filter(retention__isnull=False)
+        retentions = dead.order_by().values_list("retention", flat=True).distinct()
+        deleted = 0
+        for kept in [kept for kept in retentions if kept is not None]:
+            cutoff = now - timedelta(seconds=kept)
+            deleted += dead.filter(retention=kept, died_at__lt=cutoff).delete()[0]
+        return deleted
+
+    def bury(
+        self,
+        connection: BaseDatabaseWrapper,
+        predicate: str,
+        params: Sequence[Any],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        try:
+            condition = _PREDICATES[predicate](*params)
+        except KeyError:
+            raise ValueError(f"the ORM dialect does not know the predicate {predicate!r}") from None
+        with transaction.atomic(using=connection.alias):
+            self._write_lock_first(connection)
+            matching = self._live(connection).filter(condition).select_for_update()
+            ids = list(matching.values_list("id", flat=True))
+            return self._bury_ids(connection, ids, now, reason, error)
+
+    def _bury_ids(
+        self, connection: BaseDatabaseWrapper, ids: Iterable[int], now: datetime,
+        reason: str, error: str,
+    ) -> list[Row]:  # fmt: skip
+        """Inside the caller's transaction, with the rows locked: live rows -> dead letters.
+        Returns the dead letters in the row shape."""
+        dead: list[Row] = []
+        for chunk in _chunks(list(ids)):
+            rows = self._live_rows(self._live(connection).filter(id__in=chunk))
+            letters = [_dead_letter(row, now, reason, error) for row in rows]
+            DeadLetter.objects.using(connection.alias).bulk_create(letters)
+            self._live(connection).filter(id__in=chunk).delete()
+            dead.extend(_as_dead_row(row, now, reason, error) for row in rows)
+        return dead
+
+    # -- queue statistics ------------------------------------------------------------------
+
+    def add_queue_stat_deltas(
+        self,
+        connection: BaseDatabaseWrapper,
+        minute: datetime,
+        deltas: Sequence[queue_stat_deltas.Delta],
+    ) -> None:
+        queue_stat_deltas.add_by_orm(connection, minute, deltas)
+
+
+def _dead_letter(row: Row, now: datetime, reason: str, error: str) -> DeadLetter:
+    """The dead letter of a live row (ROW_FIELDS order), stored text payload and all."""
+    fields = dict(zip(ROW_FIELDS, row, strict=True))
+    return DeadLetter(
+        job_id=fields["id"], queue=fields["queue"],
+        payload=Value(fields["payload"], output_field=TextField()),
+        priority=fields["priority"], attempts=fields["attempts"],
+        max_attempts=fields["max_attempts"], backoff_base=fields["backoff_base"],
+        lease=fields["lease"], retention=fields["retention"], run_at=fields["run_at"],
+        enqueued_at=fields["enqueued_at"], expires_at=fields["expires_at"],
+        unique_key=fields["unique_key"], claimed_by=fields["claimed_by"],
+        claimed_at=fields["claimed_at"], died_at=now, reason=reason, last_error=error,
+    )  # fmt: skip
+
+
+def _as_dead_row(row: Row, now: datetime, reason: str, error: str) -> Row:
+    """A live row as the dead letter it became: no token, no lease; its error, death, reason."""
+    return (*row[:13], None, row[14], row[15], None, error, now, reason)

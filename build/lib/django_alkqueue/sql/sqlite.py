@@ -1,0 +1,333 @@
+"""SQLite: the embedded default. SQLite has one writer at a time, so a claim is safe when its
+transaction takes the write lock before it reads: every multi-statement change here starts
+with a write (a DELETE that may match nothing still takes the lock), never read-then-write.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils.dateparse import parse_datetime
+
+from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps
+from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from .base import (
+    BURIED_FIELDS,
+    DEAD_COLUMNS,
+    INSERT_FIELDS,
+    LAPSED_EXHAUSTED_IN_QUEUE,
+    LIVE_COLUMNS,
+    ROW_FIELDS,
+    Claim,
+    Dialect,
+    Row,
+    WriteChunk,
+    insert_values,
+    returned_claim,
+)
+
+_TOKEN_AT = ROW_FIELDS.index("claim_token")
+_INSERT_CHUNK = 500
+_ROW_FROM_LIVE = f"{LIVE_COLUMNS}, NULL, NULL"
+_BURIED = ", ".join(BURIED_FIELDS)
+
+_INSERT = f"""
+INSERT INTO {MESSAGE_TABLE} ({", ".join(INSERT_FIELDS)})
+VALUES {{values}}
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING id
+"""
+
+# The claimable rows of one queue, each half through its own index and in handout order, so
+# that a claim reads at most n rows of each however deep the queue is (one query with an OR
+# of the two halves made SQLite read and sort the queue's whole pending range).
+# Due, unclaimed rows: index alkqueue_pending_idx (queue, priority DESC, run_at, id).
+_DUE = f"""
+SELECT id, lease, priority, run_at FROM {MESSAGE_TABLE}
+WHERE queue = %s AND claim_token IS NULL AND run_at <= %s
+  AND (expires_at IS NULL OR expires_at > %s)
+ORDER BY priority DESC, run_at, id
+LIMIT %s
+"""
+# Claimed rows whose lease lapsed: index alkqueue_lease_idx (queue, lease_expires_at).
+_LAPSED = f"""
+SELECT id, lease, priority, run_at FROM {MESSAGE_TABLE}
+WHERE queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s
+  AND (expires_at IS NULL OR expires_at > %s)
+ORDER BY priority DESC, run_at, id
+LIMIT %s
+"""
+# Anything for a claim to do (a due row, or a lapsed one to reclaim or bury)? Read before the
+# write lock is taken: an idle poll then costs no lock, and a claim does not wait behind a
+# writer's open transaction (an enqueue inside the caller's atomic block) to find nothing.
+_ANY_CLAIMABLE = f"""
+SELECT EXISTS (
+    SELECT 1 FROM {MESSAGE_TABLE}
+    WHERE queue = %s AND claim_token IS NULL AND run_at <= %s
+      AND (expires_at IS NULL OR expires_at > %s)
+) OR EXISTS (
+    SELECT 1 FROM {MESSAGE_TABLE}
+    WHERE queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s
+)
+"""
+
+_STAMP_CLAIM = f"""
+UPDATE {MESSAGE_TABLE}
+SET attempts = attempts + 1, claim_token = %s, claimed_by = %s, claimed_at = %s,
+    lease_expires_at = %s
+WHERE id = %s
+RETURNING {_ROW_FROM_LIVE}
+"""
+
+# Row values: one statement for the whole batch, each row fenced by its own token.
+_ACK = f"""
+DELETE FROM {MESSAGE_TABLE}
+WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
+RETURNING id, claim_token
+"""
+_ACK_CHUNK = 400
+
+_RELEASE = f"""
+UPDATE {MESSAGE_TABLE}
+SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+    run_at = %s, last_error = COALESCE(%s, last_error), attempts = attempts - %s
+WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+"""
+
+_HEARTBEAT = f"""
+UPDATE {MESSAGE_TABLE} SET lease_expires_at = %s
+WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+RETURNING id, claim_token
+"""
+
+_TAKE_FOR_BURIAL = f"DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING id, {_BURIED}"
+
+_INSERT_DEAD = f"""
+INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
+VALUES ({", ".join(["%s"] * (len(BURIED_FIELDS) + 4))})
+"""
+
+
+class SqliteDialect(Dialect):
+    def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
+        return connection.ops.adapt_datetimefield_value(value)
+
+    def param_token(self, token: uuid.UUID) -> Any:
+        return token.hex
+
+    def read_datetime(self, value: Any) -> datetime | None:
+        if value is None:
+            return None
+        parsed = value if isinstance(value, datetime) else parse_datetime(value)
+        if parsed is not None and settings.USE_TZ and parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed
+
+    def read_token(self, value: Any) -> uuid.UUID | None:
+        return None if value is None else uuid.UUID(value)
+
+    @contextmanager
+    def insert_many(
+        self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
+    ) -> Iterator[WriteChunk]:
+        placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+
+            def write(texts: Sequence[str]) -> list[int]:
+                ids: list[int] = []
+                for start in range(0, len(texts), _INSERT_CHUNK):
+                    chunk = texts[start : start + _INSERT_CHUNK]
+                    params = [
+                        self._param(connection, value)
+                        for text in chunk
+                        for value in insert_values(queue, text, stamps)
+                    ]
+                    sql = _INSERT.format(values=", ".join([placeholders] * len(chunk)))
+                    cursor.execute(sql, params)
+                    # RETURNING order is unspecified; rowids grow in insertion order.
+                    ids.extend(sorted(row[0] for row in cursor.fetchall()))
+                return ids
+
+            yield write
+
+    def insert_unique(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int | None:
+        placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
+        params = [self._param(connection, v) for v in insert_values(queue, text, stamps)]
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT.format(values=placeholders), params)
+            row = cursor.fetchone()
+        return None if row is None else int(row[0])
+
+    def claim(
+        self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
+        at = self.param_datetime(connection, now)
+        with connection.cursor() as cursor:
+            cursor.execute(_ANY_CLAIMABLE, [queue, at, at, queue, at])
+            if not cursor.fetchone()[0]:
+                return [], []
+        with transaction.atomic(using=connection.alias):
+            # The burial comes first: it is the write that takes the lock.
+            dead = self.bury(
+                connection, LAPSED_EXHAUSTED_IN_QUEUE, [queue, now, now], now,
+                MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED,
+            )  # fmt: skip
+            with connection.cursor() as cursor:
+                chosen = _best(
+                    [*_fetch(cursor, _DUE, [queue, at, at, n]),
+                     *_fetch(cursor, _LAPSED, [queue, at, at, n])], n
+                )  # fmt: skip
+                claimed = []
+                for job_id, lease in chosen:
+                    expires = self.param_datetime(connection, _plus(now, lease))
+                    token = uuid.uuid4().hex
+                    cursor.execute(_STAMP_CLAIM, [token, worker_id, at, expires, job_id])
+                    claimed.append(cursor.fetchone())
+        return self._handed_out(claimed, now), [self.to_job(row, now) for row in dead]
+
+    def _handed_out(self, rows: Sequence[Row], now: datetime) -> list[tuple[Job, Claim]]:
+        """Claimed rows (ROW_FIELDS order) as jobs and their claims, in handout order:
+        priority descending, then run_at, then id (each half of the claim reads its own
+        index in that order; the two are merged here)."""
+        handed = [(self.to_job(row, now), Claim(row[0], self._token_of(row))) for row in rows]
+        handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
+        return handed
+
+    def _token_of(self, row: Row) -> uuid.UUID:
+        token = self.read_token(row[_TOKEN_AT])
+        assert token is not None
+        return token
+
+    def ack(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> list[Claim]:
+        at = self.param_datetime(connection, now)
+        done: list[Claim] = []
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            for start in range(0, len(claims), _ACK_CHUNK):
+                chunk = claims[start : start + _ACK_CHUNK]
+                params = [v for claim in chunk for v in (claim.id, claim.token.hex)]
+                cursor.execute(_ACK.format(pairs=", ".join(["(%s, %s)"] * len(chunk))),
+                               [*params, at])  # fmt: skip
+                done.extend(returned_claim(row) for row in cursor.fetchall())
+        return done
+
+    def ack_ids(
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
+    ) -> list[int]:
+        marks = ", ".join(["%s"] * len(ids))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {MESSAGE_TABLE} WHERE id IN ({marks}) AND queue = %s "
+                "AND claim_token IS NOT NULL AND lease_expires_at > %s RETURNING id",
+                [*ids, queue, self.param_datetime(connection, now)],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    def release(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        run_at: datetime,
+        error: str | None,
+        refund: bool,
+    ) -> bool:
+        params = [
+            self.param_datetime(connection, run_at),
+            error,
+            int(refund),
+            claim.id,
+            claim.token.hex,
+            self.param_datetime(connection, now),
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(_RELEASE, params)
+            return bool(cursor.rowcount == 1)
+
+    def heartbeat(
+        self,
+        connection: BaseDatabaseWrapper,
+        renewals: Sequence[tuple[Claim, datetime]],
+        now: datetime,
+    ) -> list[Claim]:
+        at = self.param_datetime(connection, now)
+        renewed: list[Claim] = []
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            for claim, expires in renewals:
+                cursor.execute(
+                    _HEARTBEAT,
+                    [self.param_datetime(connection, expires), claim.id, claim.token.hex, at],
+                )
+                renewed.extend(returned_claim(row) for row in cursor.fetchall())
+        return renewed
+
+    def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        # julianday() reads Django's stored text timestamps; retention is in seconds.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {DEAD_LETTER_TABLE} WHERE retention IS NOT NULL "
+                "AND (julianday(%s) - julianday(died_at)) * 86400.0 > retention",
+                [self.param_datetime(connection, now)],
+            )
+            return int(cursor.rowcount)
+
+    def bury(
+        self,
+        connection: BaseDatabaseWrapper,
+        predicate: str,
+        params: Sequence[Any],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        died_at = self.param_datetime(connection, now)
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute(
+                _TAKE_FOR_BURIAL.format(predicate=predicate),
+                [self._param(connection, p) for p in params],
+            )
+            taken = cursor.fetchall()
+            if not taken:
+                return []
+            cursor.executemany(_INSERT_DEAD, [(*row, died_at, reason, error) for row in taken])
+            ids = [row[0] for row in taken]
+            marks = ", ".join(["%s"] * len(ids))
+            cursor.execute(
+                f"SELECT {DEAD_COLUMNS} FROM {DEAD_LETTER_TABLE} WHERE job_id IN ({marks})", ids
+            )
+            return list(cursor.fetchall())
+
+    def _param(self, connection: BaseDatabaseWrapper, value: Any) -> Any:
+        if isinstance(value, datetime):
+            return self.param_datetime(connection, value)
+        if isinstance(value, uuid.UUID):
+            return value.hex
+        return value
+
+
+def _plus(moment: datetime, seconds: float) -> datetime:
+    from datetime import timedelta
+
+    return moment + timedelta(seconds=seconds)
+
+
+def _fetch(cursor: Any, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    cursor.execute(sql, params)
+    return list(cursor.fetchall())
+
+
+def _best(rows: list[tuple[Any, ...]], n: int) -> list[tuple[int, float]]:
+    """(id, lease) of the best n of the due and lapsed rows, in handout order: priority
+    first, then run_at (stored as ISO text, so text order is time order), then id."""
+    rows.sort(key=lambda row: (-row[2], row[3], row[0]))
+    return [(row[0], row[1]) for row in rows[:n]]

@@ -1,0 +1,136 @@
+"""What the worker prints: a line per finished job, a periodic summary, the --burst table."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from django.core.management.base import OutputWrapper
+
+from ..jobs import Job
+from .connections import recycle_connections
+from .stats import OUTCOMES, WorkerStats
+
+logger = logging.getLogger("django_alkqueue")
+
+#: The INFO line of a finished job: queue, id, outcome, milliseconds since its handler started.
+FINISHED_LINE = "%s job %s %s in %.1f ms"
+SUMMARY_INTERVAL = 10.0
+LIVE_INTERVAL = 1.0
+
+
+class Stream(Protocol):
+    def write(self, text: str, /) -> Any: ...
+    def flush(self) -> Any: ...
+    def isatty(self) -> bool: ...
+
+
+def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -> None:
+    """Count the outcome and log one line for the job (cheap when INFO is off)."""
+    stats.record(job.queue, outcome)
+    if outcome == "lost":
+        logger.warning(
+            "%s job %s: claim lost (lease lapsed or job taken); result discarded", job.queue, job.id
+        )
+    elif logger.isEnabledFor(logging.INFO):
+        elapsed = (time.monotonic() - started) * 1000
+        logger.info(FINISHED_LINE, job.queue, job.id, outcome, elapsed)
+
+
+def report_successes(stats: WorkerStats, finished: Sequence[tuple[Job, float]]) -> None:
+    """report_outcome(..., "succeeded", ...) for the jobs of one ack batch (each with the
+    monotonic time its handler started): one count per queue, not a lock per job."""
+    for queue, count in Counter(job.queue for job, _ in finished).items():
+        stats.record(queue, "succeeded", count)
+    if logger.isEnabledFor(logging.INFO):
+        now = time.monotonic()
+        for job, started in finished:
+            logger.info(FINISHED_LINE, job.queue, job.id, "succeeded", (now - started) * 1000)
+
+
+def summary_line(stats: WorkerStats, in_flight: int, depth: int) -> str:
+    """`processed` counts every finished attempt; `failed` those that raised (retried or
+    dead-lettered, WorkerStats.failed); `dead` those dead-lettered."""
+    totals = stats.totals()
+    elapsed = max(time.monotonic() - stats.started, 1e-9)
+    return (
+        f"processed {stats.finished()}, failed {stats.failed()}, dead {totals['dead']}, "
+        f"{stats.finished() / elapsed:.1f} jobs/s, in flight {in_flight}, depth {depth}"
+    )
+
+
+def write_raw(stream: Stream, text: str) -> None:
+    """Write `text` as it is: Django's OutputWrapper (a command's self.stdout) would end it
+    with a newline, which breaks a status line meant to be rewritten in place."""
+    if isinstance(stream, OutputWrapper):
+        stream.write(text, ending="")
+    else:
+        stream.write(text)
+    stream.flush()
+
+
+def burst_table(stats: WorkerStats, depths: dict[str, int]) -> str:
+    """The per-queue table printed when a --burst worker exits."""
+    rows = stats.snapshot()
+    queues = sorted(set(rows) | set(depths))
+    header = ("queue", *OUTCOMES, "left")
+    body = [
+        (q, *(str(rows.get(q, {}).get(o, 0)) for o in OUTCOMES), str(depths.get(q, 0)))
+        for q in queues
+    ]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                         enumerate(zip(cells, widths, strict=True)))  # fmt: skip
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, body)])
+
+
+class StatusReporter:
+    """Every 10 s a summary line through logging; on a TTY a live status line, rewritten in
+    place every second, instead."""
+
+    def __init__(
+        self,
+        stats: WorkerStats,
+        in_flight: Callable[[], int],
+        depth: Callable[[], int],
+        stream: Stream = sys.stdout,
+    ) -> None:
+        self.stats = stats
+        self.in_flight = in_flight
+        self.depth = depth
+        self.stream = stream
+        self.live = stream.isatty()
+
+    def run_once(self) -> str | None:
+        """Report once; returns the line, or None when it could not be computed."""
+        try:
+            recycle_connections()
+            line = summary_line(self.stats, self.in_flight(), self.depth())
+        except Exception as exc:  # a report must never take the worker down
+            logger.debug("status line skipped: %s", exc)
+            return None
+        if self.live:
+            write_raw(self.stream, "\r\x1b[K" + line)  # back to the start, clear, rewrite
+        else:
+            logger.info("%s", line)
+        return line
+
+    def run(self, stop: threading.Event) -> None:
+        interval = LIVE_INTERVAL if self.live else SUMMARY_INTERVAL
+        while not stop.wait(interval):
+            self.run_once()
+        if self.live:
+            write_raw(self.stream, "\n")  # what follows starts on a line of its own
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(stop,), name="alk-status", daemon=True)
+        thread.start()
+        return thread

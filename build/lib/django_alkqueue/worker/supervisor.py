@@ -1,0 +1,108 @@
+"""--processes P: run P worker processes, restart any that dies, stop them all on a signal.
+
+Children are fresh interpreters running `alk_worker` with --processes 1 (no fork of a process
+with threads and open database connections)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from types import FrameType
+
+from .runner import SUPERVISOR_STOP, WorkerOptions
+from .startup import EXIT_CONFIG
+
+logger = logging.getLogger("django_alkqueue")
+
+RESTART_DELAY = 1.0
+
+
+def child_command(options: WorkerOptions, index: int, verbosity: int) -> list[str]:
+    args = [sys.executable, "-m", "django", "alk_worker", "--processes", "1"]
+    for name in options.queues:
+        args += ["--queue", name]
+    args += ["--concurrency", str(options.concurrency)]
+    args += ["--poll-interval", str(options.poll_interval)]
+    args += ["--shutdown-timeout", str(options.shutdown_timeout)]
+    args += ["-v", str(verbosity)]
+    if options.batch is not None:
+        args += ["--batch", str(options.batch)]
+    if options.max_jobs is not None:
+        args += ["--max-jobs", str(options.max_jobs)]
+    if options.worker_id:
+        args += ["--worker-id", f"{options.worker_id}-{index}"]
+    if options.burst:
+        args.append("--burst")
+    if options.takeover:
+        args.append("--takeover")
+    if options.using:
+        args += ["--database", options.using]
+    return args
+
+
+class Supervisor:
+    def __init__(self, options: WorkerOptions, processes: int, verbosity: int) -> None:
+        self.options = options
+        self.processes = processes
+        self.verbosity = verbosity
+        self.stopping = threading.Event()
+        self._signals = 0
+        self.children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def run(self) -> int:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        done: set[int] = set()
+        for index in range(self.processes):
+            self.children[index] = self._spawn(index, env)
+        while len(done) < self.processes:
+            for index, child in list(self.children.items()):
+                if index in done or child.poll() is None:
+                    continue
+                finished_cleanly = child.returncode == 0 and (
+                    self.options.burst or self.options.max_jobs is not None
+                )
+                if self.stopping.is_set() or finished_cleanly:
+                    done.add(index)
+                    continue
+                if child.returncode == EXIT_CONFIG:
+                    # A configuration error: every restart would fail the same way.
+                    logger.error("a worker process refused to start; stopping them all")
+                    self._stop_all()
+                    return EXIT_CONFIG
+                logger.warning("worker process %d exited with %s; restarting it",
+                               child.pid, child.returncode)  # fmt: skip
+                self.stopping.wait(RESTART_DELAY)
+                if not self.stopping.is_set():
+                    self.children[index] = self._spawn(index, env)
+            time.sleep(0.1)
+        return 0
+
+    def _spawn(self, index: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        command = child_command(self.options, index, self.verbosity)
+        # Their own session: a Ctrl-C or a signal to our process group reaches the children
+        # only through us, not also directly (which they would take as a second signal).
+        return subprocess.Popen(command, env=env, start_new_session=True)
+
+    def _stop_all(self) -> None:
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(SUPERVISOR_STOP)
+        for child in self.children.values():
+            child.wait()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # The first stop is forwarded as SUPERVISOR_STOP, which a child never counts as a
+        # signal: under systemd's default KillMode=control-group a child also gets the
+        # SIGTERM directly, and the two must add up to one graceful shutdown, not "exit now".
+        self._signals += 1
+        self.stopping.set()
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(SUPERVISOR_STOP if self._signals == 1 else signal.SIGKILL)

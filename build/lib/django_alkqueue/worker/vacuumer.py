@@ -1,0 +1,48 @@
+"""The leader's VACUUM of the live table, when autovacuum falls behind (PostgreSQL).
+
+Every job leaves dead row versions behind (the claim's old version, the acked row), and
+their index entries stay at the head of the claim index until a VACUUM removes them: each
+claim then reads past them, and claims slow down several-fold (docs/benchmarks.md). The
+migrations tune autovacuum for the table, but autovacuum may be off, busy with other
+tables or asleep for its naptime while a busy queue makes tens of thousands of dead rows a
+second. So the leader checks the server's count of dead row versions and runs VACUUM once it
+passes ALKQUEUE["VACUUM_DEAD_TUPLES"]. A VACUUM cannot remove rows that an open transaction
+may still see; the admin's health section names the session holding it back.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import DatabaseError, connections
+
+from ..conf import get_settings
+from ..models import MESSAGE_TABLE
+from ..sql import dialect_for
+
+logger = logging.getLogger("django_alkqueue")
+
+
+class Vacuumer:
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def run_once(self) -> bool:
+        """VACUUM the live table if its dead row versions passed the threshold; returns
+        whether it did."""
+        threshold = get_settings().VACUUM_DEAD_TUPLES
+        if threshold is None:
+            return False
+        connection = connections[self.using]
+        dialect = dialect_for(connection)
+        dead = dialect.dead_tuples(connection)
+        if dead is None or dead < threshold:
+            return False
+        try:
+            dialect.vacuum(connection)
+        except DatabaseError as exc:
+            # E.g. a statement_timeout: the next tick tries again; leadership stays.
+            logger.warning("vacuum of %s failed: %s", MESSAGE_TABLE, exc)
+            return False
+        logger.info("vacuumed %s: %d dead row versions", MESSAGE_TABLE, dead)
+        return True
