@@ -10,7 +10,10 @@ MARIADB_URL=${2:-mysql://alkqueue:alkqueue@127.0.0.1:3306/alkqueue}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-"$PYTHON" -m pip wheel -q --no-deps --wheel-dir "$work/dist" .
+# Built from a copy of what the sdist ships, so the build leaves nothing in the checkout.
+mkdir "$work/src"
+cp -r pyproject.toml README.md LICENSE MANIFEST.in CHANGELOG.md django_alkqueue docs "$work/src"
+"$PYTHON" -m pip wheel -q --no-deps --wheel-dir "$work/dist" "$work/src"
 wheel=$(ls "$work"/dist/django_alkqueue-*.whl)
 "$PYTHON" -m venv "$work/venv"
 py="$work/venv/bin/python"
