@@ -88,6 +88,9 @@ def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
 
 
 class OrmDialect(Dialect):
+    # Transactions here take no savepoint inside a caller's block (savepoint=False): an
+    # error rolls the caller's block back anyway, and a savepoint is two more round trips.
+
     def __init__(self, session_lock: SessionLock | None = None) -> None:
         self.session_lock = session_lock
         self.supports_advisory_locks = session_lock is not None
@@ -142,7 +145,7 @@ class OrmDialect(Dialect):
     ) -> Row | None:
         scope = Q() if queue is None else Q(queue=queue)
         dead = DeadLetter.objects.using(connection.alias).filter(scope, job_id=job_id)
-        with transaction.atomic(using=connection.alias):
+        with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             rows = self._dead_rows(dead.select_for_update())
             # Of two concurrent requeues only the one whose DELETE removes the row goes on.
@@ -174,7 +177,7 @@ class OrmDialect(Dialect):
     ) -> Iterator[WriteChunk]:
         live = self._live(connection)
         returns_ids = connection.features.can_return_rows_from_bulk_insert
-        with transaction.atomic(using=connection.alias):
+        with transaction.atomic(using=connection.alias, savepoint=False):
 
             def write(texts: Sequence[str]) -> list[int]:
                 rows = [self._message(queue, text, stamps) for text in texts]
@@ -222,7 +225,7 @@ class OrmDialect(Dialect):
             )
             if not live.filter(due_or_lapsed).exists():
                 return [], []
-        with transaction.atomic(using=connection.alias):
+        with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             locked = live.select_for_update(skip_locked=True)
             due = locked.filter(claim_token__isnull=True, run_at__lte=now).order_by(*_HANDOUT)
@@ -252,7 +255,7 @@ class OrmDialect(Dialect):
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
     ) -> list[Claim]:
         done: list[Claim] = []
-        with transaction.atomic(using=connection.alias):
+        with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             for chunk in _chunks(claims):
                 wanted = set(chunk)
@@ -280,7 +283,7 @@ class OrmDialect(Dialect):
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
     ) -> list[int]:
         acked: list[int] = []
-        with transaction.atomic(using=connection.alias):
+        with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             for chunk in _chunks(ids):
                 valid = self._valid(connection, chunk, now, skip_locked=False, queue=queue)
@@ -315,7 +318,7 @@ class OrmDialect(Dialect):
     ) -> list[Claim]:
         expiry = dict(renewals)
         renewed: list[Claim] = []
-        with transaction.atomic(using=connection.alias):
+        with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             # Rows an atomic handler's transaction holds are skipped, not waited for: the
             # keeper must never stall behind a running handler.
@@ -335,7 +338,7 @@ class OrmDialect(Dialect):
         lapsed = self._live(connection).filter(
             claim_token__isnull=False, lease_expires_at__lte=now, attempts__lt=F("max_attempts")
         )
-        with transaction.atomic(using=connection.alias):
+        with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             ids = list(lapsed.select_for_update(skip_locked=True).values_list("id", flat=True))
             for chunk in _chunks(ids):
@@ -368,7 +371,7 @@ class OrmDialect(Dialect):
             condition = _PREDICATES[predicate](*params)
         except KeyError:
             raise ValueError(f"the ORM dialect does not know the predicate {predicate!r}") from None
-        with transaction.atomic(using=connection.alias):
+        with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             matching = self._live(connection).filter(condition).select_for_update()
             ids = list(matching.values_list("id", flat=True))
