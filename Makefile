@@ -37,12 +37,13 @@ postgres:
 
 # MariaDB (the ORM dialect, tests/ on MySQL's kin): Debian's server, started if it is down, with
 # a database and a user made by root over the unix socket. The user may create the test
-# databases (test_alkqueue_<pid>), nothing else.
+# databases (test_alkqueue_<pid>) and read InnoDB's metrics (the admin's health), nothing else.
 MARIADB_SQL := CREATE DATABASE IF NOT EXISTS alkqueue CHARACTER SET utf8mb4; \
 	CREATE USER IF NOT EXISTS "alkqueue"@"localhost" IDENTIFIED BY "alkqueue"; \
 	CREATE USER IF NOT EXISTS "alkqueue"@"127.0.0.1" IDENTIFIED BY "alkqueue"; \
 	GRANT ALL PRIVILEGES ON alkqueue.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
-	GRANT ALL PRIVILEGES ON `test\_alkqueue%`.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1";
+	GRANT ALL PRIVILEGES ON `test\_alkqueue%`.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
+	GRANT PROCESS ON *.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1";
 
 /usr/sbin/mariadbd:
 	apt-get update && apt-get install -y mariadb-server

@@ -53,4 +53,4 @@ def _dialect(name: str, vendor: str) -> Dialect:
         from .sqlite import SqliteDialect
 
         return SqliteDialect()
-    return OrmDialect(SESSION_LOCKS.get(vendor))
+    return OrmDialect(SESSION_LOCKS.get(vendor), innodb_metrics=vendor == "mysql")

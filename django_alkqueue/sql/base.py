@@ -106,6 +106,8 @@ class Dialect:
     supports_planner_estimates = False
     #: Catalog statistics (dead tuples, old transactions, replication slots) for health checks.
     supports_catalog_health = False
+    #: InnoDB's history list length, the MVCC backlog of MySQL and MariaDB (sql/innodb.py).
+    supports_undo_history = False
     #: The leader's session lock (sql/locks.py), where the vendor has one.
     session_lock: SessionLock | None = None
 
@@ -228,6 +230,10 @@ class Dialect:
     def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
         """Dead row versions in the live table, as the server counts them; None where the
         server keeps no such count (SQLite reuses freed pages itself)."""
+        return None
+
+    def undo_history_length(self, connection: BaseDatabaseWrapper) -> int | None:
+        """Undo records not yet purged (supports_undo_history); None when unreadable."""
         return None
 
     def vacuum(self, connection: BaseDatabaseWrapper) -> None:

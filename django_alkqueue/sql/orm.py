@@ -28,7 +28,7 @@ from django.db.models.expressions import ExpressionWrapper
 
 from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps
 from ..models import DeadLetter, QueueMessage
-from . import queue_stat_deltas
+from . import innodb, queue_stat_deltas
 from .base import (
     BY_CLAIM,
     EXPIRED_ANYWHERE,
@@ -91,9 +91,15 @@ class OrmDialect(Dialect):
     # Transactions here take no savepoint inside a caller's block (savepoint=False): an
     # error rolls the caller's block back anyway, and a savepoint is two more round trips.
 
-    def __init__(self, session_lock: SessionLock | None = None) -> None:
+    def __init__(
+        self, session_lock: SessionLock | None = None, innodb_metrics: bool = False
+    ) -> None:
         self.session_lock = session_lock
         self.supports_advisory_locks = session_lock is not None
+        self.supports_undo_history = innodb_metrics
+
+    def undo_history_length(self, connection: BaseDatabaseWrapper) -> int | None:
+        return innodb.history_length(connection) if self.supports_undo_history else None
 
     # -- helpers ---------------------------------------------------------------------------
 
