@@ -79,7 +79,10 @@ def q(make_queue: Callable[..., Queue]) -> Queue:
 
 @pytest.fixture
 def is_postgres() -> bool:
-    return connection.vendor == "postgresql"
+    """Served by the PostgreSQL dialect (not PostgreSQL through the ORM dialect)."""
+    from django_alkqueue.sql import dialect_name
+
+    return dialect_name(connection) == "postgresql"
 
 
 #: PostgreSQL's defaults for the planner settings the hot path pins while a statement runs.

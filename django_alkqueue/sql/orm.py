@@ -88,8 +88,9 @@ def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
 
 
 class OrmDialect(Dialect):
-    # Transactions here take no savepoint inside a caller's block (savepoint=False): an
-    # error rolls the caller's block back anyway, and a savepoint is two more round trips.
+    # Transactions here take no savepoint inside a caller's block (savepoint=False): only a
+    # database error can interrupt them, which spoils the caller's block anyway, and a
+    # savepoint is two more round trips. insert_many and insert_unique keep theirs.
 
     def __init__(
         self, session_lock: SessionLock | None = None, innodb_metrics: bool = False
@@ -183,7 +184,9 @@ class OrmDialect(Dialect):
     ) -> Iterator[WriteChunk]:
         live = self._live(connection)
         returns_ids = connection.features.can_return_rows_from_bulk_insert
-        with transaction.atomic(using=connection.alias, savepoint=False):
+        # With a savepoint: a payload that fails to encode mid-way rolls back these rows
+        # alone, and the caller's transaction goes on.
+        with transaction.atomic(using=connection.alias):
 
             def write(texts: Sequence[str]) -> list[int]:
                 rows = [self._message(queue, text, stamps) for text in texts]
