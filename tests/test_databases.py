@@ -220,3 +220,11 @@ def test_the_health_section_reads_the_history_list_length_where_the_database_kee
     if has_it:
         [check] = [c for c in health.run_checks("default", clock()) if "InnoDB" in c.title]
         assert "undo records not yet purged" in check.status
+
+
+def test_on_mysql_the_orm_claim_reads_the_stand_in_index_in_handout_order(server, clock):
+    if connection.vendor != "mysql":
+        pytest.skip("the stand-in index of migration 0008 exists where partial indexes do not")
+    with transaction.atomic():
+        plan = OrmDialect().due(connection, "q", clock()).values_list("id")[:10].explain()
+    assert "alkqueue_claim_full_idx" in plan and "filesort" not in plan.lower()

@@ -45,8 +45,7 @@ from .locks import SessionLock
 
 #: Ids per IN list: well below every backend's limit on parameters in one statement.
 _CHUNK = 500
-#: Handout order, as in the other dialects: index alkqueue_pending_idx, or where partial
-#: indexes are missing alkqueue_claim_full_idx (migration 0008).
+#: Handout order, as in the other dialects (see OrmDialect.due for the index).
 _HANDOUT = ("-priority", "run_at", "id")
 
 # The payload column read as the stored JSON text: the field itself would decode it, and the
@@ -237,7 +236,7 @@ class OrmDialect(Dialect):
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             locked = live.select_for_update(skip_locked=True)
-            due = locked.filter(claim_token__isnull=True, run_at__lte=now).order_by(*_HANDOUT)
+            due = self.due(connection, queue, now)
             # Every lapsed row (few): the best compete with the due ones, the exhausted die.
             lapsed = locked.filter(claim_token__isnull=False, lease_expires_at__lte=now)
             candidates = [*due.values_list(*keys)[:n], *lapsed.order_by().values_list(*keys)]
@@ -257,6 +256,19 @@ class OrmDialect(Dialect):
         handed = [(self.to_job(row, now), Claim(row[0], token)) for row in claimed]
         handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
         return handed, [self.to_job(row, now) for row in dead]
+
+    def due(
+        self, connection: BaseDatabaseWrapper, queue: str, now: datetime
+    ) -> QuerySet[QueueMessage]:
+        """The claim's first read: due, unclaimed rows of `queue` in handout order, locked,
+        skipping rows other transactions hold (index alkqueue_pending_idx, or
+        alkqueue_claim_full_idx where partial indexes are missing)."""
+        return (
+            self._live(connection)
+            .select_for_update(skip_locked=True)
+            .filter(_not_expired(now), queue=queue, claim_token__isnull=True, run_at__lte=now)
+            .order_by(*_HANDOUT)
+        )
 
     # -- completions, fenced by the claim --------------------------------------------------
 
