@@ -73,8 +73,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     ]  # fmt: skip
 
 
-@checks.register("alkqueue")
-def check_database(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+# Tagged "database" alone: Django runs such checks where they may connect, in `migrate` and
+# in `check --database ALIAS`, for the aliases named there; `check --tag alkqueue` stays
+# static.
+@checks.register(checks.Tags.database)
+def check_database(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     """alkqueue.E101: the queue's database has no dialect (no SKIP LOCKED).
     alkqueue.W101: the queue's database is an SQLite file not in WAL mode."""
     from .conf import get_settings
@@ -85,7 +90,7 @@ def check_database(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         alias = get_settings().DATABASE
     except ImproperlyConfigured:  # reported by alkqueue.E003
         return []
-    if alias not in connections:  # reported by alkqueue.E004
+    if alias not in connections or alias not in (databases or ()):  # E004 reports the first
         return []
     connection = connections[alias]
     try:

@@ -140,7 +140,7 @@ def _take_and_release(lock: object) -> bool:
 def test_e101_names_a_queue_database_without_skip_locked(extra_alias):
     _add(extra_alias, "django.db.backends.dummy", "nothing", {})
     with override_settings(ALKQUEUE={"DATABASE": extra_alias}):
-        [error] = check_database()
+        [error] = check_database(databases=[extra_alias])
     assert error.id == "alkqueue.E101" and "SKIP LOCKED" in error.msg
 
 
@@ -172,7 +172,12 @@ def test_w101_is_quiet_for_an_sqlite_file_in_wal_mode(tmp_path: Path):
 
 
 def test_the_queue_database_of_this_run_passes_the_database_checks():
-    assert check_database() == []
+    assert check_database(databases=["default"]) == []
+
+
+def test_the_database_checks_connect_only_for_the_aliases_django_names():
+    # `manage.py check` without --database names none: nothing connects.
+    assert check_database(databases=None) == []
 
 
 E102_PROJECT = """
