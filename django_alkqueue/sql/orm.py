@@ -16,74 +16,31 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Expression, F, Q, QuerySet, TextField, Value
-from django.db.models.expressions import ExpressionWrapper
+from django.db.models import F, Q, QuerySet, TextField, Value
 
 from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps
 from ..models import DeadLetter, QueueMessage
 from . import innodb, queue_stat_deltas
-from .base import (
-    BY_CLAIM,
-    EXPIRED_ANYWHERE,
-    EXPIRED_IN_QUEUE,
-    LAPSED_EXHAUSTED_ANYWHERE,
-    LAPSED_EXHAUSTED_IN_QUEUE,
-    ROW_FIELDS,
-    Claim,
-    Dialect,
-    Row,
-    WriteChunk,
-)
+from .base import BY_CLAIM, Claim, Dialect, Row, WriteChunk
 from .locks import SessionLock
-
-#: Ids per IN list: well below every backend's limit on parameters in one statement.
-_CHUNK = 500
-#: Handout order, as in the other dialects (see OrmDialect.due for the index).
-_HANDOUT = ("-priority", "run_at", "id")
-
-# The payload column read as the stored JSON text: the field itself would decode it, and the
-# row shape carries the text (Dialect.to_job decodes it once).
-_PAYLOAD_TEXT = ExpressionWrapper(F("payload"), output_field=TextField())
-_LIVE_FIELDS: tuple[str | Expression, ...] = tuple(
-    _PAYLOAD_TEXT if name == "payload" else name for name in ROW_FIELDS[:18]
+from .orm_rows import (
+    CHUNK,
+    HANDOUT,
+    PREDICATES,
+    as_dead_row,
+    chunks,
+    dead_letter,
+    dead_rows,
+    live_rows,
+    not_expired,
 )
-_DEAD_FIELDS: tuple[str | Expression, ...] = tuple(
-    "job_id" if name == "id" else _PAYLOAD_TEXT if name == "payload" else name
-    for name in (*ROW_FIELDS[:13], *ROW_FIELDS[14:16], *ROW_FIELDS[17:])
-)
-_NOT_EXPIRED = Q(expires_at__isnull=True)
-
-
-def _not_expired(now: datetime) -> Q:
-    return _NOT_EXPIRED | Q(expires_at__gt=now)
-
-
-# The predicates operations.py names (sql/base.py) as filters; params in the same order.
-_PREDICATES: dict[str, Callable[..., Q]] = {
-    BY_CLAIM: lambda job_id, token, now: Q(id=job_id, claim_token=token, lease_expires_at__gt=now),
-    EXPIRED_IN_QUEUE: lambda queue, now: Q(queue=queue, expires_at__lte=now),
-    EXPIRED_ANYWHERE: lambda now: Q(expires_at__lte=now),
-    LAPSED_EXHAUSTED_IN_QUEUE: lambda queue, now, _now: (
-        Q(queue=queue, claim_token__isnull=False, lease_expires_at__lte=now)
-        & Q(attempts__gte=F("max_attempts"))
-        & _not_expired(now)
-    ),
-    LAPSED_EXHAUSTED_ANYWHERE: lambda now: Q(
-        claim_token__isnull=False, lease_expires_at__lte=now, attempts__gte=F("max_attempts")
-    ),
-}
-
-
-def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
 
 
 class OrmDialect(Dialect):
@@ -113,37 +70,23 @@ class OrmDialect(Dialect):
         if not connection.features.has_select_for_update:
             self._live(connection).filter(id=0).update(attempts=F("attempts"))
 
-    def _rows(self, queryset: QuerySet[Any], fields: Sequence[str | Expression]) -> list[Row]:
-        return [tuple(row) for row in queryset.values_list(*fields)]
-
-    def _live_rows(self, queryset: QuerySet[QueueMessage]) -> list[Row]:
-        """Live rows in the row shape (ROW_FIELDS): a live row has no death."""
-        return [(*row, None, None) for row in self._rows(queryset, _LIVE_FIELDS)]
-
-    def _dead_rows(self, queryset: QuerySet[DeadLetter]) -> list[Row]:
-        """Dead letters in the row shape: no claim token, no lease."""
-        return [
-            (*row[:13], None, row[13], row[14], None, *row[15:])
-            for row in self._rows(queryset, _DEAD_FIELDS)
-        ]
-
     # -- reads -----------------------------------------------------------------------------
 
     def select_job(
         self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
     ) -> Row | None:
         scope = Q() if queue is None else Q(queue=queue)
-        live = self._live_rows(self._live(connection).filter(scope, id=job_id))
+        live = live_rows(self._live(connection).filter(scope, id=job_id))
         if live:
             return live[0]
         dead = DeadLetter.objects.using(connection.alias).filter(scope, job_id=job_id)
-        rows = self._dead_rows(dead)
+        rows = dead_rows(dead)
         return rows[0] if rows else None
 
     def select_live_by_key(
         self, connection: BaseDatabaseWrapper, queue: str, key: str
     ) -> Row | None:
-        rows = self._live_rows(self._live(connection).filter(queue=queue, unique_key=key))
+        rows = live_rows(self._live(connection).filter(queue=queue, unique_key=key))
         return rows[0] if rows else None
 
     def take_dead_letter(
@@ -153,7 +96,7 @@ class OrmDialect(Dialect):
         dead = DeadLetter.objects.using(connection.alias).filter(scope, job_id=job_id)
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
-            rows = self._dead_rows(dead.select_for_update())
+            rows = dead_rows(dead.select_for_update())
             # Of two concurrent requeues only the one whose DELETE removes the row goes on.
             if not rows or not dead.delete()[0]:
                 return None
@@ -161,7 +104,7 @@ class OrmDialect(Dialect):
 
     def lock_claim(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
         # A no-op update locks the row (and takes SQLite's write lock) until commit.
-        valid = self._live(connection).filter(_PREDICATES[BY_CLAIM](*claim, now))
+        valid = self._live(connection).filter(PREDICATES[BY_CLAIM](*claim, now))
         return valid.update(claimed_at=F("claimed_at")) == 1
 
     # -- enqueue ---------------------------------------------------------------------------
@@ -190,7 +133,7 @@ class OrmDialect(Dialect):
             def write(texts: Sequence[str]) -> list[int]:
                 rows = [self._message(queue, text, stamps) for text in texts]
                 if returns_ids:
-                    live.bulk_create(rows, batch_size=_CHUNK)
+                    live.bulk_create(rows, batch_size=CHUNK)
                 else:  # MySQL: no ids back from a multi-row INSERT, so one INSERT each
                     for row in rows:
                         row.save(using=connection.alias, force_insert=True)
@@ -222,7 +165,7 @@ class OrmDialect(Dialect):
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
     ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
-        live = self._live(connection).filter(queue=queue).filter(_not_expired(now))
+        live = self._live(connection).filter(queue=queue).filter(not_expired(now))
         keys = ("id", "priority", "run_at", "lease", "attempts", "max_attempts")
         token = uuid.uuid4()  # one per claim, shared by its jobs, as on PostgreSQL
         if not connection.features.has_select_for_update:
@@ -250,7 +193,7 @@ class OrmDialect(Dialect):
                     claimed_at=now, lease_expires_at=now + timedelta(seconds=lease),
                 )  # fmt: skip
             ids = [row[0] for row in usable]
-            claimed = self._live_rows(self._live(connection).filter(id__in=ids))
+            claimed = live_rows(self._live(connection).filter(id__in=ids))
             dead = self._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
                                   MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
         handed = [(self.to_job(row, now), Claim(row[0], token)) for row in claimed]
@@ -266,8 +209,8 @@ class OrmDialect(Dialect):
         return (
             self._live(connection)
             .select_for_update(skip_locked=True)
-            .filter(_not_expired(now), queue=queue, claim_token__isnull=True, run_at__lte=now)
-            .order_by(*_HANDOUT)
+            .filter(not_expired(now), queue=queue, claim_token__isnull=True, run_at__lte=now)
+            .order_by(*HANDOUT)
         )
 
     # -- completions, fenced by the claim --------------------------------------------------
@@ -278,7 +221,7 @@ class OrmDialect(Dialect):
         done: list[Claim] = []
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
-            for chunk in _chunks(claims):
+            for chunk in chunks(claims):
                 wanted = set(chunk)
                 valid = self._valid(connection, [c.id for c in chunk], now, skip_locked=False)
                 acked = [claim for claim in valid if claim in wanted]
@@ -306,7 +249,7 @@ class OrmDialect(Dialect):
         acked: list[int] = []
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 valid = self._valid(connection, chunk, now, skip_locked=False, queue=queue)
                 acked.extend(claim.id for claim in valid)
                 self._live(connection).filter(id__in=[c.id for c in valid]).delete()
@@ -328,7 +271,7 @@ class OrmDialect(Dialect):
         }  # fmt: skip
         if error is not None:
             changes["last_error"] = error
-        valid = self._live(connection).filter(_PREDICATES[BY_CLAIM](*claim, now))
+        valid = self._live(connection).filter(PREDICATES[BY_CLAIM](*claim, now))
         return valid.update(**changes) == 1
 
     def heartbeat(
@@ -344,7 +287,7 @@ class OrmDialect(Dialect):
             # Rows an atomic handler's transaction holds are skipped, not waited for: the
             # keeper must never stall behind a running handler.
             ids = [claim.id for claim in expiry]
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 for claim in self._valid(connection, chunk, now, skip_locked=True):
                     if claim in expiry:
                         self._live(connection).filter(id=claim.id).update(
@@ -362,7 +305,7 @@ class OrmDialect(Dialect):
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             ids = list(lapsed.select_for_update(skip_locked=True).values_list("id", flat=True))
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 lapsed.filter(id__in=chunk).update(
                     claim_token=None, claimed_by=None, claimed_at=None, lease_expires_at=None
                 )
@@ -389,7 +332,7 @@ class OrmDialect(Dialect):
         error: str,
     ) -> list[Row]:
         try:
-            condition = _PREDICATES[predicate](*params)
+            condition = PREDICATES[predicate](*params)
         except KeyError:
             raise ValueError(f"the ORM dialect does not know the predicate {predicate!r}") from None
         with transaction.atomic(using=connection.alias, savepoint=False):
@@ -405,12 +348,12 @@ class OrmDialect(Dialect):
         """Inside the caller's transaction, with the rows locked: live rows -> dead letters.
         Returns the dead letters in the row shape."""
         dead: list[Row] = []
-        for chunk in _chunks(list(ids)):
-            rows = self._live_rows(self._live(connection).filter(id__in=chunk))
-            letters = [_dead_letter(row, now, reason, error) for row in rows]
+        for chunk in chunks(list(ids)):
+            rows = live_rows(self._live(connection).filter(id__in=chunk))
+            letters = [dead_letter(row, now, reason, error) for row in rows]
             DeadLetter.objects.using(connection.alias).bulk_create(letters)
             self._live(connection).filter(id__in=chunk).delete()
-            dead.extend(_as_dead_row(row, now, reason, error) for row in rows)
+            dead.extend(as_dead_row(row, now, reason, error) for row in rows)
         return dead
 
     # -- queue statistics ------------------------------------------------------------------
@@ -422,23 +365,3 @@ class OrmDialect(Dialect):
         deltas: Sequence[queue_stat_deltas.Delta],
     ) -> None:
         queue_stat_deltas.add_by_orm(connection, minute, deltas)
-
-
-def _dead_letter(row: Row, now: datetime, reason: str, error: str) -> DeadLetter:
-    """The dead letter of a live row (ROW_FIELDS order), stored text payload and all."""
-    fields = dict(zip(ROW_FIELDS, row, strict=True))
-    return DeadLetter(
-        job_id=fields["id"], queue=fields["queue"],
-        payload=Value(fields["payload"], output_field=TextField()),
-        priority=fields["priority"], attempts=fields["attempts"],
-        max_attempts=fields["max_attempts"], backoff_base=fields["backoff_base"],
-        lease=fields["lease"], retention=fields["retention"], run_at=fields["run_at"],
-        enqueued_at=fields["enqueued_at"], expires_at=fields["expires_at"],
-        unique_key=fields["unique_key"], claimed_by=fields["claimed_by"],
-        claimed_at=fields["claimed_at"], died_at=now, reason=reason, last_error=error,
-    )  # fmt: skip
-
-
-def _as_dead_row(row: Row, now: datetime, reason: str, error: str) -> Row:
-    """A live row as the dead letter it became: no token, no lease; its error, death, reason."""
-    return (*row[:13], None, row[14], row[15], None, error, now, reason)
