@@ -3,19 +3,21 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PG_URL ?= postgres://root@127.0.0.1:5432/test
+MARIADB_URL ?= mysql://alkqueue:alkqueue@127.0.0.1:3306/alkqueue
 
 # The first interpreter >= 3.12 that actually runs (pyenv shims exist but fail when the
 # version is not selected, so each candidate is executed, not just looked up).
 PYTHON_BOOT := $(shell for c in python3.13 python3.12 "$$(pyenv root 2>/dev/null)/versions/3.13.0/bin/python3" "$$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python3"; do \
 	if "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then echo "$$c"; break; fi; done)
 
-.PHONY: venv test test-pg test-sqlite test-compat lint demo admin postgres clean
+.PHONY: venv test test-pg test-sqlite test-mariadb test-orm test-compat lint demo admin postgres \
+	mariadb mysqlclient clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON_BOOT)" || { echo "no Python >= 3.12 found (tried python3.13, python3.12, pyenv 3.13.0)"; exit 1; }
 	"$(PYTHON_BOOT)" -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --upgrade "pip>=25.1"
+	$(PY) -m pip install -q -e . --group dev
 	touch $@
 
 venv: $(VENV)/.installed
@@ -33,9 +35,46 @@ postgres:
 /usr/sbin/pgbouncer:
 	apt-get update && apt-get install -y pgbouncer
 
-test: venv postgres /usr/bin/chromium /usr/sbin/pgbouncer
+# MariaDB (the ORM dialect, tests/ on MySQL's kin): Debian's server, started if it is down, with
+# a database and a user made by root over the unix socket. The user may create the test
+# databases (test_alkqueue_<pid>) and read InnoDB's metrics (the admin's health), nothing else.
+MARIADB_SQL := CREATE DATABASE IF NOT EXISTS alkqueue CHARACTER SET utf8mb4; \
+	CREATE USER IF NOT EXISTS "alkqueue"@"localhost" IDENTIFIED BY "alkqueue"; \
+	CREATE USER IF NOT EXISTS "alkqueue"@"127.0.0.1" IDENTIFIED BY "alkqueue"; \
+	GRANT ALL PRIVILEGES ON alkqueue.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
+	GRANT ALL PRIVILEGES ON `test\_alkqueue%`.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
+	GRANT PROCESS ON *.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1";
+
+/usr/sbin/mariadbd:
+	apt-get update && apt-get install -y mariadb-server
+
+mariadb: /usr/sbin/mariadbd
+	@mariadb-admin -uroot ping >/dev/null 2>&1 || { \
+	  install -d -o mysql -g mysql /run/mysqld; \
+	  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql; }
+	@for i in $$(seq 1 30); do mariadb-admin -uroot ping >/dev/null 2>&1 && break; sleep 1; done
+	@mariadb -uroot -e '$(MARIADB_SQL)'
+
+# mysqlclient builds against libmariadb; pkg-config finds it.
+mysqlclient: venv
+	@$(PY) -c 'import MySQLdb' 2>/dev/null || { \
+	  dpkg -s libmariadb-dev pkg-config >/dev/null 2>&1 || \
+	    { apt-get update && apt-get install -y libmariadb-dev pkg-config; }; \
+	  $(PY) -m pip install -q -e '.[mysql]'; }
+
+test: venv postgres mariadb mysqlclient /usr/bin/chromium /usr/sbin/pgbouncer
 	$(MAKE) --no-print-directory test-pg
 	$(MAKE) --no-print-directory test-sqlite
+	$(MAKE) --no-print-directory test-mariadb
+
+test-mariadb: venv mariadb mysqlclient
+	DATABASE_URL=$(MARIADB_URL) $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# The whole suite on PostgreSQL and on SQLite through the ORM dialect (sql/orm.py), the
+# reference their own dialects are checked against. .ci/run calls it after make test.
+test-orm: venv postgres
+	ALKQUEUE_DIALECT=orm DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	ALKQUEUE_DIALECT=orm DATABASE_URL= $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 test-pg: venv
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
@@ -72,6 +111,13 @@ chaos: venv postgres
 	CHAOS_LONG=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
 	sqlite=$$?; \
 	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0
+
+# The wheel in a fresh venv with no extras on SQLite, then with [mysql] on MariaDB.
+.PHONY: package-check
+package-check: venv mariadb
+	@dpkg -s libmariadb-dev pkg-config >/dev/null 2>&1 || \
+	  { apt-get update && apt-get install -y libmariadb-dev pkg-config; }
+	bash .ci/package_check.sh "$(PYTHON_BOOT)" "$(MARIADB_URL)"
 
 lint: venv
 	$(VENV)/bin/ruff check .

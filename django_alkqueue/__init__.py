@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from .backoff import RetryPolicy
 from .consumers import consumer
-from .exceptions import AlkQueueError, InvalidName, InvalidOption, PayloadError
+from .exceptions import (
+    AlkQueueError,
+    InvalidName,
+    InvalidOption,
+    PayloadError,
+    UnsupportedDatabase,
+)
 from .jobs import Job, QueueStats
 from .outcomes import Fail, Retry
 
@@ -30,6 +36,7 @@ __all__ = [
     "QueueStats",
     "Retry",
     "RetryPolicy",
+    "UnsupportedDatabase",
     "consumer",
     "enqueue",
     "queue",

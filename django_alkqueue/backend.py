@@ -7,6 +7,18 @@ assembled from the live job or its dead letter and the task's result row (models
 
 from __future__ import annotations
 
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
+
+# alkqueue.E102: checked before the models are imported, whose own error would not say what
+# to do. Django's task check imports each configured backend, so `manage.py check` stops here.
+if not apps.is_installed("django_alkqueue"):
+    raise ImproperlyConfigured(
+        "alkqueue.E102: a TASKS backend is django_alkqueue.backend.AlkQueueBackend, but "
+        '"django_alkqueue" is not in INSTALLED_APPS. Add it, then run migrate. '
+        "See docs/checks.md#alkqueuee102."
+    )
+
 import copy
 import dataclasses
 import re

@@ -6,7 +6,8 @@ from typing import Any
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
+from django.db import DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .consumers import registry
 
@@ -16,13 +17,19 @@ HINTS = {
     "alkqueue.E002": "Fix the entry's cron, queue or task.",
     "alkqueue.E003": "Fix the named key of the ALKQUEUE setting.",
     "alkqueue.E004": "Name an alias of DATABASES.",
+    "alkqueue.E101": "Use PostgreSQL, SQLite, MariaDB 10.6+ or MySQL 8.0.1+.",
+    "alkqueue.E102": 'Add "django_alkqueue" to INSTALLED_APPS.',
+    "alkqueue.W101": 'Add "PRAGMA journal_mode=WAL;" to the database\'s OPTIONS["init_command"].',
 }
 
 
-def _error(message: str, check_id: str) -> checks.Error:
+def _hint(check_id: str) -> str:
     anchor = check_id.replace(".", "").lower()
-    hint = f"{HINTS[check_id]} See docs/checks.md#{anchor}."
-    return checks.Error(message, hint=hint, id=check_id)
+    return f"{HINTS[check_id]} See docs/checks.md#{anchor}."
+
+
+def _error(message: str, check_id: str) -> checks.Error:
+    return checks.Error(message, hint=_hint(check_id), id=check_id)
 
 
 @checks.register("alkqueue")
@@ -64,3 +71,52 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                            ("LISTEN_DATABASE", settings.LISTEN_DATABASE))
         if alias is not None and alias not in connections
     ]  # fmt: skip
+
+
+# Tagged "database" alone: Django runs such checks where they may connect, in `migrate` and
+# in `check --database ALIAS`, for the aliases named there; `check --tag alkqueue` stays
+# static.
+@checks.register(checks.Tags.database)
+def check_database(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """alkqueue.E101: the queue's database has no dialect (no SKIP LOCKED).
+    alkqueue.W101: the queue's database is an SQLite file not in WAL mode."""
+    from .conf import get_settings
+    from .exceptions import UnsupportedDatabase
+    from .sql import dialect_name
+
+    try:
+        alias = get_settings().DATABASE
+    except ImproperlyConfigured:  # reported by alkqueue.E003
+        return []
+    if alias not in connections or alias not in (databases or ()):  # E004 reports the first
+        return []
+    connection = connections[alias]
+    try:
+        if connection.vendor == "sqlite":
+            return sqlite_journal(connection)
+        dialect_name(connection)
+    except UnsupportedDatabase as exc:
+        return [_error(str(exc), "alkqueue.E101")]
+    except DatabaseError:
+        return []  # the server is not reachable now; the worker reports that when it starts
+    return []
+
+
+def sqlite_journal(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]:
+    """Without WAL a reader waits for the writer and the writer for every reader: a worker
+    and a web process on one file stall each other (an in-memory database is one process)."""
+    name = str(connection.settings_dict["NAME"])
+    if name in ("", ":memory:") or "mode=memory" in name:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        mode = str(cursor.fetchone()[0]).lower()
+    if mode == "wal":
+        return []
+    message = (
+        f"The queue's SQLite database {connection.alias!r} is in journal mode {mode!r}, not "
+        "WAL: a worker and a web process sharing it will wait on each other's locks."
+    )
+    return [checks.Warning(message, hint=_hint("alkqueue.W101"), id="alkqueue.W101")]

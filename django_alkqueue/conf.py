@@ -62,6 +62,9 @@ class AlkQueueSettings:
     #: Per-queue options for queues without a @consumer (the Django Tasks backend's):
     #: name -> {"sensitive": bool}.
     QUEUES: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: Which SQL dialect serves the queue's database: "auto" (PostgreSQL's and SQLite's own,
+    #: the ORM dialect elsewhere) or "orm" (the ORM dialect everywhere). docs/databases.md.
+    DIALECT: str = "auto"
 
 
 _FIELDS = {f.name for f in dataclasses.fields(AlkQueueSettings)}
@@ -174,6 +177,15 @@ def _queues(key: str, value: Any) -> dict[str, dict[str, Any]]:
     return value
 
 
+def _one_of(*choices: str) -> Rule:
+    def check(key: str, value: Any) -> str:
+        if value not in choices or not isinstance(value, str):
+            raise _expected(key, value, " or ".join(map(repr, choices)))
+        return str(value)
+
+    return check
+
+
 #: What each ALKQUEUE key accepts.
 RULES: dict[str, Rule] = {
     "DATABASE": _alias,
@@ -193,6 +205,7 @@ RULES: dict[str, Rule] = {
     "LISTEN_DATABASE": _optional(_alias),
     "STATS_RETENTION": _seconds(positive=True),
     "QUEUES": _queues,
+    "DIALECT": _one_of("auto", "orm"),
 }
 
 

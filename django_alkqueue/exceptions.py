@@ -15,3 +15,8 @@ class InvalidOption(AlkQueueError, ValueError):
 
 class PayloadError(AlkQueueError, ValueError):
     """A payload that cannot be stored as JSON exactly, or that is too large."""
+
+
+class UnsupportedDatabase(AlkQueueError, NotImplementedError):
+    """A database without SELECT ... FOR UPDATE SKIP LOCKED and without a dialect of its own
+    (docs/databases.md); system check alkqueue.E101 reports it at start-up."""

@@ -16,7 +16,9 @@ from . import payload as payload_codec
 
 class PayloadField(models.JSONField):
     def db_type(self, connection: BaseDatabaseWrapper) -> str:
-        return "text"
+        # Django's own text type: "text" on PostgreSQL and SQLite, "longtext" on MySQL and
+        # MariaDB, whose "text" stops at 64 KiB (MAX_PAYLOAD_BYTES goes to 1 GiB).
+        return str(models.TextField().db_type(connection))
 
     def db_check(self, connection: BaseDatabaseWrapper) -> None:
         return None
@@ -27,4 +29,6 @@ class PayloadField(models.JSONField):
         return payload_codec.encode(value, max_bytes=2**31)
 
     def get_db_prep_save(self, value: Any, connection: BaseDatabaseWrapper) -> Any:
+        if hasattr(value, "as_sql"):
+            return value  # an expression: the ORM dialect writes text it already encoded
         return self.get_db_prep_value(value, connection)

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, croniter
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, transaction
+from django.db import DatabaseError, IntegrityError, InterfaceError, transaction
 from django.utils.module_loading import import_string
 
 from . import validation
@@ -256,12 +256,18 @@ class Scheduler:
 
     def enqueue_due(self, schedule: Schedule, tick: datetime) -> bool:
         ticks = PeriodicTick.objects.using(self.using)
+        # Advance first, create only if there is no row: a racing scheduler whose INSERT is
+        # refused then writes nothing more (on InnoDB, an UPDATE after a refused INSERT of the
+        # same key deadlocks with the other refused schedulers).
         with transaction.atomic(using=self.using):
-            _, created = ticks.get_or_create(name=schedule.name, defaults={"last_tick": tick})
-            if not created and not ticks.filter(name=schedule.name, last_tick__lt=tick).update(
-                last_tick=tick
-            ):
-                return False
+            if not ticks.filter(name=schedule.name, last_tick__lt=tick).update(last_tick=tick):
+                if ticks.filter(name=schedule.name).exists():
+                    return False
+                try:
+                    with transaction.atomic(using=self.using):
+                        ticks.create(name=schedule.name, last_tick=tick)
+                except IntegrityError:
+                    return False  # another scheduler created it for this tick
             self._enqueue(schedule, tick)
         logger.info("periodic %s: enqueued the %s tick", schedule.name, tick.isoformat())
         return True

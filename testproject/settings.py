@@ -61,6 +61,10 @@ if _url:
     DATABASES = {"default": dj_database_url.parse(_url, conn_max_age=0)}
     # One test database per test run, so that two runs side by side do not drop each other's.
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
+    if DATABASES["default"]["ENGINE"].endswith("mysql"):
+        # What Django leaves out without partial indexes, migration 0009 stands in for
+        # (docs/databases.md, "MariaDB and MySQL").
+        SILENCED_SYSTEM_CHECKS = ["models.W036", "models.W037", "models.W043"]
 else:
     # WAL lets readers run beside the one writer; IMMEDIATE makes every transaction take the
     # write lock up front, so concurrent workers wait their turn instead of failing.
@@ -109,6 +113,8 @@ if os.environ.get("ALKQUEUE_PREPARED_STATEMENTS") == "0":  # the PgBouncer tests
     ALKQUEUE["PREPARED_STATEMENTS"] = False
 if os.environ.get("ALKQUEUE_NOTIFY_WINDOW"):  # used by the test of the follow-up look
     ALKQUEUE["NOTIFY_WINDOW"] = float(os.environ["ALKQUEUE_NOTIFY_WINDOW"])
+if os.environ.get("ALKQUEUE_DIALECT"):  # make test-orm: the whole suite on the ORM dialect
+    ALKQUEUE["DIALECT"] = os.environ["ALKQUEUE_DIALECT"]
 if os.environ.get("ALKQUEUE_EXTRA_CONSUMERS"):  # used by the tests of the duplicate check
     ALKQUEUE["CONSUMER_MODULES"] = os.environ["ALKQUEUE_EXTRA_CONSUMERS"].split(",")
 

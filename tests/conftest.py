@@ -20,7 +20,14 @@ def pytest_report_header(config: pytest.Config) -> str:
     from django.conf import settings
 
     db = settings.DATABASES["default"]
-    return f"database: {db['ENGINE'].rsplit('.', 1)[-1]} {db.get('HOST') or db['NAME']}"
+    dialect = settings.ALKQUEUE.get("DIALECT", "auto")
+    return f"database: {_engine()} {db.get('HOST') or db['NAME']}, dialect {dialect}"
+
+
+def _engine() -> str:
+    from django.conf import settings
+
+    return str(settings.DATABASES["default"]["ENGINE"]).rsplit(".", 1)[-1]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,12 +39,22 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from django.conf import settings
 
-    if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
-        return
-    skip = pytest.mark.skip(reason="PostgreSQL-only behaviour; this run is on SQLite")
+    engine = _engine()
+    forced_orm = settings.ALKQUEUE.get("DIALECT", "auto") == "orm"
+    skips = {
+        # Needs PostgreSQL and its own dialect (NOTIFY, prepared statements, COPY, catalog).
+        "postgres_only": (engine != "postgresql" or forced_orm,
+                          f"PostgreSQL-dialect behaviour; this run is on {engine}"
+                          + (" with the ORM dialect" if forced_orm else "")),
+        # Needs SQLite and its own dialect's statements.
+        "sqlite_only": (engine != "sqlite3" or forced_orm,
+                        f"SQLite-dialect behaviour; this run is on {engine}"
+                        + (" with the ORM dialect" if forced_orm else "")),
+    }  # fmt: skip
     for item in items:
-        if "postgres_only" in item.keywords:
-            item.add_marker(skip)
+        for marker, (skipped, reason) in skips.items():
+            if skipped and marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +85,10 @@ def q(make_queue: Callable[..., Queue]) -> Queue:
 
 @pytest.fixture
 def is_postgres() -> bool:
-    return connection.vendor == "postgresql"
+    """Served by the PostgreSQL dialect (not PostgreSQL through the ORM dialect)."""
+    from django_alkqueue.sql import dialect_name
+
+    return dialect_name(connection) == "postgresql"
 
 
 #: PostgreSQL's defaults for the planner settings the hot path pins while a statement runs.

@@ -26,6 +26,10 @@ def database_env() -> dict[str, str]:
         host = db.get("HOST") or "127.0.0.1"
         port = db.get("PORT") or 5432
         env["DATABASE_URL"] = f"postgres://{db['USER']}@{host}:{port}/{db['NAME']}"
+    elif connection.vendor == "mysql":
+        host = db.get("HOST") or "127.0.0.1"
+        port = db.get("PORT") or 3306
+        env["DATABASE_URL"] = f"mysql://{db['USER']}:{db['PASSWORD']}@{host}:{port}/{db['NAME']}"
     else:
         env["DATABASE_URL"] = ""
         env["ALKQUEUE_SQLITE_NAME"] = str(db["NAME"])

@@ -26,6 +26,9 @@ DEAD_TUPLES_WARN = 50_000
 OLD_TRANSACTION_WARN = 300.0
 #: A replication slot whose xmin is this many transactions old holds back vacuum.
 SLOT_XMIN_AGE_WARN = 1_000_000
+#: InnoDB undo records not yet purged: past this, a transaction left open is holding purge
+#: back and scans of the queue table walk long version chains.
+HISTORY_LENGTH_WARN = 1_000_000
 #: A lapsed lease still claimed after this many seconds: nothing is reclaiming.
 UNRECLAIMED_WARN = 60.0
 #: Claimers the claims table lists, those holding the most jobs first; the status line
@@ -274,11 +277,28 @@ def claims_check(using: str, now: datetime) -> Check:
     return judge_claims(claims, heartbeats, now)
 
 
+def judge_history_length(length: int | None) -> Check:
+    title = "InnoDB history list length"
+    if length is None:
+        return Check(title, "not readable: the database user needs the PROCESS privilege")
+    warning = None
+    if length >= HISTORY_LENGTH_WARN:
+        warning = (
+            f"{length:,} undo records wait for purge. A transaction left open holds them "
+            "back, and scans of the queue table slow down while they pile up: find it in "
+            "information_schema.INNODB_TRX (oldest trx_started) and end it."
+        )
+    return Check(title, f"{length:,} undo records not yet purged", warning)
+
+
 def run_checks(using: str, now: datetime, session_sql: bool = False) -> list[Check]:
     """The catalog checks where the database keeps such statistics, then the claims check.
     Other sessions' SQL is shown only when `session_sql` (the view_session_sql permission)."""
     checks = []
-    if dialect_for(connections[using]).supports_catalog_health:
+    dialect = dialect_for(connections[using])
+    if dialect.supports_undo_history:
+        checks = [judge_history_length(dialect.undo_history_length(connections[using]))]
+    if dialect.supports_catalog_health:
         checks = [
             judge_tables(_fetch(using, TABLES_SQL), now),
             judge_sessions(_fetch(using, SESSIONS_SQL), session_sql),

@@ -14,6 +14,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from .. import payload as payload_codec
 from ..jobs import Job, Stamps, State, live_state, make_job
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from . import queue_stat_deltas
+from .locks import SessionLock
 
 # One row shape for live jobs and dead letters alike; `Job` is built from it.
 ROW_FIELDS = (
@@ -102,7 +104,8 @@ class Dialect:
 
     #: LISTEN/NOTIFY wake-ups; elsewhere workers find new jobs by polling.
     supports_notify = False
-    #: Session-level advisory locks, which the server frees when the session ends (leader).
+    #: Session-level advisory locks, which the server frees when the session ends (leader):
+    #: true where the dialect has a session_lock.
     supports_advisory_locks = False
     #: A planner row estimate for a query, so a long changelist need not count its rows.
     supports_planner_estimates = False
@@ -111,6 +114,10 @@ class Dialect:
     #: The most ids (or claims) one statement binds: longer lists go out in chunks of this
     #: size. SQLite's default build allows 32,766 bound parameters, old builds 999.
     ids_per_statement = 400
+    #: InnoDB's history list length, the MVCC backlog of MySQL and MariaDB (sql/innodb.py).
+    supports_undo_history = False
+    #: The leader's session lock (sql/locks.py), where the vendor has one.
+    session_lock: SessionLock | None = None
 
     def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
         return value
@@ -236,8 +243,30 @@ class Dialect:
         server keeps no such count (SQLite reuses freed pages itself)."""
         return None
 
+    def undo_history_length(self, connection: BaseDatabaseWrapper) -> int | None:
+        """Undo records not yet purged (supports_undo_history); None when unreadable."""
+        return None
+
     def vacuum(self, connection: BaseDatabaseWrapper) -> None:
         """Reclaim the live table's dead row versions (PostgreSQL VACUUM; nothing elsewhere)."""
+
+    def try_leader_lock(self, connection: BaseDatabaseWrapper) -> bool:
+        """Take the leader's session lock without waiting (supports_advisory_locks only)."""
+        assert self.session_lock is not None
+        return self.session_lock.try_lock(connection)
+
+    def release_leader_lock(self, connection: BaseDatabaseWrapper) -> None:
+        assert self.session_lock is not None
+        self.session_lock.release(connection)
+
+    def add_queue_stat_deltas(
+        self,
+        connection: BaseDatabaseWrapper,
+        minute: datetime,
+        deltas: Sequence[queue_stat_deltas.Delta],
+    ) -> None:
+        """Add each queue's (finished, failed) to its row of `minute`, creating it if new."""
+        queue_stat_deltas.add_by_upsert(connection, minute, deltas)
 
     # -- the state changes each vendor writes its own way ----------------------------------
 

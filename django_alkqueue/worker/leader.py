@@ -1,10 +1,10 @@
 """Leader election: which one worker in the cluster runs reclaim and sweep on this tick.
 
-Where the database has advisory locks (PostgreSQL), the leader holds the session-level
-advisory lock LEADER_LOCK_KEY on its own connection. If that worker dies or its connection
-drops, the server releases the lock and the next worker to try takes it. Elsewhere (SQLite,
-one machine): the leader is marked on its Worker row and the mark passes on when that row
-goes stale.
+Where the database has session locks (PostgreSQL's advisory lock LEADER_LOCK_KEY, MySQL's and
+MariaDB's GET_LOCK; sql/locks.py), the leader holds that lock on its own connection. If that
+worker dies or its connection drops, the server releases the lock and the next worker to try
+takes it. Elsewhere (SQLite, one machine): the leader is marked on its Worker row and the mark
+passes on when that row goes stale.
 In both cases the leader's Worker row carries is_leader=True and every other row False, set in
 one UPDATE, so exactly one row is marked at any moment.
 """
@@ -14,12 +14,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..models import WORKER_TABLE
 from ..sql import dialect_for
+from ..sql.locks import LEADER_LOCK_KEY
 
-#: The advisory lock key: the bytes "alkqueue" as a signed 64-bit integer.
-LEADER_LOCK_KEY = int.from_bytes(b"alkqueue", "big", signed=True)
+__all__ = ["LEADER_LOCK_KEY", "Leadership"]
 
 
 class Leadership:
@@ -42,18 +43,16 @@ class Leadership:
     def release(self) -> None:
         connection = connections[self.using]
         if self.held and dialect_for(connection).supports_advisory_locks:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [LEADER_LOCK_KEY])
+            dialect_for(connection).release_leader_lock(connection)
         self.held = False
 
-    def _advisory_lock(self, connection: object) -> bool:
+    def _advisory_lock(self, connection: BaseDatabaseWrapper) -> bool:
         # Re-locking a lock this session holds succeeds again and stacks; unlock to keep
-        # the count at one, so a single pg_advisory_unlock or a disconnect releases it.
-        with connections[self.using].cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK_KEY])
-            got = bool(cursor.fetchone()[0])
-            if got and self.held:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [LEADER_LOCK_KEY])
+        # the count at one, so a single release or a disconnect frees it.
+        dialect = dialect_for(connection)
+        got = dialect.try_leader_lock(connection)
+        if got and self.held:
+            dialect.release_leader_lock(connection)
         return got
 
     def _row_mark(self, now: datetime, stale_after: float) -> bool:

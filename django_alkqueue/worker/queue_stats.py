@@ -17,7 +17,8 @@ from django.db.models import Count
 from django.db.models.functions import TruncMinute
 
 from ..conf import get_settings
-from ..models import QUEUE_STAT_TABLE, DeadLetter, QueueStat
+from ..models import DeadLetter, QueueStat
+from ..sql import dialect_for
 from ..status import minute_of, queue_overview
 from .stats import WorkerStats
 
@@ -25,18 +26,6 @@ from .stats import WorkerStats
 STATS_INTERVAL = 30.0
 
 _COUNTS = ("pending", "scheduled", "claimed", "dead")
-
-# Adds a worker's deltas to the minute's row, creating it when it is the first write of that
-# minute. The same statement on PostgreSQL and SQLite (>= 3.24); the unique constraint
-# alkqueue_stat_minute on (queue, minute) is the conflict target.
-_ADD_DELTAS = f"""
-INSERT INTO {QUEUE_STAT_TABLE}
-    (queue, minute, pending, scheduled, claimed, dead, finished, failed, dead_lettered)
-VALUES {{values}}
-ON CONFLICT (queue, minute) DO UPDATE SET
-    finished = {QUEUE_STAT_TABLE}.finished + excluded.finished,
-    failed = {QUEUE_STAT_TABLE}.failed + excluded.failed
-"""
 
 
 class QueueStatWriter:
@@ -65,11 +54,14 @@ class QueueStatWriter:
             for row in queue_overview(self.using, now)
         ]
         previous = {key: n for key, n in died.items() if key[1] != minute}
+        # MySQL and MariaDB upsert on whichever unique key conflicts and refuse a target.
+        features = connections[self.using].features
+        target = ["queue", "minute"] if features.supports_update_conflicts_with_target else None
         with transaction.atomic(using=self.using):
             QueueStat.objects.using(self.using).bulk_create(
                 rows,
                 update_conflicts=True,
-                unique_fields=["queue", "minute"],
+                unique_fields=target,
                 update_fields=[*_COUNTS, "dead_lettered"],
             )
             # The previous minute's count is final now; its row exists if it had a reading.
@@ -129,8 +121,4 @@ class QueueStatDeltas:
 
     def _write(self, minute: datetime, deltas: list[tuple[str, int, int]]) -> None:
         connection = connections[self.using]
-        at = connection.ops.adapt_datetimefield_value(minute)
-        values = ", ".join(["(%s, %s, 0, 0, 0, 0, %s, %s, 0)"] * len(deltas))
-        params = [p for name, finished, failed in deltas for p in (name, at, finished, failed)]
-        with connection.cursor() as cursor:
-            cursor.execute(_ADD_DELTAS.format(values=values), params)
+        dialect_for(connection).add_queue_stat_deltas(connection, minute, deltas)

@@ -27,6 +27,7 @@ from ..base import (
     insert_values,
     returned_claim,
 )
+from ..locks import POSTGRES_LOCK
 from . import statements as sql
 from .copy_rows import CopyRows
 from .listen import listening
@@ -37,6 +38,7 @@ from .wake_pacing import wake_due, wake_sent
 class PostgresDialect(Dialect):
     supports_notify = True
     supports_advisory_locks = True
+    session_lock = POSTGRES_LOCK
     supports_planner_estimates = True
     supports_catalog_health = True
     # Arrays travel as one parameter each; the bound keeps one statement's rows and locks small.

@@ -1,0 +1,59 @@
+"""The drain rate of docs/databases.md: N jobs enqueued, then drained by one worker.
+
+    DATABASE_URL=... .venv/bin/python -m bench.drain_rate [--jobs 5000] [--dialect auto|orm]
+
+DATABASE_URL as for the testproject (empty: SQLite, in ALKQUEUE_SQLITE_NAME or
+testproject/db.sqlite3). The database is migrated, the no-op queue shop-noop emptied, N jobs
+enqueued with enqueue_many, and `manage.py alk_worker --queue shop-noop --burst
+--concurrency 1` run to the end; the rate is N over the command's wall time, start-up
+included. Prints one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUEUE = "shop-noop"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--dialect", choices=["auto", "orm"], default="auto")
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
+    os.environ["ALKQUEUE_DIALECT"] = args.dialect
+    os.environ["DJANGO_DEBUG"] = "0"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from django_alkqueue import queue
+    from django_alkqueue.sql import dialect_name
+
+    call_command("migrate", verbosity=0)
+    noop = queue(QUEUE)
+    noop.purge(["pending", "scheduled", "claimed", "dead"])
+    noop.enqueue_many([{"n": n} for n in range(args.jobs)])
+    command = [sys.executable, str(ROOT / "manage.py"), "alk_worker", "--queue", QUEUE,
+               "--burst", "--concurrency", "1"]  # fmt: skip
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env=os.environ, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)  # fmt: skip
+    seconds = time.perf_counter() - started
+    left = noop.stats()
+    assert left.pending == left.claimed == left.dead == 0, left
+    print(f"{connection.vendor} ({dialect_name(connection)} dialect): {args.jobs} jobs drained "
+          f"by one worker in {seconds:.1f} s, {args.jobs / seconds:,.0f} jobs/s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,396 @@
+"""The ORM dialect: every state change written with Django's ORM alone.
+
+It serves every database whose backend has SELECT ... FOR UPDATE SKIP LOCKED and no dialect
+of its own (MariaDB 10.6+, MySQL 8.0.1+; Oracle untested), and it is the reference the
+specialised dialects are checked against: ALKQUEUE["DIALECT"] = "orm" runs PostgreSQL and
+SQLite through it too. A claim locks its candidates with
+`select_for_update(skip_locked=True)`, so concurrent claimers pass each other by instead of
+waiting, then stamps them with ORM updates in the same transaction. Every completion is
+fenced by the claim token and the lease, exactly as in the other dialects.
+
+Where the database has no row locks (SQLite), each transaction that reads before it writes
+starts with a write, which takes the database's write lock first (see sqlite.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import F, Q, QuerySet, TextField, Value
+
+from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps
+from ..models import DeadLetter, QueueMessage
+from . import innodb, queue_stat_deltas
+from .base import Claim, Dialect, Row, WriteChunk
+from .locks import SessionLock
+from .orm_rows import (
+    CHUNK,
+    HANDOUT,
+    as_dead_row,
+    by_claim,
+    chunks,
+    dead_letter,
+    dead_rows,
+    expired,
+    lapsed_exhausted,
+    live_rows,
+    not_expired,
+)
+
+
+class OrmDialect(Dialect):
+    # Transactions here take no savepoint inside a caller's block (savepoint=False): only a
+    # database error can interrupt them, which spoils the caller's block anyway, and a
+    # savepoint is two more round trips. insert_many and insert_unique keep theirs.
+
+    ids_per_statement = CHUNK
+
+    def __init__(
+        self, session_lock: SessionLock | None = None, innodb_metrics: bool = False
+    ) -> None:
+        self.session_lock = session_lock
+        self.supports_advisory_locks = session_lock is not None
+        self.supports_undo_history = innodb_metrics
+
+    def undo_history_length(self, connection: BaseDatabaseWrapper) -> int | None:
+        return innodb.history_length(connection) if self.supports_undo_history else None
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _live(connection: BaseDatabaseWrapper) -> QuerySet[QueueMessage]:
+        return QueueMessage.objects.using(connection.alias)
+
+    def _write_lock_first(self, connection: BaseDatabaseWrapper) -> None:
+        """Without row locks, take the database's write lock before the first read: a write
+        that matches nothing does (a read first could not upgrade to a write later)."""
+        if not connection.features.has_select_for_update:
+            self._live(connection).filter(id=0).update(attempts=F("attempts"))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def select_job(
+        self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
+    ) -> Row | None:
+        scope = Q() if queue is None else Q(queue=queue)
+        live = live_rows(self._live(connection).filter(scope, id=job_id))
+        if live:
+            return live[0]
+        dead = DeadLetter.objects.using(connection.alias).filter(scope, job_id=job_id)
+        rows = dead_rows(dead)
+        return rows[0] if rows else None
+
+    def select_live_by_key(
+        self, connection: BaseDatabaseWrapper, queue: str, key: str
+    ) -> Row | None:
+        rows = live_rows(self._live(connection).filter(queue=queue, unique_key=key))
+        return rows[0] if rows else None
+
+    def take_dead_letter(
+        self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
+    ) -> Row | None:
+        scope = Q() if queue is None else Q(queue=queue)
+        dead = DeadLetter.objects.using(connection.alias).filter(scope, job_id=job_id)
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            self._write_lock_first(connection)
+            rows = dead_rows(dead.select_for_update())
+            # Of two concurrent requeues only the one whose DELETE removes the row goes on.
+            if not rows or not dead.delete()[0]:
+                return None
+        return rows[0]
+
+    def lock_claim(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
+        # A no-op update locks the row (and takes SQLite's write lock) until commit.
+        valid = self._live(connection).filter(by_claim(*claim, now))
+        return valid.update(claimed_at=F("claimed_at")) == 1
+
+    # -- enqueue ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _message(queue: str, text: str, stamps: Stamps) -> QueueMessage:
+        # The payload goes in as the text already encoded, not through the field's encoder.
+        return QueueMessage(
+            queue=queue, payload=Value(text, output_field=TextField()),
+            priority=stamps.priority, attempts=0, max_attempts=stamps.max_attempts,
+            backoff_base=stamps.backoff_base, lease=stamps.lease, retention=stamps.retention,
+            run_at=stamps.run_at, enqueued_at=stamps.enqueued_at, expires_at=stamps.expires_at,
+            unique_key=stamps.unique_key,
+        )  # fmt: skip
+
+    @contextmanager
+    def insert_many(
+        self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
+    ) -> Iterator[WriteChunk]:
+        live = self._live(connection)
+        returns_ids = connection.features.can_return_rows_from_bulk_insert
+        # With a savepoint: a payload that fails to encode mid-way rolls back these rows
+        # alone, and the caller's transaction goes on.
+        with transaction.atomic(using=connection.alias):
+
+            def write(texts: Sequence[str]) -> list[int]:
+                rows = [self._message(queue, text, stamps) for text in texts]
+                if returns_ids:
+                    live.bulk_create(rows, batch_size=CHUNK)
+                else:  # MySQL: no ids back from a multi-row INSERT, so one INSERT each
+                    for row in rows:
+                        row.save(using=connection.alias, force_insert=True)
+                return [row.pk for row in rows]
+
+            yield write
+
+    def insert_one(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int:
+        row = self._message(queue, text, stamps)
+        row.save(using=connection.alias, force_insert=True)  # one INSERT, no savepoint
+        return int(row.pk)
+
+    def insert_unique(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int | None:
+        row = self._message(queue, text, stamps)
+        try:
+            # A savepoint: on PostgreSQL the refused INSERT would abort the caller's block.
+            with transaction.atomic(using=connection.alias):
+                row.save(using=connection.alias, force_insert=True)
+        except IntegrityError:
+            return None  # alkqueue_live_unique_key (or 0009's stand-in) refused the key
+        return int(row.pk)
+
+    # -- claim -----------------------------------------------------------------------------
+
+    def claim(
+        self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
+        live = self._live(connection).filter(queue=queue).filter(not_expired(now))
+        keys = ("id", "priority", "run_at", "lease", "attempts", "max_attempts")
+        token = uuid.uuid4()  # one per claim, shared by its jobs, as on PostgreSQL
+        if not connection.features.has_select_for_update:
+            # Without row locks the claim takes the write lock: look first, so that an idle
+            # poll takes no lock and does not wait behind a writer's open transaction.
+            due_or_lapsed = Q(claim_token__isnull=True, run_at__lte=now) | Q(
+                claim_token__isnull=False, lease_expires_at__lte=now
+            )
+            if not live.filter(due_or_lapsed).exists():
+                return [], []
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            self._write_lock_first(connection)
+            locked = live.select_for_update(skip_locked=True)
+            due = self.due(connection, queue, now)
+            # Every lapsed row (few): the best compete with the due ones, the exhausted die.
+            lapsed = locked.filter(claim_token__isnull=False, lease_expires_at__lte=now)
+            candidates = [*due.values_list(*keys)[:n], *lapsed.order_by().values_list(*keys)]
+            exhausted = [row[0] for row in candidates if row[4] >= row[5]]
+            usable = sorted((row for row in candidates if row[4] < row[5]),
+                            key=lambda row: (-row[1], row[2], row[0]))[:n]  # fmt: skip
+            for lease, rows in itertools.groupby(sorted(usable, key=lambda r: r[3]),
+                                                 key=lambda r: r[3]):  # fmt: skip
+                live.filter(id__in=[row[0] for row in rows]).update(
+                    attempts=F("attempts") + 1, claim_token=token, claimed_by=worker_id,
+                    claimed_at=now, lease_expires_at=now + timedelta(seconds=lease),
+                )  # fmt: skip
+            ids = [row[0] for row in usable]
+            claimed = live_rows(self._live(connection).filter(id__in=ids))
+            dead = self._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
+                                  MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
+        handed = [(self.to_job(row, now), Claim(row[0], token)) for row in claimed]
+        handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
+        return handed, [self.to_job(row, now) for row in dead]
+
+    def due(
+        self, connection: BaseDatabaseWrapper, queue: str, now: datetime
+    ) -> QuerySet[QueueMessage]:
+        """The claim's first read: due, unclaimed rows of `queue` in handout order, locked,
+        skipping rows other transactions hold (index alkqueue_pending_idx, or
+        alkqueue_claim_full_idx where partial indexes are missing)."""
+        return (
+            self._live(connection)
+            .select_for_update(skip_locked=True)
+            .filter(not_expired(now), queue=queue, claim_token__isnull=True, run_at__lte=now)
+            .order_by(*HANDOUT)
+        )
+
+    # -- completions, fenced by the claim --------------------------------------------------
+
+    def ack(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> list[Claim]:
+        done: list[Claim] = []
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            self._write_lock_first(connection)
+            for chunk in chunks(claims):
+                wanted = set(chunk)
+                valid = self._valid(connection, [c.id for c in chunk], now, skip_locked=False)
+                acked = [claim for claim in valid if claim in wanted]
+                self._live(connection).filter(id__in=[c.id for c in acked]).delete()
+                done.extend(acked)
+        return done
+
+    def _valid(
+        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime,
+        skip_locked: bool, queue: str | None = None,
+    ) -> list[Claim]:  # fmt: skip
+        """The claims of these rows whose lease is live, each row locked until commit."""
+        live = self._live(connection)
+        rows = (
+            (live if queue is None else live.filter(queue=queue))
+            .select_for_update(skip_locked=skip_locked)
+            .filter(id__in=ids, claim_token__isnull=False, lease_expires_at__gt=now)
+            .values_list("id", "claim_token")
+        )
+        return [Claim(job_id, token) for job_id, token in rows if token is not None]
+
+    def ack_batch(
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
+    ) -> list[int]:
+        acked: list[int] = []
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            self._write_lock_first(connection)
+            for chunk in chunks(ids):
+                valid = self._valid(connection, chunk, now, skip_locked=False, queue=queue)
+                acked.extend(claim.id for claim in valid)
+                self._live(connection).filter(id__in=[c.id for c in valid]).delete()
+        return acked
+
+    def retry(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        run_at: datetime,
+        error: str | None,
+    ) -> bool:
+        changes: dict[str, Any] = {"run_at": run_at}
+        if error is not None:
+            changes["last_error"] = error
+        return self._unclaim(connection, claim, now, changes)
+
+    def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
+        return self._unclaim(connection, claim, now, {"run_at": now, "attempts": F("attempts") - 1})
+
+    def _unclaim(
+        self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime,
+        changes: dict[str, Any],
+    ) -> bool:  # fmt: skip
+        """A valid claim given up: the row pending again, with `changes` on top."""
+        valid = self._live(connection).filter(by_claim(*claim, now))
+        return (
+            valid.update(
+                claim_token=None, claimed_by=None, claimed_at=None, lease_expires_at=None, **changes
+            )
+            == 1
+        )
+
+    def heartbeat(
+        self,
+        connection: BaseDatabaseWrapper,
+        renewals: Sequence[tuple[Claim, datetime]],
+        now: datetime,
+    ) -> list[Claim]:
+        expiry = dict(renewals)
+        renewed: list[Claim] = []
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            self._write_lock_first(connection)
+            # Rows an atomic handler's transaction holds are skipped, not waited for: the
+            # keeper must never stall behind a running handler.
+            ids = [claim.id for claim in expiry]
+            for chunk in chunks(ids):
+                for claim in self._valid(connection, chunk, now, skip_locked=True):
+                    if claim in expiry:
+                        self._live(connection).filter(id=claim.id).update(
+                            lease_expires_at=expiry[claim]
+                        )
+                        renewed.append(claim)
+        return renewed
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def reclaim(
+        self, connection: BaseDatabaseWrapper, now: datetime
+    ) -> tuple[list[int], list[Row]]:
+        live = self._live(connection)
+        lapsed = live.filter(
+            claim_token__isnull=False, lease_expires_at__lte=now, attempts__lt=F("max_attempts")
+        )
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            self._write_lock_first(connection)
+            exhausted = live.filter(lapsed_exhausted(now)).select_for_update(skip_locked=True)
+            reason = MAX_ATTEMPTS_EXCEEDED
+            dead = self._bury_ids(connection, exhausted.values_list("id", flat=True), now,
+                                  reason, reason)  # fmt: skip
+            ids = list(lapsed.select_for_update(skip_locked=True).values_list("id", flat=True))
+            for chunk in chunks(ids):
+                lapsed.filter(id__in=chunk).update(
+                    claim_token=None, claimed_by=None, claimed_at=None, lease_expires_at=None
+                )
+        return ids, dead
+
+    def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        # One DELETE per distinct retention (a handful: one per consumer's setting), each a
+        # plain cutoff on died_at, instead of date arithmetic that differs per database.
+        dead = DeadLetter.objects.using(connection.alias).filter(retention__isnull=False)
+        retentions = dead.order_by().values_list("retention", flat=True).distinct()
+        deleted = 0
+        for kept in [kept for kept in retentions if kept is not None]:
+            cutoff = now - timedelta(seconds=kept)
+            deleted += dead.filter(retention=kept, died_at__lt=cutoff).delete()[0]
+        return deleted
+
+    def fail(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> Row | None:
+        rows = self._bury(connection, by_claim(*claim, now), now, reason, error)
+        return rows[0] if rows else None
+
+    def sweep_expired(
+        self, connection: BaseDatabaseWrapper, queue: str | None, now: datetime, reason: str
+    ) -> list[Row]:
+        return self._bury(connection, expired(now, queue), now, reason, reason)
+
+    def _bury(
+        self, connection: BaseDatabaseWrapper, condition: Q, now: datetime, reason: str,
+        error: str,
+    ) -> list[Row]:  # fmt: skip
+        """Move the live rows matching `condition` to the dead letters, locked first."""
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            self._write_lock_first(connection)
+            matching = self._live(connection).filter(condition).select_for_update()
+            ids = list(matching.values_list("id", flat=True))
+            return self._bury_ids(connection, ids, now, reason, error)
+
+    def _bury_ids(
+        self, connection: BaseDatabaseWrapper, ids: Iterable[int], now: datetime,
+        reason: str, error: str,
+    ) -> list[Row]:  # fmt: skip
+        """Inside the caller's transaction, with the rows locked: live rows -> dead letters.
+        Returns the dead letters in the row shape."""
+        dead: list[Row] = []
+        for chunk in chunks(list(ids)):
+            rows = live_rows(self._live(connection).filter(id__in=chunk))
+            letters = [dead_letter(row, now, reason, error) for row in rows]
+            DeadLetter.objects.using(connection.alias).bulk_create(letters)
+            self._live(connection).filter(id__in=chunk).delete()
+            dead.extend(as_dead_row(row, now, reason, error) for row in rows)
+        return dead
+
+    # -- queue statistics ------------------------------------------------------------------
+
+    def add_queue_stat_deltas(
+        self,
+        connection: BaseDatabaseWrapper,
+        minute: datetime,
+        deltas: Sequence[queue_stat_deltas.Delta],
+    ) -> None:
+        queue_stat_deltas.add_by_orm(connection, minute, deltas)

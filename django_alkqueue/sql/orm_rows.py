@@ -1,0 +1,91 @@
+"""The ORM dialect's rows and filters (sql/orm.py): the row shape Dialect.to_job reads, the
+predicates operations.py names as Q objects, and the dead letter a live row becomes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Expression, F, Q, QuerySet, TextField, Value
+from django.db.models.expressions import ExpressionWrapper
+
+from ..models import DeadLetter, QueueMessage
+from .base import ROW_FIELDS, Row
+
+#: Ids per IN list: well below every backend's limit on parameters in one statement.
+CHUNK = 500
+#: Handout order, as in the other dialects (see OrmDialect.due for the index).
+HANDOUT = ("-priority", "run_at", "id")
+
+# The payload column read as the stored JSON text: the field itself would decode it, and the
+# row shape carries the text (Dialect.to_job decodes it once).
+_PAYLOAD_TEXT = ExpressionWrapper(F("payload"), output_field=TextField())
+_LIVE_FIELDS: tuple[str | Expression, ...] = tuple(
+    _PAYLOAD_TEXT if name == "payload" else name for name in ROW_FIELDS[:18]
+)
+_DEAD_FIELDS: tuple[str | Expression, ...] = tuple(
+    "job_id" if name == "id" else _PAYLOAD_TEXT if name == "payload" else name
+    for name in (*ROW_FIELDS[:13], *ROW_FIELDS[14:16], *ROW_FIELDS[17:])
+)
+_NO_EXPIRY = Q(expires_at__isnull=True)
+
+
+def not_expired(now: datetime) -> Q:
+    return _NO_EXPIRY | Q(expires_at__gt=now)
+
+
+def by_claim(job_id: int, token: Any, now: datetime) -> Q:
+    """The row of a claim that is still valid: same token, lease live."""
+    return Q(id=job_id, claim_token=token, lease_expires_at__gt=now)
+
+
+def expired(now: datetime, queue: str | None = None) -> Q:
+    """Live rows past their expires_at, of `queue` or of every queue."""
+    scope = Q() if queue is None else Q(queue=queue)
+    return scope & Q(expires_at__lte=now)
+
+
+def lapsed_exhausted(now: datetime) -> Q:
+    """Claims whose lease lapsed with no attempt left: the reclaim dead-letters them."""
+    return Q(claim_token__isnull=False, lease_expires_at__lte=now) & Q(
+        attempts__gte=F("max_attempts")
+    )
+
+
+def chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
+
+
+def live_rows(queryset: QuerySet[QueueMessage]) -> list[Row]:
+    """Live rows in the row shape (ROW_FIELDS): a live row has no death."""
+    return [(*row, None, None) for row in queryset.values_list(*_LIVE_FIELDS)]
+
+
+def dead_rows(queryset: QuerySet[DeadLetter]) -> list[Row]:
+    """Dead letters in the row shape: no claim token, no lease."""
+    return [
+        (*row[:13], None, row[13], row[14], None, *row[15:])
+        for row in queryset.values_list(*_DEAD_FIELDS)
+    ]
+
+
+def dead_letter(row: Row, now: datetime, reason: str, error: str) -> DeadLetter:
+    """The dead letter of a live row (ROW_FIELDS order), stored text payload and all."""
+    fields = dict(zip(ROW_FIELDS, row, strict=True))
+    return DeadLetter(
+        job_id=fields["id"], queue=fields["queue"],
+        payload=Value(fields["payload"], output_field=TextField()),
+        priority=fields["priority"], attempts=fields["attempts"],
+        max_attempts=fields["max_attempts"], backoff_base=fields["backoff_base"],
+        lease=fields["lease"], retention=fields["retention"], run_at=fields["run_at"],
+        enqueued_at=fields["enqueued_at"], expires_at=fields["expires_at"],
+        unique_key=fields["unique_key"], claimed_by=fields["claimed_by"],
+        claimed_at=fields["claimed_at"], died_at=now, reason=reason, last_error=error,
+    )  # fmt: skip
+
+
+def as_dead_row(row: Row, now: datetime, reason: str, error: str) -> Row:
+    """A live row as the dead letter it became: no token, no lease; its error, death, reason."""
+    return (*row[:13], None, row[14], row[15], None, error, now, reason)
