@@ -87,7 +87,7 @@ def test_reclaim_after_more_exhausted_lapsed_claims_than_sqlite_binds_at_once(
     q, clock, default_sqlite_limit
 ):
     _lapsed_claims(q, clock, LAPSED)
-    assert Reclaimer("default", clock).run_once() == (0, LAPSED)
+    assert Reclaimer("default").run_once(clock()) == (0, LAPSED)
     assert QueueMessage.objects.count() == 0
 
 
