@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import psycopg
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..base import Notifications
+from .session import as_django_error
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -16,25 +20,25 @@ def listening(connection: BaseDatabaseWrapper, channel: str) -> Iterator[Notific
     """A new session with `connection`'s settings, LISTENing on `channel`; yields a function
     that waits up to `timeout` seconds and returns the payloads (queue names) that came.
     Not Django's connection: a LISTEN lasts the session, which Django may close or pool."""
-    conn = connection.get_new_connection(connection.get_connection_params())
+    conn = _django_errors(lambda: connection.get_new_connection(connection.get_connection_params()))
     try:
         conn.autocommit = True
-        conn.execute(f"LISTEN {channel}")
+        _django_errors(lambda: conn.execute(f"LISTEN {channel}"))
 
         def wait(timeout: float) -> list[str]:
-            # Called outside this generator's frame too (a service keeps the session open
-            # between ticks), so it translates the driver's errors itself.
-            try:
-                return [notify.payload for notify in conn.notifies(timeout=timeout)]
-            except psycopg.Error as exc:
-                from .session import as_django_error
-
-                raise as_django_error(exc) from exc
+            return _django_errors(
+                lambda: [notify.payload for notify in conn.notifies(timeout=timeout)]
+            )
 
         yield wait
-    except psycopg.Error as exc:
-        from .session import as_django_error
-
-        raise as_django_error(exc) from exc
     finally:
         conn.close()
+
+
+def _django_errors(call: Callable[[], T]) -> T:  # noqa: UP047
+    """`call()`, its driver errors raised as Django's: this session is the driver's own, which
+    Django's error wrapper never sees, and the worker backs off on Django's errors only."""
+    try:
+        return call()
+    except psycopg.Error as exc:
+        raise as_django_error(exc) from exc
