@@ -7,6 +7,7 @@ worker kept heartbeating as "live", its job was never acked and --burst hung).
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 
@@ -77,6 +78,20 @@ def test_the_supervisor_restarts_a_child_whose_loop_died():
     )
     try:
         wait_until(lambda: supervisor.output.count("exited with 70; restarting it") >= 2, 60)
+    finally:
+        supervisor.process.send_signal(signal.SIGTERM)
+        assert supervisor.process.wait(60) == 0, supervisor.output
+
+
+def test_the_supervisor_waits_longer_before_each_restart_of_a_child_that_keeps_crashing():
+    supervisor = Watched(
+        start_worker("--processes", "2", "--queue", "shop-reports", env=dying("alk-status"))
+    )
+    try:
+        wait_until(lambda: supervisor.output.count("restarting it in 4 s") == 2, 90)
+        delays = re.findall(r"exited with 70; restarting it in (\d+) s", supervisor.output)
+        # Each child's own curve; one child's wait does not hold back the other's restart.
+        assert sorted(delays[:6]) == ["1", "1", "2", "2", "4", "4"], supervisor.output
     finally:
         supervisor.process.send_signal(signal.SIGTERM)
         assert supervisor.process.wait(60) == 0, supervisor.output

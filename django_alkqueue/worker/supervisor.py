@@ -19,7 +19,20 @@ from .runner import SUPERVISOR_STOP, WorkerOptions
 
 logger = logging.getLogger("django_alkqueue")
 
-RESTART_DELAY = 1.0
+#: A child that crashes again soon after its start waits longer before each restart, up to a
+#: minute, so a broken deploy does not spin a crash loop every second forever; one that ran
+#: `STABLE_AFTER` seconds starts the curve again.
+FIRST_RESTART_DELAY = 1.0
+MOST_RESTART_DELAY = 60.0
+STABLE_AFTER = 30.0
+
+
+def restart_delay(previous: float | None, ran_for: float) -> float:
+    """The wait before restarting a child that ran `ran_for` seconds, after `previous` (the
+    wait before its last restart; None for the first)."""
+    if previous is None or ran_for >= STABLE_AFTER:
+        return FIRST_RESTART_DELAY
+    return min(previous * 2, MOST_RESTART_DELAY)
 
 
 def child_command(options: WorkerOptions, index: int, verbosity: int) -> list[str]:
@@ -53,17 +66,30 @@ class Supervisor:
         self.stopping = threading.Event()
         self._signals = 0
         self.children: dict[int, subprocess.Popen[bytes]] = {}
+        self.started_at: dict[int, float] = {}
+        self.delays: dict[int, float] = {}
 
     def run(self) -> int:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         done: set[int] = set()
+        restart_at: dict[int, float] = {}  # children waiting out their restart delay
         for index in range(self.processes):
             self.children[index] = self._spawn(index, env)
         while len(done) < self.processes:
+            now = time.monotonic()
             for index, child in list(self.children.items()):
-                if index in done or child.poll() is None:
+                if index in done:
+                    continue
+                if index in restart_at:
+                    if self.stopping.is_set():
+                        done.add(index)
+                    elif now >= restart_at[index]:
+                        del restart_at[index]
+                        self.children[index] = self._spawn(index, env)
+                    continue
+                if child.poll() is None:
                     continue
                 finished_cleanly = child.returncode == 0 and (
                     self.options.burst or self.options.max_jobs is not None
@@ -76,16 +102,18 @@ class Supervisor:
                     logger.error("a worker process refused to start; stopping them all")
                     self._stop_all()
                     return EXIT_CONFIG
-                logger.warning("worker process %d exited with %s; restarting it",
-                               child.pid, child.returncode)  # fmt: skip
-                self.stopping.wait(RESTART_DELAY)
-                if not self.stopping.is_set():
-                    self.children[index] = self._spawn(index, env)
-            time.sleep(0.1)
+                delay = self.delays[index] = restart_delay(
+                    self.delays.get(index), ran_for=now - self.started_at[index]
+                )
+                logger.warning("worker process %d exited with %s; restarting it in %g s",
+                               child.pid, child.returncode, delay)  # fmt: skip
+                restart_at[index] = now + delay
+            self.stopping.wait(0.1)
         return 0
 
     def _spawn(self, index: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
         command = child_command(self.options, index, self.verbosity)
+        self.started_at[index] = time.monotonic()
         # Their own session: a Ctrl-C or a signal to our process group reaches the children
         # only through us, not also directly (which they would take as a second signal).
         return subprocess.Popen(command, env=env, start_new_session=True)
