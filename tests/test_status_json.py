@@ -1,9 +1,13 @@
-"""`alk_status --json`: timestamps in ISO 8601, as JSON readers parse them."""
+"""`alk_status`: --json timestamps in ISO 8601, as JSON readers parse them; --watch ends on
+Ctrl-C."""
 
 from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
+import sys
 from datetime import datetime
 
 import pytest
@@ -11,6 +15,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from django_alkqueue.models import Worker
+from tests.conftest import wait_until
+from tests.workers import ROOT, Watched, database_env
 
 pytestmark = pytest.mark.django_db
 
@@ -28,3 +34,21 @@ def test_json_timestamps_are_iso_8601():
     assert worker["last_heartbeat_at"] == started.isoformat()
     assert "T" in worker["started_at"]
     assert datetime.fromisoformat(worker["started_at"]) == started
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_ends_alk_status_watch_with_status_0_and_no_traceback():
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "alk_status", "--watch", "0.2"],
+        env=database_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    watched = Watched(process)
+    wait_until(lambda: watched.output.count("workers") >= 2, 30, what="two refreshes")
+
+    process.send_signal(signal.SIGINT)
+
+    assert process.wait(30) == 0, watched.output
+    assert "Traceback" not in watched.output

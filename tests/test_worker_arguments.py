@@ -44,10 +44,18 @@ def test_the_messages_say_what_is_expected():
     assert "'many' is not a whole number" in refused("alk_worker", "--concurrency", "many")
 
 
+@pytest.mark.parametrize("command", ["alk_worker", "alk_status", "alk_periodic"])
+def test_a_database_alias_not_in_settings_is_refused_naming_the_ones_there(command):
+    message = refused(command, "--database", "nope")
+    assert "argument --database: 'nope' is not a database alias; " in message
+    assert "settings.DATABASES has default" in message
+
+
 @pytest.mark.parametrize(
     "args",
     [("alk_worker", "--poll-interval", "inf"), ("alk_worker", "--shutdown-timeout", "inf"),
-     ("alk_status", "--watch", "-1")],
+     ("alk_status", "--watch", "-1"), ("alk_status", "--database", "nope"),
+     ("alk_worker", "--database", "nope")],
 )  # fmt: skip
 def test_from_the_command_line_a_bad_value_exits_2_with_a_message_and_no_traceback(args):
     result = run_manage(*args)

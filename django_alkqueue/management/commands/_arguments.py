@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from django.conf import settings
+
 from django_alkqueue import validation
 from django_alkqueue.exceptions import InvalidOption
 
@@ -32,6 +34,16 @@ def positive_int(text: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
     return number
+
+
+def database_alias(text: str) -> str:
+    """An alias of settings.DATABASES (`--database nope` is one line, not a traceback)."""
+    aliases = list(settings.DATABASES)
+    if text not in aliases:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a database alias; settings.DATABASES has {', '.join(aliases)}"
+        )
+    return text
 
 
 def _seconds(text: str, *, positive: bool) -> float:

@@ -12,12 +12,14 @@ from django_alkqueue.conf import get_settings
 from django_alkqueue.models import PeriodicTick
 from django_alkqueue.periodic import never_fires, next_tick, schedules
 
+from ._arguments import database_alias
+
 
 class Command(BaseCommand):
     help = "List the periodic schedules with their next run times."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--database", default=None)
+        parser.add_argument("--database", type=database_alias, default=None)
 
     def handle(self, *args: Any, **options: Any) -> None:
         using = options["database"] or get_settings().DATABASE

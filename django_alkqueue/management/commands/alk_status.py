@@ -15,7 +15,7 @@ from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
 from django_alkqueue.status import QueueRow, WorkerRow, queue_overview, worker_overview
 
-from ._arguments import positive_seconds
+from ._arguments import database_alias, positive_seconds
 
 QUEUE_COLUMNS = ("queue", "pending", "scheduled", "claimed", "dead", "oldest", "paused", "handler")
 
@@ -73,15 +73,19 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="machine-readable output")
         parser.add_argument("--watch", type=positive_seconds, default=None, metavar="N",
                             help="refresh every N seconds")  # fmt: skip
-        parser.add_argument("--database", default=None)
+        parser.add_argument("--database", type=database_alias, default=None)
 
     def handle(self, *args: Any, **options: Any) -> None:
         using = options["database"] or get_settings().DATABASE
-        while True:
-            self.stdout.write(self.render(using, options["json"]))
-            if options["watch"] is None:
-                return
-            time.sleep(options["watch"])
+        try:
+            while True:
+                self.stdout.write(self.render(using, options["json"]))
+                if options["watch"] is None:
+                    return
+                time.sleep(options["watch"])
+        except KeyboardInterrupt:
+            # Ctrl-C is how --watch ends: a clean exit, not a traceback.
+            self.stdout.write("")
 
     def render(self, using: str, as_json: bool) -> str:
         now = system_clock()

@@ -12,7 +12,7 @@ from django_alkqueue import defaults
 from django_alkqueue.worker.runner import Worker, WorkerOptions
 from django_alkqueue.worker.supervisor import Supervisor
 
-from ._arguments import positive_int, positive_seconds, seconds
+from ._arguments import database_alias, positive_int, positive_seconds, seconds
 
 
 def freeze_startup_heap() -> None:
@@ -82,7 +82,8 @@ class Command(BaseCommand):
             action="store_true",
             help="take queues whose Consumer row names another handler",
         )
-        parser.add_argument("--database", default=None, help="database alias")  # fmt: skip
+        parser.add_argument("--database", type=database_alias, default=None,
+                            help="database alias")  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         # -v 0: warnings only; -v 1: a line per finished job; -v 2 and up: debug.
