@@ -22,7 +22,7 @@ from .jobs import Job, QueueStats
 from .outcomes import Fail, Retry
 
 if TYPE_CHECKING:
-    from .queues import JobHandle, Queue, enqueue, queue
+    from .queues import JobHandle, Queue, aenqueue, enqueue, queue
 
 __all__ = [
     "AlkQueueError",
@@ -37,6 +37,7 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "UnsupportedDatabase",
+    "aenqueue",
     "consumer",
     "enqueue",
     "queue",
@@ -47,6 +48,7 @@ _LAZY = {
     "JobHandle": "django_alkqueue.queues",
     "queue": "django_alkqueue.queues",
     "enqueue": "django_alkqueue.queues",
+    "aenqueue": "django_alkqueue.queues",
 }
 
 

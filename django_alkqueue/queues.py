@@ -10,6 +10,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from . import defaults as _defaults
 from . import operations, validation
 from .backoff import exponential_delay
@@ -224,6 +226,27 @@ class Queue:
         chosen = validation.states(states, STATES)
         return operations.purge(self.using, self.name, chosen, self._now())
 
+    # -- async -----------------------------------------------------------------------------
+    # Django (through 6.1) has no async database connection, so each of these runs its
+    # synchronous twin through asgiref's sync_to_async in Django's one thread for database
+    # work (thread_sensitive), which keeps a caller's sync atomic blocks on one connection.
+
+    async def aenqueue(self, payload: Any, **options: Any) -> Job:
+        """`enqueue` for async code; see docs/queues.md ("From async code")."""
+        return await sync_to_async(self.enqueue)(payload, **options)
+
+    async def aenqueue_many(self, payloads: Iterable[Any], **options: Any) -> list[Job]:
+        return await sync_to_async(self.enqueue_many)(payloads, **options)
+
+    async def aget_job(self, job_id: int) -> Job | None:
+        return await sync_to_async(self.get_job)(job_id)
+
+    async def acancel(self, job_id: int) -> bool:
+        return await sync_to_async(self.cancel)(job_id)
+
+    async def arequeue(self, job_id: int) -> Job | None:
+        return await sync_to_async(self.requeue)(job_id)
+
 
 class JobHandle:
     """A claimed job and the claim token that proves it is still ours.
@@ -395,4 +418,18 @@ def enqueue(queue_name: str, payload: Any, **options: Any) -> Job:
     return queue(queue_name, **queue_options).enqueue(payload, **options)
 
 
-__all__ = ["LIVE_STATES", "Job", "JobHandle", "Queue", "QueueStats", "enqueue", "queue"]
+async def aenqueue(queue_name: str, payload: Any, **options: Any) -> Job:
+    """`enqueue` for async code, with the same options."""
+    return await sync_to_async(enqueue)(queue_name, payload, **options)
+
+
+__all__ = [
+    "LIVE_STATES",
+    "Job",
+    "JobHandle",
+    "Queue",
+    "QueueStats",
+    "aenqueue",
+    "enqueue",
+    "queue",
+]

@@ -7,4 +7,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("orders/", views.place_order, name="place-order"),
     path("orders/fail/", views.place_order_then_fail, name="place-order-then-fail"),
+    path("orders/async/", views.place_order_async, name="place-order-async"),
+    path("ping/async/", views.ping_async, name="ping-async"),
 ]
