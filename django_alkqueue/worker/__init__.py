@@ -15,6 +15,7 @@ maintenance.py    the leader's services (reclaim, sweep) and LeaderLoop, which r
 pool.py           the handler threads
 presence.py       the service that keeps this worker's row in the Worker table
 queue_stats.py    the QueueStat writers: the leader's minute counts, every worker's deltas
+reload.py         --reload: the worker as a child that Django's autoreloader restarts
 report.py         what the worker prints: a line per job, the status line, the --burst table
 runner.py         one worker process: its parts built from one settings read, then the
                   start-up and shutdown sequence

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from django_alkqueue import defaults
+from django_alkqueue.worker.reload import run_with_reload
 from django_alkqueue.worker.runner import Worker, WorkerOptions
 from django_alkqueue.worker.supervisor import Supervisor
 
@@ -84,8 +86,16 @@ class Command(BaseCommand):
         )
         parser.add_argument("--database", type=database_alias, default=None,
                             help="database alias")  # fmt: skip
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="development: restart the worker when a Python file changes",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["reload"]:
+            run_with_reload(sys.argv)
+            return
         # -v 0: warnings only; -v 1: a line per finished job; -v 2 and up: debug.
         levels = {0: logging.WARNING, 1: logging.INFO}
         logging.getLogger("django_alkqueue").setLevel(
