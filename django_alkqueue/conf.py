@@ -65,6 +65,9 @@ class AlkQueueSettings:
     #: Which SQL dialect serves the queue's database: "auto" (PostgreSQL's and SQLite's own,
     #: the ORM dialect elsewhere) or "orm" (the ORM dialect everywhere). docs/databases.md.
     DIALECT: str = "auto"
+    #: Tests only (django_alkqueue.testing): run each due job enqueued in a transaction when
+    #: it commits, in the committing thread, through the worker's outcome rules.
+    RUN_ON_COMMIT: bool = False
 
 
 _FIELDS = {f.name for f in dataclasses.fields(AlkQueueSettings)}
@@ -206,6 +209,7 @@ RULES: dict[str, Rule] = {
     "STATS_RETENTION": _seconds(positive=True),
     "QUEUES": _queues,
     "DIALECT": _one_of("auto", "orm"),
+    "RUN_ON_COMMIT": _boolean,
 }
 
 

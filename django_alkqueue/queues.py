@@ -132,7 +132,12 @@ class Queue:
         stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
         if not count:  # validated all the same: a bad option is refused whatever the batch
             return []
-        return operations.enqueue(self.using, self.name, texts, count, stamps, now)
+        jobs = operations.enqueue(self.using, self.name, texts, count, stamps, now)
+        if get_settings().RUN_ON_COMMIT:
+            from .testing import run_on_commit
+
+            run_on_commit(jobs, self.using)
+        return jobs
 
     def _stamps(
         self,

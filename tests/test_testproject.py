@@ -1,5 +1,6 @@
-"""The testproject's two ways to enqueue (a view's transaction, a post_save receiver) and
-`manage.py alk_status --json` against the true counts."""
+"""The testproject's two ways to enqueue (a view's transaction, a post_save receiver), its
+jobs run by the `alkqueue` fixture (django_alkqueue.testing), and `manage.py alk_status
+--json` against the true counts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.test import Client
 
 from django_alkqueue import queue
 from django_alkqueue.models import Consumer, DeadLetter, QueueMessage
-from testproject.shop.models import Order
+from testproject.shop.models import HandlerRun, Order
 from tests.workers import run_manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,6 +28,16 @@ def test_order_view_saves_the_order_and_enqueues_its_receipt_email():
     assert email.queue == "shop-emails"
     assert email.payload == {"order": order.pk, "to": "ada@example.com", "template": "receipt"}
     assert email.claim_token is None and email.attempts == 0
+
+
+def test_an_orders_receipt_and_invoice_jobs_run_when_the_test_drains_them(alkqueue):
+    body = Client().post("/orders/", {"email": "dee@example.com"}).json()
+
+    drained = alkqueue.drain(["shop-emails", "shop-reports"])
+
+    assert drained.succeeded == 2
+    assert set(HandlerRun.objects.values_list("queue", "job_id")) >= {("shop-emails", body["job"])}
+    assert alkqueue.jobs("shop-emails") == alkqueue.jobs("shop-reports") == []
 
 
 def test_saving_an_order_enqueues_its_invoice_report_from_the_post_save_receiver():

@@ -1,0 +1,209 @@
+"""Helpers for testing a project's own handlers (docs/testing.md), and a pytest plugin.
+
+`drain()` runs due jobs in the test's own thread through the worker's real claim and outcome
+rules (ack, retry, fail, dead letter; batch and atomic consumers; the Tasks backend's
+queues), so a test sees what a worker would have done. `jobs()` lists what was enqueued;
+`run_job()` runs one job now, due or not. `ALKQUEUE["RUN_ON_COMMIT"] = True` (tests only)
+runs each due job a transaction enqueued when it commits.
+
+The pytest plugin (registered through the `pytest11` entry point) gives the fixture
+`alkqueue`, an object with these three functions and `run_on_commit()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from django.db import transaction
+
+from .conf import get_settings
+from .exceptions import InvalidOption
+from .jobs import Job
+
+#: The worker id that drain() and run_job() claim under, shown in the admin while they run.
+WORKER_ID = "django_alkqueue.testing"
+OUTCOMES = ("succeeded", "retried", "dead", "lost")
+#: drain() stops after this many jobs unless told otherwise: a handler that enqueues a job
+#: for itself would otherwise loop for ever.
+MAX_JOBS = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Drained:
+    """What `drain()` did: jobs per outcome ("succeeded", "retried", "dead", "lost")."""
+
+    succeeded: int = 0
+    retried: int = 0
+    dead: int = 0
+    lost: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.succeeded + self.retried + self.dead + self.lost
+
+
+def jobs(queue_name: str, *, using: str | None = None) -> list[Job]:
+    """The live jobs of a queue in handout order (priority, run_at, id), any state."""
+    from .models import QueueMessage
+    from .queues import queue
+
+    alias = using or get_settings().DATABASE
+    ids = (
+        QueueMessage.objects.using(alias)
+        .filter(queue=queue_name)
+        .order_by("-priority", "run_at", "id")
+        .values_list("id", flat=True)
+    )
+    q = queue(queue_name, using=alias)
+    found = [q.get_job(job_id) for job_id in ids]
+    return [job for job in found if job is not None]
+
+
+def drain(
+    queue_name: str | Sequence[str] | None = None,
+    *,
+    using: str | None = None,
+    max_jobs: int = MAX_JOBS,
+) -> Drained:
+    """Run due jobs of the queue(s) (default: every served queue) until none is due, as one
+    worker with one thread would: claims of the consumer's batch size, its outcome rules.
+    Jobs the handlers enqueue are run too when due. Returns counts per outcome."""
+    names = (queue_name,) if isinstance(queue_name, str) else tuple(queue_name or ())
+    runner = _Runner(names, using or get_settings().DATABASE)
+    while runner.ran < max_jobs:
+        if not any(runner.run_claim(name, max_jobs - runner.ran) for name in runner.names):
+            break
+    return runner.drained()
+
+
+def run_job(job: Job | int, *, using: str | None = None) -> Drained:
+    """Run one live, unclaimed job now, due or not, through the outcome rules. Raises
+    InvalidOption when there is no such job or another claim holds it."""
+    from . import operations
+    from .clock import system_clock
+    from .models import QueueMessage
+
+    alias = using or get_settings().DATABASE
+    job_id = job if isinstance(job, int) else job.id
+    row = QueueMessage.objects.using(alias).filter(id=job_id).values("queue", "claim_token")
+    found = row.first()
+    if found is None:
+        raise InvalidOption(f"no live job {job_id} to run")
+    if found["claim_token"] is not None:
+        raise InvalidOption(f"job {job_id} is claimed by a worker")
+    operations.run_now(alias, [job_id], system_clock())
+    runner = _Runner((found["queue"],), alias)
+    runner.run_one(found["queue"], job_id)
+    return runner.drained()
+
+
+def run_on_commit(enqueued: list[Job], using: str) -> None:
+    """Queue.enqueue's hook when RUN_ON_COMMIT is on: run the due ones after commit."""
+    due = [job.id for job in enqueued if job.state == "pending"]
+    if due:
+        transaction.on_commit(lambda: _run_each(due, using), using=using)
+
+
+def _run_each(job_ids: list[int], using: str) -> None:
+    for job_id in job_ids:
+        # Already run, cancelled or claimed by a worker since the enqueue: nothing to do.
+        with suppress(InvalidOption):
+            run_job(job_id, using=using)
+
+
+class _Runner:
+    """The worker's executor and acker, run in the calling thread."""
+
+    def __init__(self, names: tuple[str, ...], using: str) -> None:
+        # Imported here: the worker's modules import the models, and a pytest plugin module
+        # is imported before Django is set up.
+        from .worker.acker import Acker
+        from .worker.executor import Executor
+        from .worker.exits import StartupRefused
+        from .worker.inflight import InFlight
+        from .worker.runner import resolve_specs
+        from .worker.stats import WorkerStats
+
+        try:
+            specs = resolve_specs(names)
+        except StartupRefused as exc:
+            raise InvalidOption(str(exc)) from None
+        self.specs = {spec.queue: spec for spec in specs}
+        self.names = list(self.specs)
+        self.using = using
+        self.inflight = InFlight()
+        self.stats = WorkerStats()
+        self.acker = Acker(using, self.inflight, self.stats, window=0)
+        self.executor = Executor(self.specs, self.acker, self.inflight, self.stats, using)
+        self.ran = 0
+
+    def run_claim(self, name: str, room: int) -> bool:
+        """Claim and run one claim's worth of the queue's due jobs; False when none was due."""
+        from .queues import queue
+
+        spec = self.specs[name]
+        handles = queue(name, using=self.using).claim(WORKER_ID, min(spec.batch or 1, room))
+        if not handles:
+            return False
+        self._run(handles)
+        return True
+
+    def run_one(self, name: str, job_id: int) -> None:
+        """Run job `job_id`: claim the queue's due jobs up to it, release the others."""
+        from .queues import queue
+
+        q = queue(name, using=self.using)
+        handles = q.claim(WORKER_ID, q.depth_pending() or 1)
+        ours = [h for h in handles if h.job.id == job_id]
+        for other in handles:
+            if other.job.id != job_id:
+                other.release()
+        if not ours:
+            raise InvalidOption(f"job {job_id} could not be claimed (held back or gone)")
+        self._run(ours)
+
+    def _run(self, handles: list[Any]) -> None:
+        self.inflight.add_all(handles)
+        self.executor.run_unit(handles)
+        while self.acker.pending():
+            self.acker.flush()
+        self.ran += len(handles)
+
+    def drained(self) -> Drained:
+        totals: Counter[str] = self.stats.totals()
+        return Drained(**{outcome: totals[outcome] for outcome in OUTCOMES})
+
+
+class Helpers:
+    """The `alkqueue` fixture: the module's functions, bound to nothing but the settings."""
+
+    drain = staticmethod(drain)
+    jobs = staticmethod(jobs)
+    run_job = staticmethod(run_job)
+
+    @staticmethod
+    @contextmanager
+    def run_on_commit() -> Iterator[None]:
+        """Within the block, a committed enqueue runs its due jobs at once."""
+        from django.conf import settings
+        from django.test import override_settings
+
+        current = dict(getattr(settings, "ALKQUEUE", None) or {})
+        with override_settings(ALKQUEUE={**current, "RUN_ON_COMMIT": True}):
+            yield
+
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - the plugin needs pytest, the helpers do not
+    pass
+else:
+
+    @pytest.fixture
+    def alkqueue() -> Helpers:
+        """drain(), jobs(), run_job() and run_on_commit() for a test (docs/testing.md)."""
+        return Helpers()
