@@ -164,6 +164,11 @@ def consumer(
         raise InvalidOption(f"sensitive must be True or False, not {sensitive!r}")
 
     def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
+        if atomic and inspect.iscoroutinefunction(handler):
+            raise InvalidOption(
+                f"queue {queue!r}: an async handler cannot be atomic: its transaction would "
+                "span the worker's event loop; open one with sync_to_async in the handler"
+            )
         registry.register(
             ConsumerSpec(
                 queue=queue,

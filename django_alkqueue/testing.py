@@ -74,9 +74,12 @@ def drain(
     Jobs the handlers enqueue are run too when due. Returns counts per outcome."""
     names = (queue_name,) if isinstance(queue_name, str) else tuple(queue_name or ())
     runner = _Runner(names, using or get_settings().DATABASE)
-    while runner.ran < max_jobs:
-        if not any(runner.run_claim(name, max_jobs - runner.ran) for name in runner.names):
-            break
+    try:
+        while runner.ran < max_jobs:
+            if not any(runner.run_claim(name, max_jobs - runner.ran) for name in runner.names):
+                break
+    finally:
+        runner.executor.close()
     return runner.drained()
 
 
@@ -97,7 +100,10 @@ def run_job(job: Job | int, *, using: str | None = None) -> Drained:
         raise InvalidOption(f"job {job_id} is claimed by a worker")
     operations.run_now(alias, [job_id], system_clock())
     runner = _Runner((found["queue"],), alias)
-    runner.run_one(found["queue"], job_id)
+    try:
+        runner.run_one(found["queue"], job_id)
+    finally:
+        runner.executor.close()
     return runner.drained()
 
 

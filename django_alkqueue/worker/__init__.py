@@ -5,6 +5,7 @@ acker.py          the service that groups the acks of finished jobs into one com
 claimer.py        claim up to the free capacity, dispatch; ClaimLoop, the main thread's service
 connections.py    connection hygiene for long-lived threads (instead of close_old_connections)
 consumer_table.py write the consumer registry to the Consumer table at start (--takeover)
+event_loop.py     the one asyncio loop on which `async def` handlers run
 executor.py       run one job's handler and turn its outcome into ack / retry / fail
 exits.py          the exit statuses (70: a loop died; 78: refused to start) and StartupRefused
 inflight.py       the jobs this worker holds: running, or awaiting their ack

@@ -12,11 +12,13 @@ A batch consumer's handler takes many jobs in one call, and the same rules apply
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import traceback
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 
@@ -30,6 +32,7 @@ from ..privacy import is_sensitive
 from ..queues import JobHandle
 from .acker import Acker
 from .connections import ThreadConnections, ages_connections
+from .event_loop import EventLoopThread
 from .inflight import InFlight
 from .report import report_outcome
 from .stats import WorkerStats
@@ -108,6 +111,21 @@ class Executor:
         #: Queues whose payloads must not reach an error text (privacy.py).
         self.sensitive = {name for name in specs if is_sensitive(name)}
         self.connections = ThreadConnections()
+        #: Queues whose handler is `async def`: their calls run on the worker's event loop.
+        self.coroutine_queues = {
+            name for name, spec in specs.items() if inspect.iscoroutinefunction(spec.handler)
+        }
+        self.event_loop = EventLoopThread()
+
+    def close(self) -> None:
+        """Stop the event loop of async handlers, if one started."""
+        self.event_loop.stop()
+
+    def call(self, spec: ConsumerSpec, *args: Any) -> Any:
+        """Call the handler; an `async def` one runs on the worker's event loop meanwhile."""
+        if spec.queue in self.coroutine_queues:
+            return self.event_loop.run(spec.handler(*args))
+        return spec.handler(*args)
 
     def run_unit(self, unit: list[JobHandle]) -> None:
         """Run one unit of work (worker/units.py): a batch consumer's jobs in one call, a
@@ -139,7 +157,7 @@ class Executor:
             try:
                 # The handler gets a list of its own: whatever it does to it, every job of
                 # the call is still settled here.
-                failures = batch_failures(spec.handler(list(jobs)), jobs)
+                failures = batch_failures(self.call(spec, list(jobs)), jobs)
             except KeyboardInterrupt:
                 raise
             except HANDLER_ERRORS as error:
@@ -183,7 +201,7 @@ class Executor:
 
     def _run_plain(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> bool:
         try:
-            spec.handler(handle.job.payload, handle.job)
+            self.call(spec, handle.job.payload, handle.job)
         except KeyboardInterrupt:
             raise
         except HANDLER_ERRORS as error:

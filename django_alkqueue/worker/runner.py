@@ -126,6 +126,7 @@ class Parts:
 
     inflight: InFlight
     stats: WorkerStats
+    executor: Executor
     pool: ThreadPool
     acker: Acker
     presence: Presence
@@ -196,6 +197,7 @@ class Worker:
         if parts.listener is not None:
             parts.listener.close()
         parts.pool.join(0.5)
+        parts.executor.close()
         _quietly(lambda: parts.stat_deltas.run_once(self.clock()))  # finished since the last
         _quietly(parts.presence.unregister)
         parts.reporter.finish()
@@ -248,7 +250,8 @@ class Worker:
             loops.append(loop(listener))
         claim = ClaimLoop(claimer, acker.pending, options.burst, self.stop_claiming)
         return Parts(
-            inflight=inflight, stats=stats, pool=pool, acker=acker, presence=presence,
+            inflight=inflight, stats=stats, executor=executor, pool=pool, acker=acker,
+            presence=presence,
             stat_deltas=stat_deltas, reporter=reporter, listener=listener,
             claim=loop(claim, stop=self.stop_claiming, wake=self.wake,
                        refresh=ThreadConnections().recycle), acking=acking,

@@ -1,0 +1,42 @@
+"""`async def` handlers for tests/test_async_handlers.py: loaded by worker subprocesses with
+ALKQUEUE_EXTRA_CONSUMERS=tests.async_consumers, and by the in-process tests on import.
+
+Each run records a HandlerRun (through the async ORM) whose note says how many runs of this
+process were in flight when it started, so a test can read the concurrency off the table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from django_alkqueue import Job, RetryPolicy, consumer
+from testproject.shop.models import HandlerRun
+
+_lock = threading.Lock()
+_running = 0
+
+
+@consumer("async-jobs", max_attempts=3, retry=RetryPolicy(backoff="constant", base=0))
+async def run_async(payload: dict[str, Any], job: Job) -> None:
+    global _running
+    with _lock:
+        _running += 1
+        running = _running
+    try:
+        await HandlerRun.objects.acreate(
+            queue=job.queue, job_id=job.id, attempt=job.attempts, note=f"running={running}"
+        )
+        await asyncio.sleep(float(payload.get("sleep", 0)))
+        if job.attempts <= int(payload.get("fail_times", 0)):
+            raise ConnectionError(f"temporary failure on attempt {job.attempts}")
+    finally:
+        with _lock:
+            _running -= 1
+
+
+@consumer("async-batch", batch=10)
+async def run_async_batch(jobs: list[Job]) -> None:
+    for job in jobs:
+        await HandlerRun.objects.acreate(queue=job.queue, job_id=job.id, attempt=job.attempts)
