@@ -286,11 +286,18 @@ class PeriodicTick(models.Model):
     the enqueue, so a tick is enqueued once even after its job has run and left the table."""
 
     name = models.CharField(max_length=200, unique=True)
-    last_tick = models.DateTimeField()
+    #: None: the schedule is listed (the admin made its row) but has not ticked yet.
+    last_tick = models.DateTimeField(null=True, blank=True)
+    #: A paused schedule's ticks pass without a job; resuming does not fire the missed ones.
+    paused = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         db_table = PERIODIC_TICK_TABLE
+        verbose_name = "periodic schedule"
+        permissions = [("pause_periodictick", "Can pause and resume periodic schedules")]
 
     def __str__(self) -> str:
+        if self.last_tick is None:
+            return f"{self.name} (not ticked yet)"
         return f"{self.name} @ {self.last_tick:%Y-%m-%d %H:%M:%S}"

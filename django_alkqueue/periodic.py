@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 from croniter import CroniterBadDateError, croniter
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, InterfaceError, transaction
+from django.db.models import Q
 from django.utils.module_loading import import_string
 
 from . import validation
@@ -259,8 +260,13 @@ class Scheduler:
         # Advance first, create only if there is no row: a racing scheduler whose INSERT is
         # refused then writes nothing more (on InnoDB, an UPDATE after a refused INSERT of the
         # same key deadlocks with the other refused schedulers).
+        behind = Q(last_tick__lt=tick) | Q(last_tick__isnull=True)
         with transaction.atomic(using=self.using):
-            if not ticks.filter(name=schedule.name, last_tick__lt=tick).update(last_tick=tick):
+            # The paused flag is read by the UPDATE that advances the tick, under its row
+            # lock: a pause committed before it is never followed by this tick's job.
+            if not ticks.filter(behind, name=schedule.name, paused=False).update(last_tick=tick):
+                # A paused schedule's ticks pass unused, so a resume does not fire them.
+                ticks.filter(behind, name=schedule.name, paused=True).update(last_tick=tick)
                 if ticks.filter(name=schedule.name).exists():
                     return False
                 try:
@@ -282,3 +288,20 @@ class Scheduler:
             queue(schedule.queue or "default", using=self.using).enqueue(
                 schedule.payload, unique_key=f"periodic:{schedule.name}:{tick.isoformat()}"
             )
+
+
+def set_paused(using: str, names: list[str], paused: bool) -> int:
+    """Pause or resume the named schedules (a row is made for one that has not ticked yet);
+    returns how many changed. The scheduler reads the flag in the statement that advances
+    the tick, so no tick after a committed pause is enqueued."""
+    ticks = PeriodicTick.objects.using(using)
+    with transaction.atomic(using=using):
+        ensure_rows(using, names)
+        return ticks.filter(name__in=names).exclude(paused=paused).update(paused=paused)
+
+
+def ensure_rows(using: str, names: list[str]) -> None:
+    """A row for each named schedule, `last_tick` None where it has not ticked yet."""
+    PeriodicTick.objects.using(using).bulk_create(
+        [PeriodicTick(name=name, last_tick=None) for name in names], ignore_conflicts=True
+    )

@@ -24,14 +24,15 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         using = options["database"] or get_settings().DATABASE
         now = system_clock()
-        last = dict(PeriodicTick.objects.using(using).values_list("name", "last_tick"))
+        ticks = PeriodicTick.objects.using(using).values_list("name", "last_tick", "paused")
+        last = {name: (tick, paused) for name, tick, paused in ticks}
         rows = [("name", "cron", "queue", "target", "last tick", "next run")]
         for s in schedules():
-            previous = last.get(s.name)
+            previous, paused = last.get(s.name, (None, False))
             rows.append((
                 s.name, s.cron, s.queue or "(task's)", s.describe(),
                 previous.isoformat(timespec="seconds") if previous else "-",
-                _next_run(s.cron, now),
+                "paused" if paused else _next_run(s.cron, now),
             ))  # fmt: skip
         if len(rows) == 1:
             self.stdout.write("no periodic schedules (ALKQUEUE['PERIODIC'] is empty)")

@@ -1,0 +1,118 @@
+"""Periodic schedules: ALKQUEUE["PERIODIC"] as the leader runs it, read-only, with each
+schedule's last and next tick, and Pause / Resume (permission pause_periodictick)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils.safestring import SafeString
+from django.utils.translation import ngettext
+
+from .. import periodic
+from ..clock import system_clock
+from ..conf import get_settings
+from ..models import PeriodicTick
+from .audit import record
+from .base import QueueAdmin, timestamp
+from .compat import BOTH_PLACES, action
+from .consumers import PAUSED
+from .permissions import has_perm
+
+
+class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
+    list_display = ("name", "cron", "target", "last", "next", "state")
+    search_fields = ("name",)
+    exact_search = True
+    ordering = ("name",)
+    actions = ["pause", "resume"]
+    fields = ("name", "cron", "target", "last", "next", "state")
+    readonly_fields = fields
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Every configured schedule gets its row, so the list shows the ones that have not
+        # ticked yet; a row is a name, a null tick and the paused flag, made once.
+        periodic.ensure_rows(self._using(), [s.name for s in periodic.schedules()])
+        return super().changelist_view(request, extra_context)
+
+    def _using(self) -> str:
+        return get_settings().DATABASE
+
+    def _schedule(self, row: PeriodicTick) -> periodic.Schedule | None:
+        return {s.name: s for s in periodic.schedules()}.get(row.name)
+
+    @admin.display(description="cron")
+    def cron(self, row: PeriodicTick) -> str:
+        schedule = self._schedule(row)
+        return schedule.cron if schedule else "-"
+
+    @admin.display(description="runs")
+    def target(self, row: PeriodicTick) -> str:
+        schedule = self._schedule(row)
+        if schedule is None:
+            return "no longer in ALKQUEUE['PERIODIC']"
+        return f"{schedule.describe()} on {schedule.queue or 'its own queue'}"
+
+    @admin.display(description="last tick", ordering="last_tick")
+    def last(self, row: PeriodicTick) -> str:
+        return timestamp(row.last_tick) if row.last_tick else "not ticked yet"
+
+    @admin.display(description="next tick")
+    def next(self, row: PeriodicTick) -> str:
+        schedule = self._schedule(row)
+        if schedule is None or row.paused:
+            return "-"
+        if periodic.never_fires(schedule.cron):
+            return "never (its cron has no date)"
+        return timestamp(periodic.next_tick(schedule.cron, system_clock()))
+
+    @admin.display(description="state", ordering="paused")
+    def state(self, row: PeriodicTick) -> SafeString | str:
+        return PAUSED if row.paused else "active"
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return has_perm(request, PeriodicTick, "pause_periodictick")
+
+    def has_resume_permission(self, request: HttpRequest) -> bool:
+        return self.has_pause_permission(request)
+
+    @action(
+        permissions=["pause"],
+        description="Pause schedule",
+        description_plural="Pause selected schedules",
+        location=BOTH_PLACES,
+    )
+    def pause(self, request: HttpRequest, queryset: QuerySet[PeriodicTick]) -> None:
+        self._set_paused(request, queryset, True)
+
+    @action(
+        permissions=["resume"],
+        description="Resume schedule",
+        description_plural="Resume selected schedules",
+        location=BOTH_PLACES,
+    )
+    def resume(self, request: HttpRequest, queryset: QuerySet[PeriodicTick]) -> None:
+        self._set_paused(request, queryset, False)
+
+    def _set_paused(
+        self, request: HttpRequest, queryset: QuerySet[PeriodicTick], paused: bool
+    ) -> None:
+        rows = list(queryset.order_by("name").values_list("pk", "name"))
+        names = [name for _, name in rows]
+        changed = periodic.set_paused(queryset.db, names, paused)
+        verb = "pause" if paused else "resume"
+        record(request, PeriodicTick, verb, [pk for pk, _ in rows],
+               detail=f"schedules {', '.join(names)}")  # fmt: skip
+        text = ngettext(
+            "%(verb)sd %(n)d schedule: %(names)s.", "%(verb)sd %(n)d schedules: %(names)s.", changed
+        )
+        text %= {"verb": verb.capitalize(), "n": changed, "names": ", ".join(names)}
+        if paused:
+            text += " Its ticks pass without a job until it is resumed; missed ticks do not run."
+        self.message_user(request, text, messages.SUCCESS)
