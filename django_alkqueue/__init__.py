@@ -19,7 +19,7 @@ from .exceptions import (
     UnsupportedDatabase,
 )
 from .jobs import Job, QueueStats
-from .outcomes import Fail, Retry
+from .outcomes import Fail, Retry, Snooze
 
 if TYPE_CHECKING:
     from .queues import JobHandle, Queue, aenqueue, enqueue, queue
@@ -36,6 +36,7 @@ __all__ = [
     "QueueStats",
     "Retry",
     "RetryPolicy",
+    "Snooze",
     "UnsupportedDatabase",
     "aenqueue",
     "consumer",

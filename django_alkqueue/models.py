@@ -228,6 +228,8 @@ class QueueStat(models.Model):
     finished = models.IntegerField(default=0)
     failed = models.IntegerField(default=0)
     dead_lettered = models.IntegerField(default=0)
+    #: Jobs put back for later by a handler's Snooze (not failures, not finished).
+    snoozed = models.IntegerField(default=0)
 
     class Meta:
         db_table = QUEUE_STAT_TABLE

@@ -136,6 +136,12 @@ def release(using: str, claim: Claim, now: datetime) -> bool:
     return bool(dialect.release(connection, claim, now))
 
 
+def snooze(using: str, claim: Claim, now: datetime, run_at: datetime) -> bool:
+    """Back to pending from run_at, the attempt refunded and the last error kept."""
+    dialect, connection = _dialect_and_connection(using)
+    return bool(dialect.snooze(connection, claim, now, run_at))
+
+
 def fail(using: str, claim: Claim, now: datetime, reason: str, error: str) -> Job | None:
     """Move a validly claimed job to the dead letters now; None when the claim was lost."""
     dialect, connection = _dialect_and_connection(using)

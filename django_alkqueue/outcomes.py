@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from . import validation
+
 
 class Retry(Exception):
     """Retry the job: after `delay` (seconds or timedelta), or the consumer's policy curve."""
@@ -20,3 +22,13 @@ class Fail(Exception):
     def __init__(self, reason: str = "failed") -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Snooze(Exception):
+    """Put the job back for later: pending again after `delay` (seconds or timedelta), the
+    attempt refunded and its last error kept, unlike `Retry`. A bad delay raises InvalidOption
+    where the Snooze is built."""
+
+    def __init__(self, delay: float | timedelta) -> None:
+        self.delay = validation.seconds(delay, "delay")
+        super().__init__(f"snoozed for {self.delay:g} s")

@@ -300,6 +300,15 @@ class JobHandle:
         run_at = now + timedelta(seconds=wait)
         return self._finish(operations.retry(self.queue.using, self.claim, now, run_at, text))
 
+    def snooze(self, delay: Duration) -> bool:
+        """Back to pending after `delay`, the attempt refunded and the last error kept."""
+        if self._finished:
+            return False
+        wait = validation.seconds(delay, "delay")
+        now = self.queue.clock()
+        run_at = now + timedelta(seconds=wait)
+        return self._finish(operations.snooze(self.queue.using, self.claim, now, run_at))
+
     def fail(self, error: str | None = None) -> bool:
         """Dead-letter now."""
         if self._finished:

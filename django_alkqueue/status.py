@@ -122,12 +122,14 @@ def minute_of(now: datetime) -> datetime:
 
 @dataclasses.dataclass(frozen=True)
 class Throughput:
-    """Jobs finished (succeeded) and failed attempts, over the current minute and those before."""
+    """Jobs finished (succeeded), failed attempts and snoozed jobs, over the current minute
+    and those before."""
 
     finished_5m: int = 0
     failed_5m: int = 0
     finished_1h: int = 0
     failed_1h: int = 0
+    snoozed_1h: int = 0
 
 
 def throughput(using: str, now: datetime) -> dict[str, Throughput]:
@@ -143,6 +145,7 @@ def throughput(using: str, now: datetime) -> dict[str, Throughput]:
             failed_5m=Sum("failed", filter=recent),
             finished_1h=Sum("finished"),
             failed_1h=Sum("failed"),
+            snoozed_1h=Sum("snoozed"),
         )
         .order_by()
     )
@@ -152,6 +155,7 @@ def throughput(using: str, now: datetime) -> dict[str, Throughput]:
             row["failed_5m"] or 0,
             row["finished_1h"] or 0,
             row["failed_1h"] or 0,
+            row["snoozed_1h"] or 0,
         )
         for row in rows
     }

@@ -94,7 +94,7 @@ class OverviewPage:
 
 def totals(figures: list[status.QueueRow], rates: dict[str, status.Throughput]) -> dict[str, Any]:
     counted = ("pending", "scheduled", "claimed", "dead")
-    rated = ("finished_5m", "failed_5m", "finished_1h", "failed_1h")
+    rated = ("finished_5m", "failed_5m", "finished_1h", "failed_1h", "snoozed_1h")
     total: dict[str, Any] = {f: sum(getattr(r, f) for r in figures) for f in counted}
     total |= {f: sum(getattr(r, f) for r in rates.values()) for f in rated}
     oldest = max((r.oldest_pending_age for r in figures if r.pending), default=None)

@@ -332,6 +332,13 @@ class Dialect:
         """Give a valid claim up unfinished: pending now, the attempt refunded."""
         raise NotImplementedError
 
+    def snooze(
+        self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime, run_at: datetime
+    ) -> bool:
+        """Give a valid claim up for later: pending from run_at, the attempt refunded, the
+        last error kept."""
+        raise NotImplementedError
+
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,

@@ -275,6 +275,12 @@ class OrmDialect(Dialect):
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
         return self._unclaim(connection, claim, now, {"run_at": now, "attempts": F("attempts") - 1})
 
+    def snooze(
+        self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime, run_at: datetime
+    ) -> bool:
+        refunded = {"run_at": run_at, "attempts": F("attempts") - 1}
+        return self._unclaim(connection, claim, now, refunded)
+
     def _unclaim(
         self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime,
         changes: dict[str, Any],

@@ -1,4 +1,4 @@
-"""A worker's finished and failed counts, added to the minute's QueueStat row (the charts).
+"""A worker's finished, failed and snoozed counts, added to the minute's QueueStat row (the charts).
 
 Two ways of writing the same thing: one upsert statement where the database has
 INSERT ... ON CONFLICT (PostgreSQL, SQLite >= 3.24), and the ORM's update-then-insert for the
@@ -17,16 +17,17 @@ from django.db.models import F
 
 from ..models import QUEUE_STAT_TABLE, QueueStat
 
-#: (queue, finished, failed) of one flush.
-Delta = tuple[str, int, int]
+#: (queue, finished, failed, snoozed) of one flush.
+Delta = tuple[str, int, int, int]
 
 _ADD_DELTAS = f"""
 INSERT INTO {QUEUE_STAT_TABLE}
-    (queue, minute, pending, scheduled, claimed, dead, finished, failed, dead_lettered)
+    (queue, minute, pending, scheduled, claimed, dead, finished, failed, dead_lettered, snoozed)
 VALUES {{values}}
 ON CONFLICT (queue, minute) DO UPDATE SET
     finished = {QUEUE_STAT_TABLE}.finished + excluded.finished,
-    failed = {QUEUE_STAT_TABLE}.failed + excluded.failed
+    failed = {QUEUE_STAT_TABLE}.failed + excluded.failed,
+    snoozed = {QUEUE_STAT_TABLE}.snoozed + excluded.snoozed
 """
 
 
@@ -35,8 +36,8 @@ def add_by_upsert(
 ) -> None:
     """One statement for every queue of the flush; a first write of the minute inserts."""
     at = connection.ops.adapt_datetimefield_value(minute)
-    values = ", ".join(["(%s, %s, 0, 0, 0, 0, %s, %s, 0)"] * len(deltas))
-    params = [p for name, finished, failed in deltas for p in (name, at, finished, failed)]
+    values = ", ".join(["(%s, %s, 0, 0, 0, 0, %s, %s, 0, %s)"] * len(deltas))
+    params = [p for name, *counts in deltas for p in (name, at, *counts)]
     with connection.cursor() as cursor:
         cursor.execute(_ADD_DELTAS.format(values=values), params)
 
@@ -46,13 +47,14 @@ def add_by_orm(connection: BaseDatabaseWrapper, minute: datetime, deltas: Sequen
     worker (IntegrityError on the unique constraint) is added to after all."""
     rows = QueueStat.objects.using(connection.alias)
     with transaction.atomic(using=connection.alias):
-        for name, finished, failed in deltas:
+        for name, finished, failed, snoozed in deltas:
             minute_row = rows.filter(queue=name, minute=minute)
-            add = {"finished": F("finished") + finished, "failed": F("failed") + failed}
+            counts = {"finished": finished, "failed": failed, "snoozed": snoozed}
+            add = {column: F(column) + count for column, count in counts.items()}
             if minute_row.update(**add):
                 continue
             try:
                 with transaction.atomic(using=connection.alias):
-                    rows.create(queue=name, minute=minute, finished=finished, failed=failed)
+                    rows.create(queue=name, minute=minute, **counts)
             except IntegrityError:
                 minute_row.update(**add)

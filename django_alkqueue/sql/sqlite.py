@@ -108,6 +108,8 @@ WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 """
 _RETRY = _UNCLAIM.format(refund="")
 _RELEASE = _UNCLAIM.format(refund=", attempts = attempts - 1")
+# A snooze is a release to a later run_at.
+_SNOOZE = _RELEASE
 
 # Which live rows go to the dead letters, for each transition that moves them there.
 
@@ -271,6 +273,11 @@ class SqliteDialect(Dialect):
 
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
         return self._unclaim(connection, _RELEASE, claim, now, now, None)
+
+    def snooze(
+        self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime, run_at: datetime
+    ) -> bool:
+        return self._unclaim(connection, _SNOOZE, claim, now, run_at, None)
 
     def _unclaim(
         self,

@@ -2,6 +2,7 @@
 
 - the handler returns            -> ack (grouped with other acks by the Acker)
 - it raises Retry(delay)         -> retry after delay, or the policy's curve
+- it raises Snooze(delay)        -> pending again after delay, the attempt refunded
 - it raises Fail(reason)         -> dead letter now
 - an exception outside retry_on  -> dead letter now
 - any other exception            -> retry on the policy's curve; dead letter when out of attempts
@@ -27,7 +28,7 @@ from ..consumers import ConsumerSpec
 from ..error_text import headline, private_error_text
 from ..exceptions import InvalidOption
 from ..jobs import Job
-from ..outcomes import Fail, Retry
+from ..outcomes import Fail, Retry, Snooze
 from ..privacy import is_sensitive
 from ..queues import JobHandle
 from .acker import Acker
@@ -240,6 +241,10 @@ class Executor:
         self, spec: ConsumerSpec, handle: JobHandle, error: BaseException, started: float
     ) -> None:
         job = handle.job
+        if isinstance(error, Snooze):
+            done = handle.snooze(error.delay)
+            self._report(handle, "snoozed" if done else "lost", started)
+            return
         if isinstance(error, Fail):
             done = handle.fail(error.reason)
             self._report(handle, "dead" if done else "lost", started)

@@ -90,8 +90,8 @@ class QueueStatDeltas:
     """Every few seconds, add what this worker finished and failed to the current minute.
 
     finished = jobs that succeeded (acked); failed = attempts that failed (retried or
-    dead-lettered), as in the Worker row's jobs_failed. A failed write keeps the deltas for
-    the next flush.
+    dead-lettered), as in the Worker row's jobs_failed; snoozed = jobs put back by Snooze.
+    A failed write keeps the deltas for the next flush.
     """
 
     name = "alk-queue-stats"
@@ -112,13 +112,14 @@ class QueueStatDeltas:
                 done = self._flushed.get(name, Counter())
                 finished = outcomes["succeeded"] - done["succeeded"]
                 failed = outcomes["retried"] + outcomes["dead"] - done["retried"] - done["dead"]
-                if finished or failed:
-                    deltas.append((name, finished, failed))
+                snoozed = outcomes["snoozed"] - done["snoozed"]
+                if finished or failed or snoozed:
+                    deltas.append((name, finished, failed, snoozed))
             if deltas:
                 self._write(minute_of(now), deltas)
             self._flushed = {name: Counter(outcomes) for name, outcomes in snapshot.items()}
             return len(deltas)
 
-    def _write(self, minute: datetime, deltas: list[tuple[str, int, int]]) -> None:
+    def _write(self, minute: datetime, deltas: list[tuple[str, int, int, int]]) -> None:
         connection = connections[self.using]
         dialect_for(connection).add_queue_stat_deltas(connection, minute, deltas)

@@ -6,7 +6,7 @@ import threading
 import time
 from collections import Counter
 
-OUTCOMES = ("succeeded", "retried", "dead", "lost")
+OUTCOMES = ("succeeded", "retried", "snoozed", "dead", "lost")
 
 
 class WorkerStats:

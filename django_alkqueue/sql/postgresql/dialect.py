@@ -177,6 +177,13 @@ class PostgresDialect(Dialect):
             cursor.execute(sql.RELEASE, [now, None, claim.id, claim.token, now])
             return bool(cursor.rowcount == 1)
 
+    def snooze(
+        self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime, run_at: datetime
+    ) -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.SNOOZE, [run_at, None, claim.id, claim.token, now])
+            return bool(cursor.rowcount == 1)
+
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,

@@ -194,6 +194,8 @@ WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 """
 RETRY = _UNCLAIM.format(refund="")
 RELEASE = _UNCLAIM.format(refund=", attempts = attempts - 1")
+# A snooze is a release to a later run_at.
+SNOOZE = RELEASE
 
 # Rows locked by an atomic handler's transaction are skipped, not waited for: the keeper
 # must never stall behind a running handler (the lock already keeps others off that row).
