@@ -124,6 +124,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"django_alkqueue": {"handlers": ["console"], "level": "INFO"}},
 }
+if os.environ.get("ALKQUEUE_TEST_NO_LOGGING"):  # a project with no LOGGING setting
+    del LOGGING
 
 # A second database, for the tests of ALKQUEUE["DATABASE"] naming an alias other than
 # "default" (tests/test_tasks_results.py). pytest-django creates its test database only for

@@ -1,5 +1,5 @@
-"""`alk_status`: --json timestamps in ISO 8601, as JSON readers parse them; --watch ends on
-Ctrl-C."""
+"""`alk_status`: --json timestamps in ISO 8601, as JSON readers parse them; the text tables
+leave out what is empty; --watch ends on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from django_alkqueue import queue
 from django_alkqueue.models import Worker
 from tests.conftest import wait_until
 from tests.workers import ROOT, Watched, database_env
@@ -46,9 +47,29 @@ def test_ctrl_c_ends_alk_status_watch_with_status_0_and_no_traceback():
         text=True,
     )
     watched = Watched(process)
-    wait_until(lambda: watched.output.count("workers") >= 2, 30, what="two refreshes")
+    wait_until(lambda: watched.output.count("no worker is registered") >= 2, 30,
+               what="two refreshes")  # fmt: skip
 
     process.send_signal(signal.SIGINT)
 
     assert process.wait(30) == 0, watched.output
     assert "Traceback" not in watched.output
+
+
+def test_the_text_table_shows_a_dash_for_the_oldest_age_of_a_queue_with_nothing_pending():
+    queue("shop-emails").enqueue({}, delay=3600)  # scheduled only
+    out = io.StringIO()
+
+    call_command("alk_status", stdout=out)
+
+    (row,) = [line.split() for line in out.getvalue().splitlines() if line.startswith("shop-")]
+    assert row[:6] == ["shop-emails", "0", "1", "0", "0", "-"]
+
+
+def test_the_text_output_says_no_worker_is_registered_instead_of_an_empty_table():
+    out = io.StringIO()
+
+    call_command("alk_status", stdout=out)
+
+    assert "no worker is registered" in out.getvalue()
+    assert "last heartbeat" not in out.getvalue()

@@ -62,3 +62,9 @@ def test_from_the_command_line_a_bad_value_exits_2_with_a_message_and_no_traceba
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"error: argument {args[1]}: " in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_alk_worker_refuses_an_invalid_queue_name_saying_it_is_invalid():
+    assert "argument --queue: invalid queue name 'bad name'" in refused(
+        "alk_worker", "--queue", "bad name"
+    )

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from django.apps import apps
 from django.db import connections
 
 from .. import defaults
@@ -74,6 +75,20 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def no_consumers_message() -> str:
+    """What a worker with nothing to serve says: where it looked, and how to add a consumer."""
+    looked = [f"{config.name}.consumers" for config in apps.get_app_configs()]
+    extra = list(get_settings().CONSUMER_MODULES)
+    return (
+        "no @consumer is registered and no task queue is declared. Looked for consumers in "
+        f"the consumers module of each installed app ({', '.join(looked)})"
+        + (f" and in ALKQUEUE['CONSUMER_MODULES'] ({', '.join(extra)})" if extra else "")
+        + ". Add one in yourapp/consumers.py: `from django_alkqueue import consumer`, then "
+        '`@consumer("emails")` on a function `def send(payload, job): ...` '
+        "(docs/consumers.md), or configure the Tasks backend's QUEUES (docs/tasks.md)"
+    )
+
+
 def resolve_specs(names: tuple[str, ...]) -> list[ConsumerSpec]:
     """The consumers this worker serves: the named queues, or every @consumer queue and every
     queue an alkqueue task backend declares. Task queues get the built-in task consumer."""
@@ -89,7 +104,7 @@ def resolve_specs(names: tuple[str, ...]) -> list[ConsumerSpec]:
     if not names:
         names = tuple(s.queue for s in registry.all()) + tuple(tasks.declared())
         if not names:
-            raise StartupRefused("no @consumer is registered and no task queue is declared")
+            raise StartupRefused(no_consumers_message())
     specs = {n: registry.get(n) or tasks.spec(n) for n in dict.fromkeys(names)}
     missing = [n for n, spec in specs.items() if spec is None]
     if missing:

@@ -12,7 +12,7 @@ import argparse
 from django.conf import settings
 
 from django_alkqueue import validation
-from django_alkqueue.exceptions import InvalidOption
+from django_alkqueue.exceptions import InvalidName, InvalidOption
 
 
 def seconds(text: str) -> float:
@@ -34,6 +34,15 @@ def positive_int(text: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
     return number
+
+
+def queue_name(text: str) -> str:
+    """A valid queue name (validation.queue_name), so a typo is refused before the worker
+    looks for its consumer."""
+    try:
+        return validation.queue_name(text)
+    except InvalidName as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def database_alias(text: str) -> str:

@@ -23,7 +23,8 @@ QUEUE_COLUMNS = ("queue", "pending", "scheduled", "claimed", "dead", "oldest", "
 def queue_table(rows: list[QueueRow]) -> str:
     body = [
         (r.queue, str(r.pending), str(r.scheduled), str(r.claimed), str(r.dead),
-         f"{r.oldest_pending_age:.1f}s", "yes" if r.paused else "no", r.handler or "-")
+         f"{r.oldest_pending_age:.1f}s" if r.pending else "-", "yes" if r.paused else "no",
+         r.handler or "-")
         for r in rows
     ]  # fmt: skip
     return _table(QUEUE_COLUMNS, body)
@@ -97,4 +98,6 @@ class Command(BaseCommand):
                 "workers": [dataclasses.asdict(w) for w in workers],
             }
             return json.dumps(data, default=_json_value, indent=2)
+        if not workers:  # no empty table: one line says it
+            return f"{queue_table(queues)}\n\nno worker is registered\n"
         return f"{queue_table(queues)}\n\nworkers\n{worker_table(workers)}\n"

@@ -14,7 +14,7 @@ from django_alkqueue.worker.reload import run_with_reload
 from django_alkqueue.worker.runner import Worker, WorkerOptions
 from django_alkqueue.worker.supervisor import Supervisor
 
-from ._arguments import database_alias, positive_int, positive_seconds, seconds
+from ._arguments import database_alias, positive_int, positive_seconds, queue_name, seconds
 
 
 def freeze_startup_heap() -> None:
@@ -27,6 +27,16 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
+def ensure_console_handler(logger: logging.Logger) -> None:
+    """Give the worker's logger a console handler when the project's LOGGING leaves it (and
+    its ancestors) without one: without it, Python prints only warnings, so a worker started
+    in a project with no LOGGING setting would say nothing of what it serves or runs."""
+    if not logger.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+
+
 class Command(BaseCommand):
     help = "Run queue workers: claim jobs and run their consumers until stopped."
 
@@ -34,6 +44,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--queue",
             action="append",
+            type=queue_name,
             default=[],
             dest="queues",
             help="queue to serve (repeatable; default: every consumer's)",
@@ -98,9 +109,9 @@ class Command(BaseCommand):
             return
         # -v 0: warnings only; -v 1: a line per finished job; -v 2 and up: debug.
         levels = {0: logging.WARNING, 1: logging.INFO}
-        logging.getLogger("django_alkqueue").setLevel(
-            levels.get(options["verbosity"], logging.DEBUG)
-        )
+        logger = logging.getLogger("django_alkqueue")
+        logger.setLevel(levels.get(options["verbosity"], logging.DEBUG))
+        ensure_console_handler(logger)
         worker_options = WorkerOptions(
             queues=tuple(options["queues"]),
             concurrency=options["concurrency"],
