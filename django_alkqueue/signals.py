@@ -2,18 +2,16 @@
 
 `job_enqueued` and `job_dead_lettered` are sent by the core operations, whoever calls them;
 `job_started`, `job_succeeded` and `job_retried` by the worker around each handler run.
-Receivers are called robustly: an exception in one is logged and never reaches the queue, so
-an alerting hook that fails cannot strand a job or stop a worker loop.
+Receivers are called robustly (Signal.send_robust): an exception in one never reaches the
+queue, so an alerting hook that fails cannot strand a job or stop a worker loop. Django logs
+it, once, on the logger `django.dispatch` at ERROR with its traceback.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.dispatch import Signal
-
-logger = logging.getLogger("django_alkqueue")
 
 job_enqueued = Signal()
 job_started = Signal()
@@ -29,9 +27,7 @@ def listened(signal: Signal, sender: Any) -> bool:
 
 
 def announce(signal: Signal, sender: Any, **kwargs: Any) -> None:
-    """Send `signal` to every receiver; log, don't raise, what a receiver raises."""
-    if not listened(signal, sender):
-        return
-    for receiver, response in signal.send_robust(sender=sender, **kwargs):
-        if isinstance(response, Exception):
-            logger.error("signal receiver %r raised %r", receiver, response, exc_info=response)
+    """Send `signal` to every receiver; what a receiver raises is logged by send_robust (on
+    `django.dispatch`), not raised, and not logged a second time here."""
+    if listened(signal, sender):
+        signal.send_robust(sender=sender, **kwargs)
