@@ -151,7 +151,8 @@ def test_requeue_makes_the_dead_letter_live_again_with_the_same_id(seeded, root)
     entry = last_log()
     assert (entry.action_flag, entry.object_id) == (CHANGE, str(dead.pk))
     assert entry.change_message == f"requeue: 1 dead letter; ids {dead.pk} -> jobs {job_id}"
-    assert f"id__in={job_id}" in messages_of(response)[0]
+    (message,) = messages_of(response)
+    assert f'Requeued 1 dead letter as <a href="{JOBS}?id={job_id}">job {job_id}</a>.' in message
 
 
 @needs_detail_page_actions
@@ -165,7 +166,8 @@ def test_requeue_from_the_detail_page_opens_the_live_job(seeded, root):
 
 def test_requeue_of_selected_dead_letters_needs_no_confirmation(seeded, root):
     pks = list(DeadLetter.objects.values_list("pk", flat=True))
-    post_action(root, DEAD, "requeue", pks)
+    response = post_action(root, DEAD, "requeue", pks)
+    assert "Requeued 2 dead letters as " in messages_of(response)[0]
     assert DeadLetter.objects.count() == 0
     assert live_ids() >= set(seeded.dead)
 

@@ -185,7 +185,7 @@ def test_an_operator_requeues_a_dead_letter_and_a_worker_runs_it(page):
         page.select_option("select[name='action']", "requeue")
         page.click("button[name='index']")
     page.wait_for_selector(".messagelist")
-    assert "Requeued 1 dead letter." in page.inner_text(".messagelist")
+    assert f"Requeued 1 dead letter as job {job_id}." in page.inner_text(".messagelist")
     assert QueueMessage.objects.filter(pk=job_id).exists()
     page.goto(f"{base}/admin/django_alkqueue/queuemessage/{job_id}/change/")
     assert f"dead letter #{dead_id} on " in page.inner_text(".field-requeued_from")

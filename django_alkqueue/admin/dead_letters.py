@@ -154,17 +154,22 @@ class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
 
     def _requeue_message(self, run: RequeueRun, more: bool) -> SafeString:
         n = len(run.requeued)
-        parts: list[str] = [
-            ngettext("Requeued %d dead letter.", "Requeued %d dead letters.", n) % n
-        ]
-        if run.requeued:
+        parts: list[str] = []
+        if n == 1:
+            job = run.requeued[0][1]
+            parts.append(format_html('Requeued 1 dead letter as <a href="{}">job {}</a>.',
+                                     changelist_url(QueueMessage, f"id={job}"), job))  # fmt: skip
+        elif n:
             ids = ",".join(str(job) for _, job in run.requeued[:LINKED_IDS])
             parts.append(
                 format_html(
-                    'They are <a href="{}">live jobs with the same ids</a>.',
+                    'Requeued {} dead letters as <a href="{}">live jobs with the same ids</a>.',
+                    n,
                     changelist_url(QueueMessage, f"id__in={ids}"),
                 )
             )
+        else:
+            parts.append("Requeued no dead letter.")
         if run.kept:
             holder = run.kept[0][1]
             parts.append(
