@@ -93,3 +93,21 @@ def test_a_placeholder_never_hides_a_gap_in_one_fragment():
     # The finder itself: a fragment that spans a value's place is not found.
     assert not found_in_order(["queue 'emails' has"], f"queue {GAP} has two consumers")
     assert found_in_order(["queue ", " has two"], f"queue {GAP} has two consumers")
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings (code blocks left out)."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("page", ["troubleshooting.md", "migrating-from-procrastinate.md"])
+def test_every_link_of_the_page_reaches_a_heading(page):
+    text = (ROOT / "docs" / page).read_text()
+    broken = [
+        f"{target or page}#{anchor}"
+        for target, anchor in re.findall(r"\]\(([\w.-]*\.md|)#([^)]+)\)", text)
+        if anchor not in anchors(ROOT / "docs" / (target or page))
+    ]
+    assert not broken
