@@ -126,6 +126,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"django_alkqueue": {"handlers": ["console"], "level": "INFO"}},
 }
+if os.environ.get("ALKQUEUE_JSON_LOGS"):  # the test of the log fields: docs/operations.md's config
+    LOGGING["formatters"] = {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        }
+    }
+    LOGGING["handlers"]["console"]["formatter"] = "json"  # type: ignore[index]
 
 # A second database, for the tests of ALKQUEUE["DATABASE"] naming an alias other than
 # "default" (tests/test_tasks_results.py). pytest-django creates its test database only for
