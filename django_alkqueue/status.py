@@ -53,24 +53,37 @@ class WorkerRow:
     stale: bool
 
 
-def queue_overview(using: str, now: datetime) -> list[QueueRow]:
-    """One row per queue known from live jobs, dead letters or consumers. Three queries."""
-    unclaimed = Q(claim_token__isnull=True)
-    due = unclaimed & Q(run_at__lte=now)
+def live_counts(using: str, now: datetime) -> dict[str, dict[str, Any]]:
+    """Per queue with live jobs: pending, scheduled and claimed counts and the oldest due
+    run_at. Two queries, each over one partial index and only its columns (queue, run_at), so
+    PostgreSQL can answer them from the index alone: the unclaimed rows from
+    alkqueue_pending_idx, the claimed ones from alkqueue_lease_idx."""
+    due = Q(run_at__lte=now)
     live: dict[str, dict[str, Any]] = {
-        row["queue"]: dict(row)
+        row["queue"]: {**row, "claimed": 0}
         for row in QueueMessage.objects.using(using)
+        .unclaimed()
         .values("queue")
         .annotate(
-            pending=Count("id", filter=due),
-            scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now)),
-            claimed=Count("id", filter=Q(claim_token__isnull=False)),
+            pending=Count("queue", filter=due),
+            scheduled=Count("queue", filter=Q(run_at__gt=now)),
             oldest=Min("run_at", filter=due),
         )
         .order_by()
     }
+    claimed = QueueMessage.objects.using(using).claimed().values_list("queue")
+    for name, n in claimed.annotate(n=Count("queue")).order_by():
+        row = live.setdefault(name, {"queue": name, "pending": 0, "scheduled": 0, "oldest": None})
+        row["claimed"] = n
+    return live
+
+
+def queue_overview(using: str, now: datetime) -> list[QueueRow]:
+    """One row per queue known from live jobs, dead letters or consumers. Four queries, over
+    indexes (live_counts; alkqueue_dead_queue_idx) and the consumers."""
+    live = live_counts(using, now)
     dead = dict(
-        DeadLetter.objects.using(using).values_list("queue").annotate(n=Count("id")).order_by()
+        DeadLetter.objects.using(using).values_list("queue").annotate(n=Count("queue")).order_by()
     )
     consumers = {c.queue: c for c in Consumer.objects.using(using).all()}
     rows = []
