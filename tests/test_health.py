@@ -18,7 +18,7 @@ from django.utils import timezone
 from django_alkqueue import health
 from django_alkqueue.models import Consumer, Worker
 from django_alkqueue.queues import Queue
-from django_alkqueue.status import oldest_pending_ages
+from django_alkqueue.status import oldest_pending_ages, oldest_unclaimed_sql
 from tests.clocks import FakeClock
 from tests.workers import database_env, run_manage
 
@@ -248,3 +248,37 @@ def test_an_unreachable_database_exits_3_with_one_line(tmp_path):
     (line,) = result.stdout.strip().splitlines()
     assert line.startswith("database 'default' unreachable: ")
     assert database_env()  # the rest of the environment is the test run's
+
+
+# -- the plan of the oldest-pending statement --------------------------------------------------
+
+
+def test_the_oldest_pending_statement_probes_the_pending_index_on_100k_rows(is_postgres):
+    if not is_postgres:
+        pytest.skip("PostgreSQL's plan (the SQLite one is below)")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO alkqueue_message (queue, payload, priority, attempts, max_attempts,
+                backoff_base, lease, run_at, enqueued_at)
+            SELECT 'q' || (i % 10), 'null', (i % 7) - 3, 0, 5, 5, 30, now(), now()
+            FROM generate_series(1, 100000) AS i
+            """
+        )
+        cursor.execute("ANALYZE alkqueue_message")
+        cursor.execute("EXPLAIN " + oldest_unclaimed_sql())
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "alkqueue_pending_idx" in plan, plan
+    assert "Seq Scan on alkqueue_message" not in plan, plan
+
+
+def test_on_sqlite_the_oldest_pending_statement_searches_the_pending_index():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's plan")
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + oldest_unclaimed_sql())
+        steps = [str(row[-1]) for row in cursor.fetchall()]
+    reads = [s for s in steps if "alkqueue_message" in s or s.startswith(("SEARCH m ", "SCAN m "))]
+    # The first and the next name, the first and the next priority, the earliest run_at.
+    assert len(reads) == 5, steps
+    assert all(s.startswith("SEARCH") and "INDEX alkqueue_pending_idx" in s for s in reads), steps
