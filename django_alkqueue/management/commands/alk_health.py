@@ -8,13 +8,12 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
 
 from django_alkqueue import health
 from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
 
-from ._arguments import positive_seconds
+from ._arguments import database_alias, positive_seconds
 
 
 class Command(BaseCommand):
@@ -55,14 +54,13 @@ class Command(BaseCommand):
             help="unhealthy when this host has no live worker, or a running one is stale",
         )
         parser.add_argument("--json", action="store_true", help="machine-readable output")
-        parser.add_argument("--database", default=None, help="database alias")
+        parser.add_argument("--database", type=database_alias, default=None,
+                            help="database alias")  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["queues"] and options["max_age"] is None:
             raise CommandError("--queue selects the queues of --max-age: give --max-age too")
         using = options["database"] or get_settings().DATABASE
-        if using not in connections:
-            raise CommandError(f"--database: no database alias {using!r} in DATABASES")
         checks = health.HealthOptions(
             stale_after=get_settings().WORKER_STALE_AFTER,
             max_age=options["max_age"],
