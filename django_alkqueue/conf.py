@@ -68,6 +68,9 @@ class AlkQueueSettings:
     #: Tests only (django_alkqueue.testing): run each due job enqueued in a transaction when
     #: it commits, in the committing thread, through the worker's outcome rules.
     RUN_ON_COMMIT: bool = False
+    #: A bearer token that opens the Prometheus view (django_alkqueue.metrics) to a scraper
+    #: without a Django login; None: only staff users with the view permission get in.
+    METRICS_TOKEN: str | None = None
 
 
 _FIELDS = {f.name for f in dataclasses.fields(AlkQueueSettings)}
@@ -180,6 +183,20 @@ def _queues(key: str, value: Any) -> dict[str, dict[str, Any]]:
     return value
 
 
+#: The shortest METRICS_TOKEN accepted: a guessable token would open the metrics to anyone.
+_MIN_TOKEN_CHARS = 16
+
+
+def _token(key: str, value: Any) -> str:
+    # The message never repeats the value: it is a secret, and errors end up in logs.
+    if not isinstance(value, str) or len(value) < _MIN_TOKEN_CHARS:
+        raise ImproperlyConfigured(
+            f"{key} must be a string of at least {_MIN_TOKEN_CHARS} characters "
+            f"(got a {type(value).__name__} that is not)."
+        )
+    return value
+
+
 def _one_of(*choices: str) -> Rule:
     def check(key: str, value: Any) -> str:
         if value not in choices or not isinstance(value, str):
@@ -210,6 +227,7 @@ RULES: dict[str, Rule] = {
     "QUEUES": _queues,
     "DIALECT": _one_of("auto", "orm"),
     "RUN_ON_COMMIT": _boolean,
+    "METRICS_TOKEN": _optional(_token),
 }
 
 

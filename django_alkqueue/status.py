@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Collection
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connections
 from django.db.models import Count, Min, Q, Sum
 from django.db.models.functions import Substr
+from django.utils.dateparse import parse_datetime
 
 from .conf import get_settings
 from .models import (
@@ -52,24 +53,37 @@ class WorkerRow:
     stale: bool
 
 
-def queue_overview(using: str, now: datetime) -> list[QueueRow]:
-    """One row per queue known from live jobs, dead letters or consumers. Three queries."""
-    unclaimed = Q(claim_token__isnull=True)
-    due = unclaimed & Q(run_at__lte=now)
+def live_counts(using: str, now: datetime) -> dict[str, dict[str, Any]]:
+    """Per queue with live jobs: pending, scheduled and claimed counts and the oldest due
+    run_at. Two queries, each over one partial index and only its columns (queue, run_at), so
+    PostgreSQL can answer them from the index alone: the unclaimed rows from
+    alkqueue_pending_idx, the claimed ones from alkqueue_lease_idx."""
+    due = Q(run_at__lte=now)
     live: dict[str, dict[str, Any]] = {
-        row["queue"]: dict(row)
+        row["queue"]: {**row, "claimed": 0}
         for row in QueueMessage.objects.using(using)
+        .unclaimed()
         .values("queue")
         .annotate(
-            pending=Count("id", filter=due),
-            scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now)),
-            claimed=Count("id", filter=Q(claim_token__isnull=False)),
+            pending=Count("queue", filter=due),
+            scheduled=Count("queue", filter=Q(run_at__gt=now)),
             oldest=Min("run_at", filter=due),
         )
         .order_by()
     }
+    claimed = QueueMessage.objects.using(using).claimed().values_list("queue")
+    for name, n in claimed.annotate(n=Count("queue")).order_by():
+        row = live.setdefault(name, {"queue": name, "pending": 0, "scheduled": 0, "oldest": None})
+        row["claimed"] = n
+    return live
+
+
+def queue_overview(using: str, now: datetime) -> list[QueueRow]:
+    """One row per queue known from live jobs, dead letters or consumers. Four queries, over
+    indexes (live_counts; alkqueue_dead_queue_idx) and the consumers."""
+    live = live_counts(using, now)
     dead = dict(
-        DeadLetter.objects.using(using).values_list("queue").annotate(n=Count("id")).order_by()
+        DeadLetter.objects.using(using).values_list("queue").annotate(n=Count("queue")).order_by()
     )
     consumers = {c.queue: c for c in Consumer.objects.using(using).all()}
     rows = []
@@ -264,3 +278,69 @@ def known_queues(using: str) -> list[str]:
     with connections[using].cursor() as cursor:
         cursor.execute(KNOWN_QUEUES_SQL)
         return sorted(row[0] for row in cursor.fetchall())
+
+
+# -- the oldest pending job of each queue, cheaply ----------------------------------------------
+
+# The oldest due job of a queue is the earliest run_at among its unclaimed rows. In
+# alkqueue_pending_idx (queue, priority DESC, run_at, id) that is the first entry of one of
+# the queue's priorities, so the statement walks the queue names, then each queue's
+# priorities, then reads one entry per priority: index probes, as many as (queue, priority)
+# pairs, never the rows of a long queue. The same SQL runs on every vendor.
+_OLDEST_UNCLAIMED = f"""WITH RECURSIVE names(queue) AS (
+    SELECT MIN(queue) FROM {MESSAGE_TABLE} WHERE claim_token IS NULL
+    UNION ALL
+    SELECT (SELECT MIN(queue) FROM {MESSAGE_TABLE}
+            WHERE claim_token IS NULL AND queue > names.queue)
+    FROM names WHERE names.queue IS NOT NULL
+), levels(queue, priority) AS (
+    SELECT names.queue, (SELECT MAX(priority) FROM {MESSAGE_TABLE} m
+                         WHERE m.claim_token IS NULL AND m.queue = names.queue)
+    FROM names WHERE names.queue IS NOT NULL{{only}}
+    UNION ALL
+    SELECT levels.queue, (SELECT MAX(priority) FROM {MESSAGE_TABLE} m
+                          WHERE m.claim_token IS NULL AND m.queue = levels.queue
+                            AND m.priority < levels.priority)
+    FROM levels WHERE levels.priority IS NOT NULL
+)
+SELECT queue, MIN(first_run) FROM (
+    SELECT levels.queue, (SELECT MIN(run_at) FROM {MESSAGE_TABLE} m
+                          WHERE m.claim_token IS NULL AND m.queue = levels.queue
+                            AND m.priority = levels.priority) AS first_run
+    FROM levels WHERE levels.priority IS NOT NULL
+) firsts GROUP BY queue"""
+
+
+def oldest_unclaimed_sql(queues: Collection[str] | None = None) -> str:
+    """The statement of `oldest_pending_ages`, for all queues or (with `queues`) those only."""
+    only = ""
+    if queues is not None:
+        only = " AND names.queue IN (" + ", ".join(["%s"] * len(queues)) + ")"
+    return _OLDEST_UNCLAIMED.format(only=only)
+
+
+def oldest_pending_ages(
+    using: str, now: datetime, queues: Collection[str] | None = None
+) -> dict[str, float]:
+    """Seconds the oldest due job of each queue has waited past its run_at: only queues with a
+    due job appear. One statement of index probes (alkqueue_pending_idx); `queues` limits it
+    to those queues, and an empty collection reads nothing."""
+    if queues is not None and not queues:
+        return {}
+    with connections[using].cursor() as cursor:
+        cursor.execute(oldest_unclaimed_sql(queues), list(queues or ()))
+        rows = cursor.fetchall()
+    ages = {}
+    for name, first_run in rows:
+        at = _read_datetime(first_run)
+        if at is not None and at <= now:
+            ages[name] = (now - at).total_seconds()
+    return ages
+
+
+def _read_datetime(value: object) -> datetime | None:
+    """A timestamp column read by raw SQL: SQLite returns text, MySQL a naive UTC datetime."""
+    parsed = parse_datetime(value) if isinstance(value, str) else value
+    if not isinstance(parsed, datetime):
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

@@ -113,6 +113,8 @@ if os.environ.get("ALKQUEUE_PREPARED_STATEMENTS") == "0":  # the PgBouncer tests
     ALKQUEUE["PREPARED_STATEMENTS"] = False
 if os.environ.get("ALKQUEUE_NOTIFY_WINDOW"):  # used by the test of the follow-up look
     ALKQUEUE["NOTIFY_WINDOW"] = float(os.environ["ALKQUEUE_NOTIFY_WINDOW"])
+if os.environ.get("ALKQUEUE_HEARTBEAT_INTERVAL"):  # the tests of alk_worker --health-file
+    ALKQUEUE["WORKER_HEARTBEAT_INTERVAL"] = float(os.environ["ALKQUEUE_HEARTBEAT_INTERVAL"])
 if os.environ.get("ALKQUEUE_DIALECT"):  # make test-orm: the whole suite on the ORM dialect
     ALKQUEUE["DIALECT"] = os.environ["ALKQUEUE_DIALECT"]
 if os.environ.get("ALKQUEUE_EXTRA_CONSUMERS"):  # used by the tests of the duplicate check
@@ -124,6 +126,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"django_alkqueue": {"handlers": ["console"], "level": "INFO"}},
 }
+if os.environ.get("ALKQUEUE_JSON_LOGS"):  # the test of the log fields: docs/operations.md's config
+    LOGGING["formatters"] = {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        }
+    }
+    LOGGING["handlers"]["console"]["formatter"] = "json"  # type: ignore[index]
 if os.environ.get("ALKQUEUE_TEST_NO_LOGGING"):  # a project with no LOGGING setting
     del LOGGING
 

@@ -39,7 +39,7 @@ CHANGELIST_QUERIES = 5
 DETAIL_QUERIES = 3
 #: A job's detail page also reads the admin log once: the dead letter it was requeued from.
 JOB_DETAIL_QUERIES = DETAIL_QUERIES + 1
-OVERVIEW_QUERIES = 13  # 6 figures + 1 workers + 4 health (PostgreSQL) + session and user
+OVERVIEW_QUERIES = 14  # 7 figures + 1 workers + 4 health (PostgreSQL) + session and user
 QUEUE_DETAIL_QUERIES = 9
 
 

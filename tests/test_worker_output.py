@@ -46,7 +46,8 @@ def test_the_summary_line_names_processed_failed_and_dead():
 
 
 def finished(queue_name: str, job_id: int, started: float) -> tuple[Job, float]:
-    return make_job({"queue": queue_name, "id": job_id}), started
+    fields = {"queue": queue_name, "id": job_id, "attempts": 1, "claimed_by": "w1"}
+    return make_job(fields), started
 
 
 def test_an_ack_batch_counts_its_successes_per_queue():

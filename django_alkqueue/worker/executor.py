@@ -35,7 +35,7 @@ from .acker import Acker
 from .connections import ThreadConnections, ages_connections
 from .event_loop import EventLoopThread
 from .inflight import InFlight
-from .report import report_outcome
+from .report import job_fields, report_outcome
 from .stats import WorkerStats
 
 logger = logging.getLogger("django_alkqueue")
@@ -61,8 +61,9 @@ def _retry_delay(request: Retry, handle: JobHandle) -> float | None:
     try:
         return validation.seconds(request.delay, "delay")
     except InvalidOption as exc:
+        job = handle.job
         logger.warning("%s job %s: %s; using the retry policy instead",
-                       handle.job.queue, handle.job.id, exc)  # fmt: skip
+                       job.queue, job.id, exc, extra=job_fields(job))  # fmt: skip
         return None
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from ..queues import heartbeat_handles
 from ..sql import Claim
 from .inflight import InFlight
+from .report import job_fields
 
 logger = logging.getLogger("django_alkqueue")
 
@@ -46,7 +47,7 @@ class LeaseKeeper:
             ):
                 logger.warning(
                     "%s job %s: lease renewal refused (lease lost); its result will be discarded",
-                    handle.job.queue, handle.job.id,
+                    handle.job.queue, handle.job.id, extra=job_fields(handle.job),
                 )  # fmt: skip
         return renewed
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from django.db import connections
 
 from ..queues import JobHandle
+from .report import job_fields
 
 logger = logging.getLogger("django_alkqueue")
 
@@ -67,5 +68,7 @@ class ThreadPool:
             # KeyboardInterrupt, which the executor passes on), the thread lives on to take
             # the next job; a dead thread would leave its jobs unstarted for good.
             except BaseException:
-                logger.exception("unexpected error in a handler thread")
+                job = unit[0].job  # a batch's jobs share the queue, the call and the worker
+                logger.exception("unexpected error in a handler thread running %s job %s",
+                                 job.queue, job.id, extra=job_fields(job))  # fmt: skip
         connections.close_all()

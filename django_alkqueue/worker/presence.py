@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime
+from pathlib import Path
 
 from ..models import Worker
 from .stats import WorkerStats
@@ -24,6 +25,7 @@ class Presence:
         concurrency: int,
         stats: WorkerStats,
         interval: float,
+        health_file: str | None = None,
     ) -> None:
         self.using = using
         self.worker_id = worker_id
@@ -31,6 +33,8 @@ class Presence:
         self.concurrency = concurrency
         self.stats = stats
         self.interval = interval
+        #: Touched after each heartbeat written: its age is the age of the last heartbeat.
+        self.health_file = Path(health_file) if health_file else None
 
     def register(self, now: datetime) -> None:
         Worker.objects.using(self.using).update_or_create(
@@ -47,6 +51,7 @@ class Presence:
                 "is_leader": False,
             },
         )
+        self._touch()
 
     def run_once(self, now: datetime) -> int:
         updated = (
@@ -60,7 +65,13 @@ class Presence:
         )
         if not updated:  # pruned or deleted by an operator: come back
             self.register(now)
+        else:
+            self._touch()
         return updated
+
+    def _touch(self) -> None:
+        if self.health_file is not None:
+            self.health_file.touch()
 
     def unregister(self) -> None:
         Worker.objects.using(self.using).filter(worker_id=self.worker_id).delete()

@@ -21,6 +21,24 @@ logger = logging.getLogger("django_alkqueue")
 FINISHED_LINE = "%s job %s %s in %.1f ms"
 SUMMARY_INTERVAL = 10.0
 LIVE_INTERVAL = 1.0
+#: The `extra` fields of every record the worker logs about one job, so that a JSON formatter
+#: shows them (docs/operations.md, "Logs"); None where a record has no value for one.
+JOB_FIELDS = ("queue", "job_id", "attempt", "worker_id", "duration_ms", "outcome")
+
+
+def job_fields(
+    job: Job, outcome: str | None = None, duration_ms: float | None = None
+) -> dict[str, Any]:
+    """The JOB_FIELDS of a record about `job`: its attempt is the one that ran, its worker
+    the one that claimed it."""
+    return {
+        "queue": job.queue,
+        "job_id": job.id,
+        "attempt": job.attempts,
+        "worker_id": job.claimed_by,
+        "duration_ms": None if duration_ms is None else round(duration_ms, 1),
+        "outcome": outcome,
+    }
 
 
 class Stream(Protocol):
@@ -32,13 +50,15 @@ class Stream(Protocol):
 def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -> None:
     """Count the outcome and log one line for the job (cheap when INFO is off)."""
     stats.record(job.queue, outcome)
+    if outcome != "lost" and not logger.isEnabledFor(logging.INFO):
+        return
+    elapsed = (time.monotonic() - started) * 1000
+    fields = job_fields(job, outcome, elapsed)
     if outcome == "lost":
-        logger.warning(
-            "%s job %s: claim lost (lease lapsed or job taken); result discarded", job.queue, job.id
-        )
-    elif logger.isEnabledFor(logging.INFO):
-        elapsed = (time.monotonic() - started) * 1000
-        logger.info(FINISHED_LINE, job.queue, job.id, outcome, elapsed)
+        logger.warning("%s job %s: claim lost (lease lapsed or job taken); result discarded",
+                       job.queue, job.id, extra=fields)  # fmt: skip
+    else:
+        logger.info(FINISHED_LINE, job.queue, job.id, outcome, elapsed, extra=fields)
 
 
 def report_successes(stats: WorkerStats, finished: Sequence[tuple[Job, float]]) -> None:
@@ -49,7 +69,9 @@ def report_successes(stats: WorkerStats, finished: Sequence[tuple[Job, float]]) 
     if logger.isEnabledFor(logging.INFO):
         now = time.monotonic()
         for job, started in finished:
-            logger.info(FINISHED_LINE, job.queue, job.id, "succeeded", (now - started) * 1000)
+            elapsed = (now - started) * 1000
+            logger.info(FINISHED_LINE, job.queue, job.id, "succeeded", elapsed,
+                        extra=job_fields(job, "succeeded", elapsed))  # fmt: skip
 
 
 def summary_line(stats: WorkerStats, in_flight: int, depth: int) -> str:

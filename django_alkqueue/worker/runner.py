@@ -69,6 +69,8 @@ class WorkerOptions:
     max_jobs: int | None = None
     takeover: bool = False
     using: str | None = None
+    #: A file touched on every heartbeat, for liveness probes that read its age.
+    health_file: str | None = None
 
 
 def default_worker_id() -> str:
@@ -237,7 +239,8 @@ class Worker:
             poll_interval=options.poll_interval, follow_up=follow_up_delay(settings.NOTIFY_WINDOW),
         )  # fmt: skip
         heartbeat = settings.WORKER_HEARTBEAT_INTERVAL
-        presence = Presence(using, self.worker_id, names, options.concurrency, stats, heartbeat)
+        presence = Presence(using, self.worker_id, names, options.concurrency, stats, heartbeat,
+                            options.health_file)  # fmt: skip
         stat_deltas = QueueStatDeltas(using, stats, heartbeat)
         # The advisory lock lives on a session: behind a transaction-mode pooler that is the
         # direct LISTEN_DATABASE connection, never a pooled one.

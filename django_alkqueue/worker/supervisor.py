@@ -55,6 +55,9 @@ def child_command(options: WorkerOptions, index: int, verbosity: int) -> list[st
         args.append("--takeover")
     if options.using:
         args += ["--database", options.using]
+    if options.health_file:
+        # One file for all: it stays fresh while any child heartbeats (docs/operations.md).
+        args += ["--health-file", options.health_file]
     return args
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_alkqueue import defaults
 from django_alkqueue.worker.reload import run_with_reload
@@ -102,6 +103,12 @@ class Command(BaseCommand):
             action="store_true",
             help="development: restart the worker when a Python file changes",
         )
+        parser.add_argument(
+            "--health-file",
+            default=None,
+            metavar="PATH",
+            help="touch this file on every heartbeat, for liveness probes that read its age",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["reload"]:
@@ -112,6 +119,9 @@ class Command(BaseCommand):
         logger = logging.getLogger("django_alkqueue")
         logger.setLevel(levels.get(options["verbosity"], logging.DEBUG))
         ensure_console_handler(logger)
+        health_file = options["health_file"]
+        if health_file and not Path(health_file).resolve().parent.is_dir():
+            raise CommandError(f"--health-file: the directory of {health_file!r} does not exist")
         worker_options = WorkerOptions(
             queues=tuple(options["queues"]),
             concurrency=options["concurrency"],
@@ -123,6 +133,7 @@ class Command(BaseCommand):
             max_jobs=options["max_jobs"],
             takeover=options["takeover"],
             using=options["database"],
+            health_file=options["health_file"],
         )
         if options["processes"] > 1:
             code = Supervisor(worker_options, options["processes"], options["verbosity"]).run()

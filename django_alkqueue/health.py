@@ -1,0 +1,230 @@
+"""The checks of `manage.py alk_health` (docs/operations.md, "Health"): each returns the
+problems it found, each problem carries the exit status documented for its kind.
+
+The database and its migrations are checked first: while either fails, the other checks
+could only report the same outage again, so they are left out. Every check is a read of an
+index or of the Worker table, which holds one row per worker process, so a probe every few
+seconds costs nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Callable, Collection
+from datetime import datetime
+
+from django.db import connections
+from django.db.migrations.executor import MigrationExecutor
+
+from .models import Consumer, Worker
+from .status import oldest_pending_ages
+
+# The exit statuses, one per kind of problem; 1 and 2 stay Django's (an error, bad usage).
+HEALTHY = 0
+DATABASE_UNREACHABLE = 3
+MIGRATIONS_UNAPPLIED = 4
+NO_LEADER = 5
+QUEUE_BEHIND = 6
+WORKER_STALE = 7
+
+#: Unapplied migrations named in the problem line; the rest are counted.
+MIGRATIONS_SHOWN = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One thing wrong, as one line; `code` is the exit status of its kind."""
+
+    check: str  # "database", "migrations", "leader", "queue" or "worker"
+    code: int
+    message: str
+    subject: str | None = None  # the queue or the worker concerned
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthOptions:
+    """What to check besides the database, the migrations and the leader."""
+
+    stale_after: float
+    #: Seconds a queue's oldest pending job may wait past its run_at; None: not checked.
+    max_age: float | None = None
+    #: The queues `max_age` applies to; empty: every queue.
+    queues: tuple[str, ...] = ()
+    #: Workers whose heartbeat must be fresh.
+    workers: tuple[str, ...] = ()
+    #: Check this host's workers (those whose Worker row names this hostname).
+    this_host: bool = False
+
+
+def exit_status(problems: list[Problem]) -> int:
+    """HEALTHY, or the lowest status among the problems: the most fundamental one."""
+    return min((p.code for p in problems), default=HEALTHY)
+
+
+def run_checks(
+    using: str,
+    now: datetime,
+    options: HealthOptions,
+    hostname: str | None = None,
+    process_exists: Callable[[int], bool] | None = None,
+) -> list[Problem]:
+    """Every check `options` asks for, in order; stops after the database or the migrations."""
+    unreachable = database_problem(using)
+    if unreachable is not None:
+        return [unreachable]
+    unapplied = migration_problem(using)
+    if unapplied is not None:
+        return [unapplied]
+    problems = leader_problems(using, now, options.stale_after)
+    if options.max_age is not None:
+        problems += queue_problems(using, now, options.max_age, options.queues)
+    if options.workers:
+        problems += worker_problems(using, now, options.workers, options.stale_after)
+    if options.this_host:
+        problems += host_problems(
+            using,
+            now,
+            hostname or socket.gethostname(),
+            options.stale_after,
+            process_exists or pid_exists,
+        )
+    return problems
+
+
+def database_problem(using: str) -> Problem | None:
+    """The database answers a trivial query, or the problem says why not."""
+    try:
+        with connections[using].cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as exc:  # whatever the driver raises, the database is what is wrong
+        first_line = str(exc).strip().split("\n", 1)[0]
+        return Problem(
+            "database",
+            DATABASE_UNREACHABLE,
+            f"database {using!r} unreachable: {type(exc).__name__}: {first_line}",
+        )
+    return None
+
+
+def migration_problem(using: str) -> Problem | None:
+    """Every migration of every installed app is applied (one read of django_migrations)."""
+    executor = MigrationExecutor(connections[using])
+    plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if not plan:
+        return None
+    names = [f"{m.app_label}.{m.name}" for m, _ in plan]
+    shown = ", ".join(names[:MIGRATIONS_SHOWN])
+    more = f" and {len(names) - MIGRATIONS_SHOWN} more" if len(names) > MIGRATIONS_SHOWN else ""
+    return Problem(
+        "migrations", MIGRATIONS_UNAPPLIED, f"{len(names)} unapplied migration{'' if len(names) == 1 else 's'}: {shown}{more}"
+    )
+
+
+def leader_problems(using: str, now: datetime, stale_after: float) -> list[Problem]:
+    """A live worker carries the leader mark (the leader sets it every tick, leader.py)."""
+    if Worker.objects.using(using).live(now, stale_after).filter(is_leader=True).exists():
+        return []
+    return [
+        Problem(
+            "leader",
+            NO_LEADER,
+            "no live leader: no worker is running reclaim, sweep and the periodic schedules",
+        )
+    ]
+
+
+def queue_problems(
+    using: str, now: datetime, max_age: float, queues: Collection[str] = ()
+) -> list[Problem]:
+    """Queues whose oldest pending job has waited more than `max_age` seconds past its run_at.
+    Paused queues are left out: their jobs wait on purpose."""
+    ages = oldest_pending_ages(using, now, queues or None)
+    paused = set(
+        Consumer.objects.using(using)
+        .filter(paused=True, queue__in=list(ages))
+        .values_list("queue", flat=True)
+    )
+    return [
+        Problem(
+            "queue",
+            QUEUE_BEHIND,
+            f"queue {name!r}: oldest pending job waiting "
+            f"{_seconds(age)} (more than {_seconds(max_age)})",
+            name,
+        )
+        for name, age in sorted(ages.items())
+        if age > max_age and name not in paused
+    ]
+
+
+def worker_problems(
+    using: str, now: datetime, worker_ids: Collection[str], stale_after: float
+) -> list[Problem]:
+    """Each named worker has a row with a fresh heartbeat (unique index on worker_id)."""
+    beats = dict(
+        Worker.objects.using(using)
+        .filter(worker_id__in=list(worker_ids))
+        .values_list("worker_id", "last_heartbeat_at")
+    )
+    problems = []
+    for worker_id in worker_ids:
+        beat = beats.get(worker_id)
+        if beat is None:
+            problems.append(
+                Problem("worker", WORKER_STALE, f"worker {worker_id!r}: not registered", worker_id)
+            )
+        elif (now - beat).total_seconds() > stale_after:
+            problems.append(_stale(worker_id, now, beat, stale_after))
+    return problems
+
+
+def host_problems(
+    using: str,
+    now: datetime,
+    hostname: str,
+    stale_after: float,
+    process_exists: Callable[[int], bool],
+) -> list[Problem]:
+    """This host has a live worker, and none of its worker processes still running has a
+    stale heartbeat (a process that is gone leaves a stale row until pruned: not a problem)."""
+    rows = list(
+        Worker.objects.using(using)
+        .filter(hostname=hostname)
+        .values_list("worker_id", "pid", "last_heartbeat_at")
+    )
+    live = [w for w, _, beat in rows if (now - beat).total_seconds() <= stale_after]
+    if not live:
+        return [Problem("worker", WORKER_STALE, f"no live worker on host {hostname!r}", hostname)]
+    return [
+        _stale(worker_id, now, beat, stale_after)
+        for worker_id, pid, beat in rows
+        if (now - beat).total_seconds() > stale_after and process_exists(pid)
+    ]
+
+
+def _stale(worker_id: str, now: datetime, beat: datetime, stale_after: float) -> Problem:
+    age = _seconds((now - beat).total_seconds())
+    return Problem(
+        "worker",
+        WORKER_STALE,
+        f"worker {worker_id!r}: last heartbeat {age} ago (stale after {_seconds(stale_after)})",
+        worker_id,
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s"
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether a process with this id runs on this host (signal 0 checks without sending)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it runs, as another user
+        return True
+    return True

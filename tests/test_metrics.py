@@ -1,0 +1,128 @@
+"""The Prometheus view (django_alkqueue.metrics): who may scrape it, and that what it exposes
+is what the tables hold, parsed with prometheus_client's own parser."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import Client, override_settings
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from django_alkqueue.metrics.collector import hour_of
+from django_alkqueue.models import QueueStat, Worker
+from django_alkqueue.sql import dialect_name
+from tests.admin_helpers import Seeded, add_worker, client_for, make_user
+
+pytestmark = pytest.mark.django_db
+
+URL = "/metrics/"
+TOKEN = "s3cret-token-of-the-scraper"
+
+
+def samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a scrape, keyed by name and sorted labels."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+    }
+
+
+def scrape(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = client.get(URL, headers=headers)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain")
+    return samples(response.content)
+
+
+# -- who may scrape ------------------------------------------------------------------------------
+
+
+def test_an_anonymous_scrape_is_refused_with_401_and_a_bearer_challenge():
+    response = Client().get(URL)
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == 'Bearer realm="alkqueue"'
+
+
+def test_a_staff_user_without_the_view_permission_is_refused():
+    assert Client().get(URL).status_code == 401
+    assert client_for(make_user("clerk")).get(URL).status_code == 403
+
+
+def test_a_staff_user_with_the_view_permission_may_scrape():
+    assert client_for(make_user("ops", "view_queuestat")).get(URL).status_code == 200
+
+
+@override_settings(ALKQUEUE={"METRICS_TOKEN": TOKEN})
+def test_the_bearer_token_opens_the_view_without_a_login():
+    assert Client().get(URL, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+@override_settings(ALKQUEUE={"METRICS_TOKEN": TOKEN})
+def test_a_wrong_bearer_token_is_refused():
+    response = Client().get(URL, headers={"Authorization": "Bearer not-the-token"})
+    assert response.status_code == 403
+
+
+def test_no_token_is_accepted_when_none_is_configured():
+    response = Client().get(URL, headers={"Authorization": "Bearer "})
+    assert response.status_code == 403
+
+
+# -- what it exposes -------------------------------------------------------------------------
+
+
+def test_depth_by_state_and_paused_match_the_tables(root: Client, seeded: Seeded):
+    got = scrape(root)
+    emails, webhooks = (("queue", "shop-emails"),), (("queue", "shop-webhooks"),)
+    for state, ids in [
+        ("pending", seeded.pending),
+        ("scheduled", seeded.scheduled),
+        ("claimed", seeded.claimed),
+    ]:
+        assert got[("alkqueue_jobs", (*emails, ("state", state)))] == len(ids)
+    assert got[("alkqueue_jobs", (*webhooks, ("state", "dead")))] == len(seeded.dead)
+    assert got[("alkqueue_queue_paused", webhooks)] == 1
+    assert got[("alkqueue_queue_paused", emails)] == 0
+    assert got[("alkqueue_oldest_pending_age_seconds", emails)] >= 0
+
+
+def test_the_job_counters_sum_this_hours_minutes_and_start_at_the_hour(root: Client):
+    hour = hour_of(timezone.now())
+    QueueStat.objects.create(queue="q", minute=hour, finished=5, failed=2, dead_lettered=1)
+    QueueStat.objects.create(queue="q", minute=hour - timedelta(minutes=1), finished=1000)
+    if hour_of(timezone.now()) != hour:
+        pytest.skip("the hour turned during the test")
+
+    got = scrape(root)
+
+    q = (("queue", "q"),)
+    assert got[("alkqueue_jobs_finished_total", q)] == 5
+    assert got[("alkqueue_jobs_failed_total", q)] == 2
+    assert got[("alkqueue_jobs_dead_lettered_total", q)] == 1
+    assert got[("alkqueue_jobs_finished_created", q)] == hour.timestamp()
+
+
+def test_workers_by_state_and_the_leader(root: Client):
+    add_worker("w-live")
+    add_worker("w-stale", stale=True)
+    assert scrape(root)[("alkqueue_leader", ())] == 0
+    Worker.objects.filter(worker_id="w-live").update(is_leader=True)
+
+    got = scrape(root)
+
+    assert got[("alkqueue_workers", (("state", "live"),))] == 1
+    assert got[("alkqueue_workers", (("state", "stale"),))] == 1
+    assert got[("alkqueue_leader", ())] == 1
+
+
+def test_dead_tuples_are_exposed_where_the_server_counts_them(root: Client):
+    got = scrape(root)
+    key = ("alkqueue_dead_tuples", (("table", "alkqueue_message"),))
+    if dialect_name(connection) == "postgresql":
+        assert got[key] >= 0
+    else:
+        assert key not in got
