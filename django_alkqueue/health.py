@@ -118,8 +118,9 @@ def migration_problem(using: str) -> Problem | None:
     names = [f"{m.app_label}.{m.name}" for m, _ in plan]
     shown = ", ".join(names[:MIGRATIONS_SHOWN])
     more = f" and {len(names) - MIGRATIONS_SHOWN} more" if len(names) > MIGRATIONS_SHOWN else ""
+    noun = "migration" if len(names) == 1 else "migrations"
     return Problem(
-        "migrations", MIGRATIONS_UNAPPLIED, f"{len(names)} unapplied migration{'' if len(names) == 1 else 's'}: {shown}{more}"
+        "migrations", MIGRATIONS_UNAPPLIED, f"{len(names)} unapplied {noun}: {shown}{more}"
     )
 
 
