@@ -125,7 +125,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-DEMO_ENV := DATABASE_URL= ALKQUEUE_SQLITE_NAME=testproject/demo.sqlite3
+DEMO_ENV := DATABASE_URL= ALKQUEUE_SQLITE_NAME=testproject/demo.sqlite3 ALKQUEUE_DEMO=1
 
 demo: venv
 	rm -f testproject/demo.sqlite3*

@@ -28,6 +28,8 @@ INSTALLED_APPS = [
     "testproject.shop",
     "testproject.chaos",
 ]
+if os.environ.get("ALKQUEUE_DEMO"):  # make demo: the shop's queues only, not the chaos suite's
+    INSTALLED_APPS.remove("testproject.chaos")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -131,6 +131,13 @@ def test_the_overview_summarises_the_workers(seeded, root):
     assert "no live leader" in response.content.decode()
 
 
+def test_with_no_worker_at_all_the_overview_says_so_in_neutral_words(seeded, root):
+    page = root.get(OVERVIEW).content.decode()
+
+    assert "No worker is running: the last one exited, or none has started." in page
+    assert "no live leader" not in page
+
+
 def test_the_overview_warns_about_jobs_held_by_a_stale_worker(root):
     add_worker("host:gone", stale=True)
     queue("shop-emails").enqueue({})
