@@ -14,6 +14,7 @@ from django.db.models.functions import Substr
 from django.utils.dateparse import parse_datetime
 
 from .conf import get_settings
+from .consumers import registry
 from .models import (
     CONSUMER_TABLE,
     DEAD_LETTER_TABLE,
@@ -29,6 +30,7 @@ from .models import (
 @dataclasses.dataclass(frozen=True)
 class QueueRow:
     queue: str
+    #: The handler a worker bound (the Consumer row), else the one the code binds.
     handler: str | None
     paused: bool
     pending: int
@@ -36,6 +38,23 @@ class QueueRow:
     claimed: int
     dead: int
     oldest_pending_age: float
+    #: A worker has served the queue (it wrote the Consumer row). False with a handler: the
+    #: code binds one, but no worker has started on the queue yet.
+    served: bool = False
+
+
+def code_handler(name: str) -> str | None:
+    """The dotted path of the handler this process's code binds to queue `name`: its
+    @consumer, or the Tasks backend's runner for a task queue; None when there is none."""
+    spec = registry.get(name)
+    if spec is not None:
+        return spec.path
+    try:
+        from .task_runner import task_queue_spec
+    except ImportError:  # no Tasks framework installed
+        return None
+    task = task_queue_spec(name)
+    return task.path if task is not None else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +113,9 @@ def queue_overview(using: str, now: datetime) -> list[QueueRow]:
         rows.append(
             QueueRow(
                 queue=name,
-                handler=consumer.handler if consumer else None,
+                handler=consumer.handler if consumer else code_handler(name),
                 paused=bool(consumer and consumer.paused),
+                served=consumer is not None,
                 pending=counts.get("pending", 0),
                 scheduled=counts.get("scheduled", 0),
                 claimed=counts.get("claimed", 0),

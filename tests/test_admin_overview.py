@@ -214,3 +214,16 @@ def test_stale_claims_judgement_flags_lapsed_leases_nobody_reclaims():
         [{**claims[0], "lapsed": 0, "first_lapse": None}], {"host:9": now}, now
     )
     assert fresh.warning is None
+
+
+def test_a_queue_whose_consumer_no_worker_served_yet_shows_its_code_handler_in_amber(root):
+    queue("shop-reports").enqueue({})  # a view enqueued before any worker started
+
+    overview = root.get(OVERVIEW).content.decode()
+    page = root.get(queue_url("shop-reports")).content.decode()
+
+    assert 'title="testproject.shop.consumers.build_report"' in overview
+    assert '<span class="alk-amber">no worker has served it yet</span>' in overview
+    assert "testproject.shop.consumers.build_report" in page
+    assert "No worker has served this queue yet" in page
+    assert "No consumer is bound" not in page

@@ -95,11 +95,15 @@ def seed_every_state() -> dict[str, dict[str, object]]:
     )
     counts = ("pending", "scheduled", "claimed", "dead")
     return {
-        "shop-emails": dict(zip(counts, (3, 1, 0, 1), strict=True)) | {"handler": None},
+        # No worker has served these: the handler is the one the code binds, not yet served.
+        "shop-emails": dict(zip(counts, (3, 1, 0, 1), strict=True))
+        | {"handler": "testproject.shop.consumers.send_email", "served": False},
         "shop-noop": dict(zip(counts, (0, 0, 0, 0), strict=True))
-        | {"handler": "testproject.shop.consumers.do_nothing", "paused": True},
-        "shop-reports": dict(zip(counts, (0, 2, 0, 0), strict=True)) | {"handler": None},
-        "shop-webhooks": dict(zip(counts, (2, 0, 2, 1), strict=True)) | {"handler": None},
+        | {"handler": "testproject.shop.consumers.do_nothing", "paused": True, "served": True},
+        "shop-reports": dict(zip(counts, (0, 2, 0, 0), strict=True))
+        | {"handler": "testproject.shop.consumers.build_report", "served": False},
+        "shop-webhooks": dict(zip(counts, (2, 0, 2, 1), strict=True))
+        | {"handler": "testproject.shop.consumers.deliver_webhook", "served": False},
     }
 
 

@@ -201,6 +201,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "rate": status.throughput(using, now).get(name, status.Throughput()),
             "chart": charts.render(name, buckets, width=720, height=180, labels=True),
             "consumer": consumer,
+            "code_handler": None if consumer else status.code_handler(name),
             "errors": errors,
             "sampled": sampled,
             "error_sample": status.ERROR_SAMPLE,
