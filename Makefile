@@ -150,7 +150,7 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	@test -n "$(PYTHON_BOOT)" || { echo "no Python >= 3.12 found (tried python3.13, python3.12, pyenv 3.13.0)"; exit 1; }
 	"$(PYTHON_BOOT)" -m venv $(BENCH_VENV)
 	$(BENCH_PY) -m pip install -q --upgrade pip
-	$(BENCH_PY) -m pip install -q -e '.[postgres]' -r bench/requirements.txt
+	$(BENCH_PY) -m pip install -q -e '.[postgres,mysql]' -r bench/requirements.txt
 	touch $@
 
 bench: $(BENCH_VENV)/.installed postgres
