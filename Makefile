@@ -101,17 +101,21 @@ $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 test-compat: $(COMPAT_VENV)/.installed postgres /usr/sbin/pgbouncer
 	DATABASE_URL=$(PG_URL) PYTHONPATH=. PSYCOPG_IMPL=python $(COMPAT_PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
-# The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite (those
-# that run there), then docs/reliability.md from their records, even when one failed (the
-# page shows it) before the target fails. Scenarios 3 and 4 need root (they skip otherwise).
+# The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite and on
+# MariaDB (those that run there: docs/reliability.md says which), then docs/reliability.md
+# from their records, even when one failed (the page shows it) before the target fails.
+# Scenarios 3 and 4 need root (they skip otherwise).
 .PHONY: chaos
-chaos: venv postgres
+chaos: venv postgres mariadb mysqlclient
 	rm -rf test-artifacts/chaos/long
 	CHAOS_LONG=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
 	pg=$$?; \
 	CHAOS_LONG=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
 	sqlite=$$?; \
-	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0
+	CHAOS_LONG=1 DATABASE_URL=$(MARIADB_URL) $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
+	mariadb=$$?; \
+	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0 && \
+	  test $$mariadb -eq 0
 
 # The wheel in a fresh venv with no extras on SQLite, then with [mysql] on MariaDB.
 .PHONY: package-check
