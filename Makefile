@@ -37,12 +37,14 @@ postgres:
 
 # MariaDB (the ORM dialect, tests/ on MySQL's kin): Debian's server, started if it is down, with
 # a database and a user made by root over the unix socket. The user may create the test
-# databases (test_alkqueue_<pid>) and read InnoDB's metrics (the admin's health), nothing else.
+# databases (test_alkqueue_<pid>) and the bench's (bench_*, bench/README.md) and read
+# InnoDB's metrics (the admin's health), nothing else.
 MARIADB_SQL := CREATE DATABASE IF NOT EXISTS alkqueue CHARACTER SET utf8mb4; \
 	CREATE USER IF NOT EXISTS "alkqueue"@"localhost" IDENTIFIED BY "alkqueue"; \
 	CREATE USER IF NOT EXISTS "alkqueue"@"127.0.0.1" IDENTIFIED BY "alkqueue"; \
 	GRANT ALL PRIVILEGES ON alkqueue.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
 	GRANT ALL PRIVILEGES ON `test\_alkqueue%`.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
+	GRANT ALL PRIVILEGES ON `bench\_%`.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
 	GRANT PROCESS ON *.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1";
 
 /usr/sbin/mariadbd:
@@ -142,7 +144,8 @@ admin: venv
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-# The benchmark harness (bench/README.md): its own venv with the peers, then bench/run.py.
+# The benchmark harness (bench/README.md): its own venv with the peers, then bench/run.py;
+# django-alkqueue runs on PostgreSQL and once more on the local MariaDB (the ORM dialect).
 # bench: the full run (N = 20,000, 3 repetitions, the 1M-row steps), which writes
 # bench/results/full.* and rewrites docs/benchmarks.md from bench/benchmarks.md.tmpl;
 # bench-quick: N = 2,000, 1 repetition, no 1M steps (CI), which writes bench/results/quick.*.
@@ -157,8 +160,8 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	$(BENCH_PY) -m pip install -q -e '.[postgres,mysql]' -r bench/requirements.txt
 	touch $@
 
-bench: $(BENCH_VENV)/.installed postgres
+bench: $(BENCH_VENV)/.installed postgres mariadb
 	$(BENCH_PY) -m bench.run $(BENCH_ARGS)
 
-bench-quick: $(BENCH_VENV)/.installed postgres
+bench-quick: $(BENCH_VENV)/.installed postgres mariadb
 	$(BENCH_PY) -m bench.run --quick $(BENCH_ARGS)
