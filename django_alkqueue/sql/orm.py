@@ -226,7 +226,7 @@ class OrmDialect(Dialect):
         lapsed = Q(claim_token__isnull=False, lease_expires_at__lte=now)
         locked = live.select_for_update(skip_locked=True).filter(not_expired(now), lapsed)
         ids = list(locked.filter(queue=queue).order_by().values_list("id", flat=True))
-        return live_rows(live.filter(id__in=ids)) if ids else []
+        return [row for chunk in chunks(ids) for row in live_rows(live.filter(id__in=chunk))]
 
     def _stamp(
         self, connection: BaseDatabaseWrapper, rows: Sequence[Row], token: uuid.UUID,
