@@ -37,12 +37,14 @@ postgres:
 
 # MariaDB (the ORM dialect, tests/ on MySQL's kin): Debian's server, started if it is down, with
 # a database and a user made by root over the unix socket. The user may create the test
-# databases (test_alkqueue_<pid>) and read InnoDB's metrics (the admin's health), nothing else.
+# databases (test_alkqueue_<pid>) and the bench's (bench_*, bench/README.md) and read
+# InnoDB's metrics (the admin's health), nothing else.
 MARIADB_SQL := CREATE DATABASE IF NOT EXISTS alkqueue CHARACTER SET utf8mb4; \
 	CREATE USER IF NOT EXISTS "alkqueue"@"localhost" IDENTIFIED BY "alkqueue"; \
 	CREATE USER IF NOT EXISTS "alkqueue"@"127.0.0.1" IDENTIFIED BY "alkqueue"; \
 	GRANT ALL PRIVILEGES ON alkqueue.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
 	GRANT ALL PRIVILEGES ON `test\_alkqueue%`.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
+	GRANT ALL PRIVILEGES ON `bench\_%`.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
 	GRANT PROCESS ON *.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1";
 
 /usr/sbin/mariadbd:
@@ -101,17 +103,21 @@ $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 test-compat: $(COMPAT_VENV)/.installed postgres /usr/sbin/pgbouncer
 	DATABASE_URL=$(PG_URL) PYTHONPATH=. PSYCOPG_IMPL=python $(COMPAT_PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
-# The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite (those
-# that run there), then docs/reliability.md from their records, even when one failed (the
-# page shows it) before the target fails. Scenarios 3 and 4 need root (they skip otherwise).
+# The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite and on
+# MariaDB (those that run there: docs/reliability.md says which), then docs/reliability.md
+# from their records, even when one failed (the page shows it) before the target fails.
+# Scenarios 3 and 4 need root (they skip otherwise).
 .PHONY: chaos
-chaos: venv postgres
+chaos: venv postgres mariadb mysqlclient
 	rm -rf test-artifacts/chaos/long
 	CHAOS_LONG=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
 	pg=$$?; \
 	CHAOS_LONG=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
 	sqlite=$$?; \
-	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0
+	CHAOS_LONG=1 DATABASE_URL=$(MARIADB_URL) $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
+	mariadb=$$?; \
+	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0 && \
+	  test $$mariadb -eq 0
 
 # The wheel in a fresh venv with no extras on SQLite, then with [mysql] on MariaDB.
 .PHONY: package-check
@@ -138,7 +144,8 @@ admin: venv
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-# The benchmark harness (bench/README.md): its own venv with the peers, then bench/run.py.
+# The benchmark harness (bench/README.md): its own venv with the peers, then bench/run.py;
+# django-alkqueue runs on PostgreSQL and once more on the local MariaDB (the ORM dialect).
 # bench: the full run (N = 20,000, 3 repetitions, the 1M-row steps), which writes
 # bench/results/full.* and rewrites docs/benchmarks.md from bench/benchmarks.md.tmpl;
 # bench-quick: N = 2,000, 1 repetition, no 1M steps (CI), which writes bench/results/quick.*.
@@ -150,11 +157,11 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	@test -n "$(PYTHON_BOOT)" || { echo "no Python >= 3.12 found (tried python3.13, python3.12, pyenv 3.13.0)"; exit 1; }
 	"$(PYTHON_BOOT)" -m venv $(BENCH_VENV)
 	$(BENCH_PY) -m pip install -q --upgrade pip
-	$(BENCH_PY) -m pip install -q -e '.[postgres]' -r bench/requirements.txt
+	$(BENCH_PY) -m pip install -q -e '.[postgres,mysql]' -r bench/requirements.txt
 	touch $@
 
-bench: $(BENCH_VENV)/.installed postgres
+bench: $(BENCH_VENV)/.installed postgres mariadb
 	$(BENCH_PY) -m bench.run $(BENCH_ARGS)
 
-bench-quick: $(BENCH_VENV)/.installed postgres
+bench-quick: $(BENCH_VENV)/.installed postgres mariadb
 	$(BENCH_PY) -m bench.run --quick $(BENCH_ARGS)

@@ -204,11 +204,11 @@ class Workers:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def server_cpu() -> dict[int, float]:
-    """CPU seconds of every PostgreSQL server process, by pid."""
+def server_cpu(process: str = "postgres") -> dict[int, float]:
+    """CPU seconds of every database server process named `process`, by pid."""
     found = {}
     for proc in psutil.process_iter(["name"]):
-        if proc.info["name"] != "postgres":
+        if proc.info["name"] != process:
             continue
         try:
             times = proc.cpu_times()

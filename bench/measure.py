@@ -92,8 +92,12 @@ def start_workers(
         system.worker_commands(processes, config), system.worker_env(config, **env),
         f"{system.name}-{tag}",
     )  # fmt: skip
+
+    def started() -> bool:
+        return workers.connected(system.server_port) or not workers.alive()
+
     try:
-        common.wait_until(lambda: workers.connected() or not workers.alive(), 60, 0.05)
+        common.wait_until(started, 60, 0.05)
         if not workers.alive():
             raise RuntimeError(f"worker exited at start:\n{workers.tail()}")
         with system.connection() as conn:
@@ -117,7 +121,8 @@ def drain(system: System, n: int, processes: int, config: Config, tag: str) -> d
             cpu_before = workers.cpu_seconds()
             system.seed(batch, config)
             committed = time.perf_counter()
-            server_before = common.server_cpu()  # after the seed: its INSERTs do not count
+            # After the seed: its INSERTs do not count.
+            server_before = common.server_cpu(system.server_process)
             machine_before = common.machine_cpu()
             timeout = max(120.0, n / 20)
             try:
@@ -130,7 +135,7 @@ def drain(system: System, n: int, processes: int, config: Config, tag: str) -> d
                                    f"{workers.tail()}") from None  # fmt: skip
             cpu = workers.cpu_seconds() - cpu_before
             busy = common.machine_busy_since(machine_before)
-            server_after = common.server_cpu()
+            server_after = common.server_cpu(system.server_process)
             server = common.server_cpu_delta(server_before, server_after)
             # The completion polls' own backend: part of the server figure, not the system's.
             poll_pid = system.poll_backend_pid(conn)

@@ -95,7 +95,7 @@ def run_system(name: str, params: dict[str, Any], args: argparse.Namespace) -> d
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     common.wait_for_server()
-    common.create_database(system.database)
+    system.create_database()
     cmd = [common.PYTHON, "-m", "bench.suite", name, "--out", str(out),
            "--n", str(params["n"]), "--n-single", str(params["n_single"]),
            "--reps", str(params["reps"])]  # fmt: skip
@@ -106,7 +106,7 @@ def run_system(name: str, params: dict[str, Any], args: argparse.Namespace) -> d
     proc = subprocess.run(cmd, cwd=common.ROOT, env=system.suite_env())
     after = load_snapshot()
     if not args.keep_dbs:
-        common.drop_database(system.database)
+        system.drop_database()
     if proc.returncode != 0 or not out.exists():
         result = {"system": name, "title": system.title,
                   "errors": {"suite": f"exited {proc.returncode}"}}  # fmt: skip

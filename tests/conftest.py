@@ -46,6 +46,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "postgres_only": (engine != "postgresql" or forced_orm,
                           f"PostgreSQL-dialect behaviour; this run is on {engine}"
                           + (" with the ORM dialect" if forced_orm else "")),
+        # Needs row locks and writers that do not wait for each other: several worker
+        # processes at once (PostgreSQL, MariaDB, and the ORM dialect there); SQLite has one
+        # writer at a time.
+        "row_locks": (engine == "sqlite3",
+                      "needs row locks and concurrent writers; SQLite has one writer at a time"),
         # Needs SQLite and its own dialect's statements.
         "sqlite_only": (engine != "sqlite3" or forced_orm,
                         f"SQLite-dialect behaviour; this run is on {engine}"

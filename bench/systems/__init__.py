@@ -18,6 +18,7 @@ from .. import common
 SYSTEMS = {
     "raw": "bench.systems.raw:Raw",
     "alkqueue": "bench.systems.alkqueue:AlkQueue",
+    "alkqueue_mariadb": "bench.systems.alkqueue_mariadb:AlkQueueMariaDB",
     "django_tasks_db": "bench.systems.django_tasks_db:DjangoTasksDb",
     "procrastinate": "bench.systems.procrastinate:Procrastinate",
     "vtasks": "bench.systems.vtasks:VTasks",
@@ -57,11 +58,22 @@ class System:
     reset_sql: tuple[str, ...] = ()
     #: The tables a drain churns, vacuumed by the harness's stand-in for autovacuum.
     vacuum_tables: tuple[str, ...] = ()
+    #: The database server: its processes' name (their CPU is the server figure) and the
+    #: port a started worker holds a connection to.
+    server_process = "postgres"
+    server_port = 5432
 
     def __init__(self) -> None:
         self.database = common.PREFIX + self.name
 
     # -- set-up, in the suite process ------------------------------------------------------
+
+    def create_database(self) -> None:
+        """A fresh, empty database for the run (dropped first if a previous run left it)."""
+        common.create_database(self.database)
+
+    def drop_database(self) -> None:
+        common.drop_database(self.database)
 
     def install(self) -> None:
         """Create the schema in the (fresh) database."""

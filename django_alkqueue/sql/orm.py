@@ -33,12 +33,14 @@ from .locks import SessionLock
 from .orm_rows import (
     CHUNK,
     HANDOUT,
+    as_claimed,
     as_dead_row,
     by_claim,
     chunks,
     dead_letter,
     dead_rows,
     expired,
+    handout_key,
     lapsed_exhausted,
     live_rows,
     not_expired,
@@ -169,40 +171,39 @@ class OrmDialect(Dialect):
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
     ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
-        live = self._live(connection).filter(queue=queue).filter(not_expired(now))
-        keys = ("id", "priority", "run_at", "lease", "attempts", "max_attempts")
         token = uuid.uuid4()  # one per claim, shared by its jobs, as on PostgreSQL
-        if not connection.features.has_select_for_update:
-            # Without row locks the claim takes the write lock: look first, so that an idle
-            # poll takes no lock and does not wait behind a writer's open transaction.
-            due_or_lapsed = Q(claim_token__isnull=True, run_at__lte=now) | Q(
-                claim_token__isnull=False, lease_expires_at__lte=now
-            )
-            if not live.filter(due_or_lapsed).exists():
-                return [], []
+        # Without row locks the claim takes the write lock: look first, so that an idle poll
+        # takes no lock and does not wait behind a writer's open transaction.
+        if not connection.features.has_select_for_update and not self._claimable(
+            connection, queue, now
+        ):
+            return [], []
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
-            locked = live.select_for_update(skip_locked=True)
-            due = self.due(connection, queue, now)
+            # Whole rows at once: the handed-out jobs are built from them, not read again.
             # Every lapsed row (few): the best compete with the due ones, the exhausted die.
-            lapsed = locked.filter(claim_token__isnull=False, lease_expires_at__lte=now)
-            candidates = [*due.values_list(*keys)[:n], *lapsed.order_by().values_list(*keys)]
+            candidates = [
+                *live_rows(self.due(connection, queue, now)[:n]),
+                *self._lapsed_rows(connection, queue, now),
+            ]
             exhausted = [row[0] for row in candidates if row[4] >= row[5]]
-            usable = sorted((row for row in candidates if row[4] < row[5]),
-                            key=lambda row: (-row[1], row[2], row[0]))[:n]  # fmt: skip
-            for lease, rows in itertools.groupby(sorted(usable, key=lambda r: r[3]),
-                                                 key=lambda r: r[3]):  # fmt: skip
-                live.filter(id__in=[row[0] for row in rows]).update(
-                    attempts=F("attempts") + 1, claim_token=token, claimed_by=worker_id,
-                    claimed_at=now, lease_expires_at=now + timedelta(seconds=lease),
-                )  # fmt: skip
-            ids = [row[0] for row in usable]
-            claimed = live_rows(self._live(connection).filter(id__in=ids))
+            usable = sorted((row for row in candidates if row[4] < row[5]), key=handout_key)[:n]
+            self._stamp(connection, usable, token, worker_id, now)
             dead = self._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
                                   MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
-        handed = [(self.to_job(row, now), Claim(row[0], token)) for row in claimed]
-        handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
-        return handed, [self.to_job(row, now) for row in dead]
+        handed = [as_claimed(row, token, worker_id, now) for row in usable]
+        return (
+            [(self.to_job(row, now), Claim(row[0], token)) for row in handed],
+            [self.to_job(row, now) for row in dead],
+        )
+
+    def _claimable(self, connection: BaseDatabaseWrapper, queue: str, now: datetime) -> bool:
+        """Whether `queue` has a due or a lapsed row: the lock-free look before a claim."""
+        due_or_lapsed = Q(claim_token__isnull=True, run_at__lte=now) | Q(
+            claim_token__isnull=False, lease_expires_at__lte=now
+        )
+        live = self._live(connection).filter(not_expired(now), due_or_lapsed, queue=queue)
+        return live.exists()
 
     def due(
         self, connection: BaseDatabaseWrapper, queue: str, now: datetime
@@ -216,6 +217,28 @@ class OrmDialect(Dialect):
             .filter(not_expired(now), queue=queue, claim_token__isnull=True, run_at__lte=now)
             .order_by(*HANDOUT)
         )
+
+    def _lapsed_rows(self, connection: BaseDatabaseWrapper, queue: str, now: datetime) -> list[Row]:
+        """The claim's second read: claimed rows of `queue` whose lease lapsed, locked
+        (index alkqueue_lease_idx). Ids first: there are seldom any, and a read of whole
+        rows costs the ORM several times a read of ids to build."""
+        live = self._live(connection)
+        lapsed = Q(claim_token__isnull=False, lease_expires_at__lte=now)
+        locked = live.select_for_update(skip_locked=True).filter(not_expired(now), lapsed)
+        ids = list(locked.filter(queue=queue).order_by().values_list("id", flat=True))
+        return [row for chunk in chunks(ids) for row in live_rows(live.filter(id__in=chunk))]
+
+    def _stamp(
+        self, connection: BaseDatabaseWrapper, rows: Sequence[Row], token: uuid.UUID,
+        worker_id: str, now: datetime,
+    ) -> None:  # fmt: skip
+        """Hand the locked `rows` out under `token`: one UPDATE per lease length (row[7])."""
+        for lease, group in itertools.groupby(sorted(rows, key=lambda row: row[7]),
+                                              key=lambda row: row[7]):  # fmt: skip
+            self._live(connection).filter(id__in=[row[0] for row in group]).update(
+                attempts=F("attempts") + 1, claim_token=token, claimed_by=worker_id,
+                claimed_at=now, lease_expires_at=now + timedelta(seconds=lease),
+            )  # fmt: skip
 
     # -- completions, fenced by the claim --------------------------------------------------
 

@@ -4,7 +4,7 @@ predicates operations.py names as Q objects, and the dead letter a live row beco
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Expression, F, Q, QuerySet, TextField, Value
@@ -51,6 +51,18 @@ def lapsed_exhausted(now: datetime) -> Q:
     return Q(claim_token__isnull=False, lease_expires_at__lte=now) & Q(
         attempts__gte=F("max_attempts")
     )
+
+
+def handout_key(row: Row) -> tuple[Any, ...]:
+    """A row's place in handout order (HANDOUT) from its fields: priority, run_at, id."""
+    return (-row[3], row[9], row[0])
+
+
+def as_claimed(row: Row, token: Any, worker_id: str, now: datetime) -> Row:
+    """A locked row as the claim's UPDATE leaves it (OrmDialect._stamp), without reading it
+    again: one attempt more, the claim token, the worker and the lease from `now`."""
+    lease_expires_at = now + timedelta(seconds=row[7])
+    return (*row[:4], row[4] + 1, *row[5:13], token, worker_id, now, lease_expires_at, *row[17:])
 
 
 def chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:

@@ -21,6 +21,13 @@ ARTIFACTS = ROOT / "test-artifacts" / "chaos"
 WRITTEN: list[Path] = []
 
 
+def database() -> str:
+    """The database's name for the records: Django calls MariaDB "mysql"."""
+    if connection.vendor == "mysql" and getattr(connection, "mysql_is_mariadb", False):
+        return "mariadb"
+    return connection.vendor
+
+
 class Stopwatch:
     def __init__(self) -> None:
         self.started = time.monotonic()
@@ -40,13 +47,13 @@ def record(
     """Write scenario `number`'s record for this mode and database; returns its path."""
     folder = ARTIFACTS / MODE
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{number:02d}-{connection.vendor}.json"
+    path = folder / f"{number:02d}-{database()}.json"
     body = {
         "number": number,
         "title": title,
         "did": did,
         "mode": MODE,
-        "database": connection.vendor,
+        "database": database(),
         "passed": report.ok,
         "problems": report.problems[:20],
         "figures": dataclasses.asdict(report.figures),

@@ -16,7 +16,7 @@ from .invariants import check
 from .record import Stopwatch, record
 from .scale import pick
 
-pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.row_locks, pytest.mark.django_db(transaction=True)]
 
 QUEUE = "chaos-stress"  # lease 10 s, 3 attempts, exponential backoff from 0.05 s
 MAX_ATTEMPTS = 3

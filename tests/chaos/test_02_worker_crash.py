@@ -11,14 +11,14 @@ import pytest
 from django.utils import timezone
 
 from django_alkqueue import queue
-from django_alkqueue.models import QueueMessage
+from django_alkqueue.models import QueueMessage, Worker
 
 from .harness import ChaosWorker, Fleet, riding_out, serving, wait_for
 from .invariants import Fault, check
 from .record import Stopwatch, record
 from .scale import pick
 
-pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.row_locks, pytest.mark.django_db(transaction=True)]
 
 QUEUE = "chaos-crash"  # lease 2 s, 6 attempts, no backoff
 JOBS = pick(short=400, long=5_000)
@@ -27,6 +27,10 @@ HANDLER_MS = (10, 150)
 KILL_EVERY = pick(short=1.5, long=3.0)
 MIN_KILLS = pick(short=3, long=10)
 SEED = 2
+
+
+def registered(worker: ChaosWorker) -> bool:
+    return not worker.alive() or Worker.objects.filter(worker_id=worker.worker_id).exists()
 
 
 def test_sigkilled_workers_lose_no_job_and_duplicate_only_the_jobs_they_held(fleet: Fleet):
@@ -62,6 +66,9 @@ def test_sigkilled_workers_lose_no_job_and_duplicate_only_the_jobs_they_held(fle
         running[slot] = launch(slot)
     wait_for(lambda: remaining() == 0, timeout=60, what=f"drain of {JOBS} jobs")
     drained_in = clock.seconds()
+    # A worker launched just before the drain ended may still be starting up, before its
+    # SIGTERM handler is in place (it is once its Worker row exists).
+    wait_for(lambda: all(registered(w) for w in running), timeout=60, what="workers started")
     codes = fleet.stop_all()
 
     report = check(

@@ -1,15 +1,16 @@
 """Scenario 5, slow database: while two workers drain a queue, a side connection first holds
-row locks on some pending jobs (claims skip them: FOR UPDATE SKIP LOCKED), then an ACCESS
-EXCLUSIVE lock on the whole queue table (claims, acks and lease renewals wait). Nothing is
-claimed twice, the locked jobs run once the locks go, and the workers do not crash."""
+row locks on some pending jobs (claims skip them: FOR UPDATE SKIP LOCKED), then an exclusive
+lock on the whole queue table (PostgreSQL's ACCESS EXCLUSIVE, MariaDB's LOCK TABLES ... WRITE:
+claims, acks and lease renewals wait). Nothing is claimed twice, the locked jobs run once the
+locks go, and the workers do not crash."""
 
 from __future__ import annotations
 
 import random
 import time
 from collections.abc import Iterator
+from typing import Any
 
-import psycopg
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -23,7 +24,7 @@ from .invariants import Fault, check
 from .record import Stopwatch, record
 from .scale import pick
 
-pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.row_locks, pytest.mark.django_db(transaction=True)]
 
 QUEUE = "chaos-slow"  # lease 5 s, 10 attempts
 JOBS = pick(short=500, long=5_000)
@@ -36,20 +37,54 @@ TABLE_LOCK_SECONDS = pick(short=2.5, long=8.0)
 SETTLE = 10.0
 
 
-@pytest.fixture
-def side() -> Iterator[psycopg.Connection]:
+class Side:
     """A connection of its own, outside Django, that holds locks in its own transaction."""
-    db = connection.settings_dict
-    conn = psycopg.connect(
-        host=db.get("HOST") or "127.0.0.1",
-        port=int(db.get("PORT") or 5432),
-        user=db["USER"],
-        dbname=db["NAME"],
-    )
+
+    def __init__(self) -> None:
+        db = connection.settings_dict
+        self.postgres = connection.vendor == "postgresql"
+        host, port = db.get("HOST") or "127.0.0.1", db.get("PORT")
+        if self.postgres:
+            import psycopg
+
+            self.conn: Any = psycopg.connect(
+                host=host, port=int(port or 5432), user=db["USER"], dbname=db["NAME"]
+            )
+        else:
+            import MySQLdb
+
+            self.conn = MySQLdb.connect(
+                host=host, port=int(port or 3306), user=db["USER"],
+                password=db["PASSWORD"], database=db["NAME"],
+            )  # fmt: skip
+
+    def lock_rows(self, ids: list[int]) -> None:
+        marks = ", ".join(["%s"] * len(ids))
+        sql = f"SELECT id FROM {MESSAGE_TABLE} WHERE id IN ({marks}) FOR UPDATE"
+        self.conn.cursor().execute(sql, ids)
+
+    def lock_table(self) -> None:
+        """Every reader and writer of the queue table waits until release()."""
+        if self.postgres:
+            self.conn.execute(f"LOCK TABLE {MESSAGE_TABLE} IN ACCESS EXCLUSIVE MODE")
+        else:
+            self.conn.cursor().execute(f"LOCK TABLES {MESSAGE_TABLE} WRITE")
+
+    def release(self) -> None:
+        if not self.postgres:
+            self.conn.cursor().execute("UNLOCK TABLES")
+        self.conn.rollback()
+
+
+@pytest.fixture
+def side() -> Iterator[Side]:
+    if connection.vendor not in ("postgresql", "mysql"):
+        pytest.skip(f"no side connection written for {connection.vendor}")
+    held = Side()
     try:
-        yield conn
+        yield held
     finally:
-        conn.close()
+        held.conn.close()
 
 
 def executed(ids: list[int] | None = None) -> int:
@@ -58,7 +93,7 @@ def executed(ids: list[int] | None = None) -> int:
 
 
 def test_claims_skip_locked_rows_and_wait_out_a_table_lock_without_double_claims(
-    fleet: Fleet, side: psycopg.Connection
+    fleet: Fleet, side: Side
 ):
     rng = random.Random(5)
     jobs = queue(QUEUE).enqueue_many(
@@ -70,24 +105,24 @@ def test_claims_skip_locked_rows_and_wait_out_a_table_lock_without_double_claims
 
     # Row locks: claims skip the locked jobs and take the rest.
     rows_at = timezone.now()
-    side.execute(f"SELECT id FROM {MESSAGE_TABLE} WHERE id = ANY(%s) FOR UPDATE", [locked])
+    side.lock_rows(locked)
     for n in range(WORKERS):
         fleet.start(*serving(QUEUE, threads=THREADS), worker_id=f"slow-{n}")
     wait_for(lambda: executed() >= 100, timeout=30, what="jobs flowing past the locked rows")
     time.sleep(ROW_LOCK_SECONDS)
     ran_while_row_locked = executed(locked)
-    side.rollback()
+    side.release()
     faults.append(Fault("row locks", rows_at, timezone.now()).settled(SETTLE))
 
     # The table lock: everything that touches the queue table waits behind it.
     wait_for(lambda: executed() >= JOBS * 0.3, timeout=60, what="30% of the jobs run")
     table_at = timezone.now()
-    side.execute(f"LOCK TABLE {MESSAGE_TABLE} IN ACCESS EXCLUSIVE MODE")
+    side.lock_table()
     time.sleep(0.5)  # let the handlers already running finish and queue their acks
     frozen = executed()
     time.sleep(TABLE_LOCK_SECONDS - 0.5)
     started_while_table_locked = executed() - frozen
-    side.rollback()
+    side.release()
     faults.append(Fault("table lock", table_at, timezone.now()).settled(SETTLE))
     alive_after_lock = [w.alive() for w in fleet.started]
 
@@ -97,6 +132,7 @@ def test_claims_skip_locked_rows_and_wait_out_a_table_lock_without_double_claims
         what=f"drain of {JOBS} jobs",
     )
     codes = fleet.stop_all()
+    table_lock = "an ACCESS EXCLUSIVE lock" if side.postgres else "LOCK TABLES ... WRITE"
 
     report = check(
         [j.id for j in jobs], faults, expect=dict.fromkeys((j.id for j in jobs), "acked")
@@ -106,7 +142,7 @@ def test_claims_skip_locked_rows_and_wait_out_a_table_lock_without_double_claims
         "Slow database",
         f"{WORKERS} workers x {THREADS} threads drain {JOBS:,} jobs (lease 5 s) while a side "
         f"connection holds row locks on {ROW_LOCKED} of them for {ROW_LOCK_SECONDS:g} s, "
-        f"then an ACCESS EXCLUSIVE lock on the queue table for {TABLE_LOCK_SECONDS:g} s",
+        f"then {table_lock} on the queue table for {TABLE_LOCK_SECONDS:g} s",
         report,
         clock.seconds(),
         {

@@ -28,7 +28,7 @@ from .invariants import Fault, check
 from .record import Stopwatch, record
 from .scale import pick
 
-pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.row_locks, pytest.mark.django_db(transaction=True)]
 
 POISON, FLOW = "chaos-poison", "chaos-flow"  # poison: lease 1 s, 2 attempts
 FLOW_JOBS = pick(short=150, long=2_000)  # per wave; two waves

@@ -1,4 +1,4 @@
-"""Scenario 10, migrations (PostgreSQL and SQLite): on a scratch database of their own, the
+"""Scenario 10, migrations (PostgreSQL, SQLite and MariaDB): on a scratch database of their own, the
 app's migrations apply forward, unapply back to zero (every alkqueue table gone), and apply
 forward again to the very same schema (columns, indexes, constraints, storage options); the
 long version also steps back and forth one migration at a time. `makemigrations --check
@@ -36,13 +36,26 @@ _PG_SCHEMA = [
 ]
 
 
+_MYSQL_SCHEMA = [
+    "SELECT table_name, column_name, column_type, is_nullable, column_default "
+    "FROM information_schema.columns WHERE table_schema = %s AND table_name LIKE 'alkqueue%%' "
+    "ORDER BY 1, 2",
+    "SELECT table_name, index_name, non_unique, seq_in_index, column_name, collation "
+    "FROM information_schema.statistics WHERE table_schema = %s "
+    "AND table_name LIKE 'alkqueue%%' ORDER BY 1, 2, 4",
+    "SELECT table_name, constraint_name, constraint_type FROM information_schema.table_constraints "
+    "WHERE table_schema = %s AND table_name LIKE 'alkqueue%%' ORDER BY 1, 2",
+]
+
+
 class Scratch:
     """A database of the same vendor as the test run, migrated by `manage.py` subprocesses."""
 
     def __init__(self) -> None:
         self.commands = 0
+        self.vendor = connection.vendor
         db = connection.settings_dict
-        if connection.vendor == "postgresql":
+        if self.vendor == "postgresql":
             self.name = f"alk_migrations_{os.getpid()}"
             self.params = {
                 "host": db.get("HOST") or "127.0.0.1",
@@ -55,6 +68,22 @@ class Scratch:
             }
             self._admin(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(self.name)))
             self._admin(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.name)))
+        elif self.vendor == "mysql":
+            # Named like the test databases, which the Makefile's user may create and drop.
+            self.name = f"test_alkqueue_migrations_{os.getpid()}"
+            self.params = {
+                "host": db.get("HOST") or "127.0.0.1",
+                "port": int(db.get("PORT") or 3306),
+                "user": db["USER"],
+                "password": db["PASSWORD"],
+            }
+            p = self.params
+            self.env = {
+                "DATABASE_URL": f"mysql://{p['user']}:{p['password']}@{p['host']}:{p['port']}/"
+                f"{self.name}"
+            }
+            self._mysql(f"DROP DATABASE IF EXISTS `{self.name}`")
+            self._mysql(f"CREATE DATABASE `{self.name}` CHARACTER SET utf8mb4")
         else:
             handle, path = tempfile.mkstemp(prefix="alkqueue-migrations-", suffix=".db")
             os.close(handle)
@@ -64,6 +93,17 @@ class Scratch:
     def _admin(self, statement: sql.Composed) -> None:
         with psycopg.connect(dbname="postgres", autocommit=True, **self.params) as conn:
             conn.execute(statement)
+
+    def _mysql(self, statement: str, *params: object) -> list[tuple[object, ...]]:
+        import MySQLdb
+
+        conn = MySQLdb.connect(**self.params)
+        try:
+            cursor = conn.cursor()
+            cursor.execute(statement, params or None)
+            return [tuple(row) for row in cursor.fetchall()]
+        finally:
+            conn.close()
 
     def manage(self, *args: str) -> str:
         self.commands += 1
@@ -76,11 +116,13 @@ class Scratch:
 
     def schema(self) -> list[tuple[object, ...]]:
         """Everything that describes the alkqueue tables, in a stable order."""
-        if connection.vendor == "postgresql":
+        if self.vendor == "postgresql":
             with psycopg.connect(dbname=self.name, **self.params) as conn:
                 return [
                     tuple(row) for q in _PG_SCHEMA for row in conn.execute(q.replace("%%", "%"))
                 ]
+        if self.vendor == "mysql":
+            return [row for q in _MYSQL_SCHEMA for row in self._mysql(q, self.name)]
         import sqlite3
 
         with sqlite3.connect(self.path) as conn:
@@ -90,10 +132,12 @@ class Scratch:
             ).fetchall()
 
     def drop(self) -> None:
-        if connection.vendor == "postgresql":
+        if self.vendor == "postgresql":
             self._admin(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.name))
             )
+        elif self.vendor == "mysql":
+            self._mysql(f"DROP DATABASE IF EXISTS `{self.name}`")
         else:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
