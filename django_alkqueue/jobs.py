@@ -43,6 +43,8 @@ class Job:
     claimed_at: datetime | None = None
     reason: str | None = None
     retention: float | None = None
+    #: What the queue's key_concurrency and key_rate count by (docs/flow-control.md).
+    concurrency_key: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,14 +10,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, Min, Q
 
+from . import limits as flow
 from . import signals, validation
 from .error_text import capped, capped_or_none
-from .exceptions import AlkQueueError
+from .exceptions import AlkQueueError, InvalidOption
+from .limits import LimitsInForce
 from .jobs import EXPIRED, Job, QueueStats, Stamps
 from .models import Consumer, DeadLetter, QueueMessage
 from .payload import decode
@@ -361,3 +364,52 @@ def lock_claim(using: str, claim: Claim, now: datetime) -> bool:
     """Inside the caller's transaction: hold a valid claim's row until commit."""
     dialect, connection = _dialect_and_connection(using)
     return bool(dialect.lock_claim(connection, claim, now))
+
+
+# -- flow control: the operator's overrides ------------------------------------------------
+
+_KEEP: Any = object()
+
+
+def set_limits(
+    queue: str,
+    *,
+    concurrency: Any = _KEEP,
+    key_concurrency: Any = _KEEP,
+    rate: Any = _KEEP,
+    key_rate: Any = _KEEP,
+    using: str = "default",
+) -> LimitsInForce:
+    """Override the queue's limits on its Consumer row: each one given (None: no limit)
+    wins over the code and the settings, across worker restarts, until reset_limits. Limits
+    not given keep their current override, if any. Returns the limits now in force.
+
+    InvalidOption, and nothing written, for a bad value or a queue without a Consumer row
+    (one is written when a worker first serves the queue)."""
+    validation.queue_name(queue)
+    validation.database_alias(using)
+    given = {"concurrency": concurrency, "key_concurrency": key_concurrency,
+             "rate": rate, "key_rate": key_rate}  # fmt: skip
+    chosen = {name: flow.parse(name, value) for name, value in given.items() if value is not _KEEP}
+    with transaction.atomic(using=using):
+        row = Consumer.objects.using(using).select_for_update().filter(queue=queue).first()
+        if row is None:
+            raise InvalidOption(
+                f"queue {queue!r} has no Consumer row to hold its limits: start a worker "
+                "serving it first, or set the limits in code or in ALKQUEUE['QUEUES']"
+            )
+        overrides = dict(row.limit_overrides or {})
+        overrides.update({name: flow.stored_value(value) for name, value in chosen.items()})
+        Consumer.objects.using(using).filter(pk=row.pk).update(limit_overrides=overrides)
+    flow.cache.forget()
+    return flow.limits_in_force(queue, using=using)
+
+
+def reset_limits(queue: str, *, using: str = "default") -> LimitsInForce:
+    """Drop the queue's overrides: the code's (or the settings') limits apply again. A queue
+    without a Consumer row has no overrides; nothing is written then."""
+    validation.queue_name(queue)
+    validation.database_alias(using)
+    Consumer.objects.using(using).filter(queue=queue).update(limit_overrides={})
+    flow.cache.forget()
+    return flow.limits_in_force(queue, using=using)
