@@ -24,7 +24,7 @@ from .limits import LimitsInForce
 from .jobs import EXPIRED, Job, QueueStats, Stamps, make_job
 from .models import Consumer, DeadLetter, QueueMessage
 from .payload import decode
-from .sql import Claim, Dialect, Row, chunked, dialect_for
+from .sql import Claim, Dialect, Row, chunked, dialect_for, limited_claim
 
 _KEY_RACE_RETRIES = 5
 #: Rows per write of a bulk enqueue: small enough that the work on the next chunk overlaps
@@ -149,10 +149,23 @@ def _enqueue_unique(
     raise AlkQueueError(f"unique key {stamps.unique_key!r} kept changing hands; enqueue again")
 
 
-def claim(using: str, queue: str, worker_id: str, n: int, now: datetime) -> list[tuple[Job, Claim]]:
-    """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered."""
+def claim(
+    using: str,
+    queue: str,
+    worker_id: str,
+    n: int,
+    now: datetime,
+    limits: flow.Limits = flow.NO_LIMITS,
+) -> list[tuple[Job, Claim]]:
+    """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered.
+
+    A queue with limits is claimed through the gate (sql/limited_claim.py); one without
+    keeps its dialect's one-statement claim."""
     dialect, connection = _dialect_and_connection(using)
-    handed, dead = dialect.claim(connection, queue, worker_id, n, now)
+    if limits.any():
+        handed, dead = limited_claim.claim(connection, queue, worker_id, n, now, limits)
+    else:
+        handed, dead = dialect.claim(connection, queue, worker_id, n, now)
     _announce_deaths(dead)
     return handed
 

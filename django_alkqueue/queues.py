@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import defaults as _defaults
+from . import limits as flow
 from . import operations, validation
 from .backoff import exponential_delay
 from .clock import Clock, system_clock
@@ -181,13 +182,15 @@ class Queue:
     # -- claim -----------------------------------------------------------------------------
 
     def claim(self, worker_id: str, n: int = 1) -> list[JobHandle]:
-        """Hand out at most n due jobs: highest priority first, then oldest run_at, then id."""
+        """Hand out at most n due jobs: highest priority first, then oldest run_at, then id;
+        within the queue's limits (docs/flow-control.md), read again once a second."""
         validation.worker_id(worker_id)
         validation.batch_size(n)
         if n <= 0:
             return []
         now = self._now()
-        handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now)
+        limits = flow.cache.get(self.name, self.using)
+        handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now, limits)
         return [JobHandle(self, job, claim) for job, claim in handed]
 
     def claim_one(self, worker_id: str) -> JobHandle | None:

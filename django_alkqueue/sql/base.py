@@ -204,8 +204,7 @@ class Dialect:
         """The live job holding `key` (index alkqueue_live_unique_key)."""
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT {LIVE_ROW} FROM {MESSAGE_TABLE} "
-                "WHERE queue = %s AND unique_key = %s",
+                f"SELECT {LIVE_ROW} FROM {MESSAGE_TABLE} WHERE queue = %s AND unique_key = %s",
                 [queue, key],
             )
             row = cursor.fetchone()
