@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -56,20 +57,28 @@ def claim(
     n: int,
     now: datetime,
     limits: Limits,
+    clock: Callable[[], datetime] | None = None,
 ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
     """Claim up to n due jobs of `queue` within `limits`; returns (each job and its claim,
-    in handout order; the jobs dead-lettered on the way)."""
+    in handout order; the jobs dead-lettered on the way).
+
+    `clock` is read again once the gate is held, for the counts, and once more after them,
+    for the claim's time (claimed_at, the lease, the ledger): a claim's time is then never
+    earlier than the end of any claim its counts left out (`now` is the floor of both)."""
     alias = connection.alias
     live = QueueMessage.objects.using(alias).filter(queue=queue)
+    read = (lambda: now) if clock is None else (lambda: max(now, clock()))
     with transaction.atomic(using=alias):
         _lock_gate(alias, queue, now)
-        dead = _reclaim_lapsed(connection, live, now)
-        room = min(n, _queue_room(alias, live, queue, now, limits))
-        chosen = _choose(alias, live, queue, now, limits, room) if room > 0 else []
-        handed = _stamp(live, chosen, worker_id, now)
+        counted_at = read()
+        dead = _reclaim_lapsed(connection, live, counted_at)
+        room = min(n, _queue_room(alias, live, queue, counted_at, limits))
+        chosen = _choose(alias, live, queue, counted_at, limits, room) if room > 0 else []
+        claimed_at = max(counted_at, read())
+        handed = _stamp(live, chosen, worker_id, claimed_at)
         if limits.rate is not None or limits.key_rate is not None:
-            _record(alias, queue, now, limits, [job for job, _ in handed])
-    return handed, [_rows.to_job(row, now) for row in dead]
+            _record(alias, queue, claimed_at, limits, [job for job, _ in handed])
+    return handed, [_rows.to_job(row, counted_at) for row in dead]
 
 
 def _lock_gate(alias: str, queue: str, now: datetime) -> None:
