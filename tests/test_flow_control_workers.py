@@ -153,3 +153,21 @@ def test_an_override_applies_to_running_workers_and_survives_a_restart() -> None
     after = [(start, end) for *_, start, end in runs() if start > restarted_at]
     assert most_at_once(after) == 1
     assert Consumer.objects.get(queue=QUEUE).limit_overrides == {"concurrency": 1}
+
+
+def test_a_rate_holds_in_every_window_and_is_nearly_reached_while_jobs_wait() -> None:
+    count, period = (25, 0.5)
+    q = queue(QUEUE)
+    q.enqueue_many(range(2_000))
+    workers = start_workers(2, 4, {"rate": [count, period]})
+    try:
+        wait_until(lambda: count_runs() >= 12 * count, timeout=60, every=0.1, what="12 periods")
+    finally:
+        stop_all(workers)
+    starts = sorted(start for *_, start, _ in runs())
+    most_in_a_window = max(
+        sum(1 for other in starts[i:] if other < start + period) for i, start in enumerate(starts)
+    )
+    assert most_in_a_window <= count
+    ten_periods = [start for start in starts if start < starts[0] + 10 * period]
+    assert len(ten_periods) >= 0.9 * 10 * count

@@ -38,7 +38,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job
-from ..limits import Limits, Rate
+from ..limits import Limits, Rate, cache
 from ..models import ClaimGate, ClaimLedger, QueueMessage
 from .base import Claim
 from .orm import OrmDialect
@@ -78,6 +78,9 @@ def claim(
         handed = _stamp(live, chosen, worker_id, claimed_at)
         if limits.rate is not None or limits.key_rate is not None:
             _record(alias, queue, claimed_at, limits, [job for job, _ in handed])
+        cache.note_room_in(
+            queue, alias, _rate_frees_in(alias, queue, claimed_at, limits, n, handed)
+        )
     return handed, [_rows.to_job(row, counted_at) for row in dead]
 
 
@@ -225,6 +228,28 @@ def _stamp(
     handed = [(_rows.to_job(row, now), Claim(row[0], token)) for row in claimed]
     handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
     return handed
+
+
+def _rate_frees_in(
+    alias: str,
+    queue: str,
+    now: datetime,
+    limits: Limits,
+    n: int,
+    handed: list[tuple[Job, Claim]],
+) -> float | None:
+    """Seconds until the queue's rate frees room, when it held this claim back (fewer
+    jobs than asked and no room left in the window); else None."""
+    if limits.rate is None or len(handed) >= n:
+        return None
+    window = _in_window(alias, queue, limits.rate, now).filter(concurrency_key=QUEUE_WIDE)
+    used = window.aggregate(total=Sum("count"))["total"] or 0
+    if used < limits.rate.count:
+        return None
+    oldest = window.order_by("claimed_at").values_list("claimed_at", flat=True).first()
+    if oldest is None:
+        return None
+    return max((oldest - now).total_seconds() + limits.rate.period, 0.0)
 
 
 def _record(alias: str, queue: str, now: datetime, limits: Limits, jobs: list[Job]) -> None:
