@@ -67,7 +67,10 @@ def claim(
     earlier than the end of any claim its counts left out (`now` is the floor of both)."""
     alias = connection.alias
     live = QueueMessage.objects.using(alias).filter(queue=queue)
-    read = (lambda: now) if clock is None else (lambda: max(now, clock()))
+
+    def read() -> datetime:
+        return now if clock is None else max(now, clock())
+
     with transaction.atomic(using=alias):
         _lock_gate(alias, queue, now)
         counted_at = read()

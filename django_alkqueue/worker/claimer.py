@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import threading
 import time
-from math import inf
 from collections.abc import Callable
 from datetime import datetime
+from math import inf
 
 from .. import limits as flow
 from ..models import Consumer
