@@ -40,12 +40,14 @@ from django.db.models import Count, F, Q, QuerySet, Sum
 from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job
 from ..limits import Limits, Rate, cache
 from ..models import ClaimGate, ClaimLedger, QueueMessage
-from .base import Claim
+from .base import ROW_FIELDS, Claim, Row
 from .orm import OrmDialect
 from .orm_rows import HANDOUT, live_rows, not_expired
 
 #: The ledger's key for the queue's own count (a concurrency key is never empty).
 QUEUE_WIDE = ""
+_LEASE_AT = ROW_FIELDS.index("lease")
+_KEY_AT = ROW_FIELDS.index("concurrency_key")
 
 _rows = OrmDialect()  # ORM rows are read and buried the same way on every database
 
@@ -75,15 +77,16 @@ def claim(
         _lock_gate(alias, queue, now)
         counted_at = read()
         dead = _reclaim_lapsed(connection, live, counted_at)
-        room = min(n, _queue_room(alias, live, queue, counted_at, limits))
-        chosen = _choose(alias, live, queue, counted_at, limits, room) if room > 0 else []
+        held = _live_claims_per_key(live, limits)
+        room = min(n, _queue_room(alias, queue, counted_at, limits, held))
+        rows = _choose(alias, live, queue, counted_at, limits, room, held) if room > 0 else []
         claimed_at = max(counted_at, read())
-        handed = _stamp(live, chosen, worker_id, claimed_at)
+        handed = _stamp(live, rows, worker_id, claimed_at)
         if limits.rate is not None or limits.key_rate is not None:
             _record(alias, queue, claimed_at, limits, [job for job, _ in handed])
-        cache.note_room_in(
-            queue, alias, _rate_frees_in(alias, queue, claimed_at, limits, n, handed)
-        )
+            cache.note_room_in(
+                queue, alias, _rate_frees_in(alias, queue, claimed_at, limits, n, handed)
+            )
     return handed, [_rows.to_job(row, counted_at) for row in dead]
 
 
@@ -102,18 +105,34 @@ def _lock_gate(alias: str, queue: str, now: datetime) -> None:
 
 def _reclaim_lapsed(
     connection: BaseDatabaseWrapper, live: QuerySet[QueueMessage], now: datetime
-) -> list[tuple[object, ...]]:
+) -> list[Row]:
     """The queue's lapsed claims free their slots: pending again with attempts left, else
-    dead letters. Returns the dead rows."""
+    dead letters. Returns the dead rows. Usually there are none: one read, by
+    alkqueue_lease_idx."""
     lapsed = live.filter(claim_token__isnull=False, lease_expires_at__lte=now)
-    exhausted = list(lapsed.filter(attempts__gte=F("max_attempts")).values_list("id", flat=True))
-    dead = (
-        _rows._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED)
-        if exhausted
-        else []
+    found = list(lapsed.values_list("id", "attempts", "max_attempts"))
+    if not found:
+        return []
+    exhausted = [job_id for job_id, attempts, most in found if attempts >= most]
+    dead = _rows._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
+                           MAX_ATTEMPTS_EXCEEDED) if exhausted else []  # fmt: skip
+    live.filter(id__in=[row[0] for row in found if row[0] not in exhausted]).update(
+        claim_token=None, claimed_by=None, claimed_at=None, lease_expires_at=None
     )
-    lapsed.update(claim_token=None, claimed_by=None, claimed_at=None, lease_expires_at=None)
     return dead
+
+
+def _live_claims_per_key(live: QuerySet[QueueMessage], limits: Limits) -> dict[str | None, int]:
+    """Live claims of the queue per concurrency key (None: jobs without one), in one read
+    of the claimed rows (alkqueue_lease_idx); empty when no cap needs them."""
+    if limits.concurrency is None and limits.key_concurrency is None:
+        return {}
+    return dict(
+        live.filter(claim_token__isnull=False)
+        .values_list("concurrency_key")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
 
 
 def _in_window(alias: str, queue: str, rate: Rate, now: datetime) -> QuerySet[ClaimLedger]:
@@ -123,12 +142,12 @@ def _in_window(alias: str, queue: str, rate: Rate, now: datetime) -> QuerySet[Cl
 
 
 def _queue_room(
-    alias: str, live: QuerySet[QueueMessage], queue: str, now: datetime, limits: Limits
+    alias: str, queue: str, now: datetime, limits: Limits, held: dict[str | None, int]
 ) -> int:
     """How many more claims the queue-wide limits allow now."""
     room = 2**31
     if limits.concurrency is not None:
-        room = limits.concurrency - live.filter(claim_token__isnull=False).count()
+        room = limits.concurrency - sum(held.values())
     if limits.rate is not None:
         window = _in_window(alias, queue, limits.rate, now).filter(concurrency_key=QUEUE_WIDE)
         used = window.aggregate(total=Sum("count"))["total"] or 0
@@ -137,19 +156,13 @@ def _queue_room(
 
 
 def _key_rooms(
-    alias: str, live: QuerySet[QueueMessage], queue: str, now: datetime, limits: Limits
+    alias: str, queue: str, now: datetime, limits: Limits, held: dict[str | None, int]
 ) -> tuple[dict[str, int], int | None]:
     """Per key with live claims or ledger rows, the room its limits leave; and the room of
     any other key (None when keys are not limited)."""
-    held: dict[str, int] = {}
+    if limits.key_concurrency is None and limits.key_rate is None:
+        return {}, None
     used: dict[str, int] = {}
-    if limits.key_concurrency is not None:
-        held = dict(
-            live.filter(claim_token__isnull=False, concurrency_key__isnull=False)
-            .values_list("concurrency_key")
-            .annotate(n=Count("id"))
-            .order_by()
-        )
     if limits.key_rate is not None:
         used = dict(
             _in_window(alias, queue, limits.key_rate, now)
@@ -159,17 +172,17 @@ def _key_rooms(
             .order_by()
         )
 
-    def room_of(key: str) -> int:
+    def room_of(key: str | None) -> int:
+        """None: a key with no live claim and no ledger row."""
         left = 2**31
         if limits.key_concurrency is not None:
-            left = limits.key_concurrency - held.get(key, 0)
+            left = limits.key_concurrency - (0 if key is None else held.get(key, 0))
         if limits.key_rate is not None:
-            left = min(left, limits.key_rate.count - used.get(key, 0))
+            left = min(left, limits.key_rate.count - (0 if key is None else used.get(key, 0)))
         return left
 
-    if limits.key_concurrency is None and limits.key_rate is None:
-        return {}, None
-    return {key: room_of(key) for key in {*held, *used}}, room_of(QUEUE_WIDE)
+    keys = {key for key in held if key is not None} | set(used)
+    return {key: room_of(key) for key in keys}, room_of(None)
 
 
 def _choose(
@@ -179,55 +192,63 @@ def _choose(
     now: datetime,
     limits: Limits,
     room: int,
-) -> list[tuple[int, float]]:
-    """(id, lease) of up to `room` due rows in handout order, each key within its room."""
-    due = (
-        live.filter(not_expired(now), claim_token__isnull=True, run_at__lte=now)
-        .order_by(*HANDOUT)
-        .values_list("id", "lease", "concurrency_key")
+    held: dict[str | None, int],
+) -> list[Row]:
+    """Up to `room` due rows (the row shape) in handout order, each key within its room."""
+    due = live.filter(not_expired(now), claim_token__isnull=True, run_at__lte=now).order_by(
+        *HANDOUT
     )
-    rooms, fresh_room = _key_rooms(alias, live, queue, now, limits)
+    rooms, fresh_room = _key_rooms(alias, queue, now, limits, held)
     if fresh_room is None:  # no key limits: the first `room` rows
-        return [(job_id, lease) for job_id, lease, _ in due[:room]]
+        return live_rows(due, limit=room)
     full = {key for key, left in rooms.items() if left <= 0}
-    chosen: list[tuple[int, float]] = []
+    chosen: list[Row] = []
     taken: Counter[str] = Counter()
     while len(chosen) < room:
-        wanted = room - len(chosen)
-        page = list(
-            due.exclude(concurrency_key__in=full).exclude(id__in=[i for i, _ in chosen])[
-                : 2 * wanted + 16
-            ]
-        )
-        for job_id, lease, key in page:
+        page_size = 2 * (room - len(chosen)) + 16
+        candidates = due.exclude(concurrency_key__in=full).exclude(id__in=[r[0] for r in chosen])
+        page = live_rows(candidates, limit=page_size)
+        for row in page:
             if len(chosen) == room:
                 break
+            key = row[_KEY_AT]
             if key is not None:
                 if key in full:
                     continue
                 taken[key] += 1
                 if taken[key] >= rooms.get(key, fresh_room):
                     full.add(key)
-            chosen.append((job_id, lease))
-        if len(page) < 2 * wanted + 16:
+            chosen.append(row)
+        if len(page) < page_size:
             break  # no row left beyond this page
     return chosen
 
 
 def _stamp(
-    live: QuerySet[QueueMessage], chosen: list[tuple[int, float]], worker_id: str, now: datetime
+    live: QuerySet[QueueMessage], chosen: list[Row], worker_id: str, now: datetime
 ) -> list[tuple[Job, Claim]]:
-    """Claim the chosen rows with one token; returns them in handout order."""
+    """Claim the chosen rows with one token; returns them in handout order. The jobs are
+    built from the rows as read and the stamps written, unless a row was claimed meanwhile
+    (an unlimited claim in a process that has not read the limits yet): then read back."""
     if not chosen:
         return []
     token = uuid.uuid4()
-    for lease, rows in itertools.groupby(sorted(chosen, key=lambda r: r[1]), key=lambda r: r[1]):
-        live.filter(id__in=[job_id for job_id, _ in rows], claim_token__isnull=True).update(
+    stamped = 0
+    for lease, rows in itertools.groupby(
+        sorted(chosen, key=lambda r: r[_LEASE_AT]), key=lambda r: r[_LEASE_AT]
+    ):
+        stamped += live.filter(id__in=[row[0] for row in rows], claim_token__isnull=True).update(
             attempts=F("attempts") + 1, claim_token=token, claimed_by=worker_id,
             claimed_at=now, lease_expires_at=now + timedelta(seconds=lease),
         )  # fmt: skip
-    ids = [job_id for job_id, _ in chosen]
-    claimed = live_rows(live.filter(id__in=ids, claim_token=token))
+    if stamped == len(chosen):
+        claimed = [
+            (*row[:4], row[4] + 1, *row[5:13], token, worker_id, now,
+             now + timedelta(seconds=row[_LEASE_AT]), *row[17:])
+            for row in chosen
+        ]  # fmt: skip
+    else:
+        claimed = live_rows(live.filter(id__in=[row[0] for row in chosen], claim_token=token))
     handed = [(_rows.to_job(row, now), Claim(row[0], token)) for row in claimed]
     handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
     return handed
