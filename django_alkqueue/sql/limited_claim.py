@@ -73,6 +73,10 @@ def claim(
     def read() -> datetime:
         return now if clock is None else max(now, clock())
 
+    if not connection.features.has_select_for_update and not _anything_to_claim(live, now):
+        # SQLite's gate is the database's write lock: an idle poll looks first, as its
+        # unlimited claim does, so that it neither takes the lock nor waits for it.
+        return [], []
     with transaction.atomic(using=alias):
         _lock_gate(alias, queue, now)
         counted_at = read()
@@ -88,6 +92,13 @@ def claim(
                 queue, alias, _rate_frees_in(alias, queue, claimed_at, limits, n, handed)
             )
     return handed, [_rows.to_job(row, counted_at) for row in dead]
+
+
+def _anything_to_claim(live: QuerySet[QueueMessage], now: datetime) -> bool:
+    """A due row or a lapsed claim (alkqueue_pending_idx, alkqueue_lease_idx)."""
+    due = Q(claim_token__isnull=True, run_at__lte=now)
+    lapsed = Q(claim_token__isnull=False, lease_expires_at__lte=now)
+    return live.filter(due | lapsed).exists()
 
 
 def _lock_gate(alias: str, queue: str, now: datetime) -> None:
