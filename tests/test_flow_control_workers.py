@@ -156,9 +156,9 @@ def test_an_override_applies_to_running_workers_and_survives_a_restart() -> None
 
 
 def test_a_rate_holds_in_every_window_and_is_nearly_reached_while_jobs_wait() -> None:
-    count, period = (25, 0.5)
+    count, period = (20, 1.0)
     q = queue(QUEUE)
-    q.enqueue_many(range(2_000))
+    q.enqueue_many(range(1_000))
     workers = start_workers(2, 4, {"rate": [count, period]})
     try:
         wait_until(lambda: count_runs() >= 12 * count, timeout=60, every=0.1, what="12 periods")
