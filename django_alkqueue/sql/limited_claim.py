@@ -8,19 +8,19 @@ One transaction, in this order:
               here one at a time, and holds the lock until it commits, so the counts below
               cannot change under it by another claim: only claims add live claims or ledger
               entries, and acks, retries, releases, failures and reclaims only remove them.
-2. reclaim  - the queue's lapsed claims go back to pending (or to the dead letters when out of
-              attempts), as the leader's reclaim does: until then they hold their slots.
-3. count    - live claims of the queue (index alkqueue_lease_idx, claimed rows only), per key
-              among them, and the ledger's claims within each rate's period
-              (alkqueue_claimledger_idx): the room left under each limit.
-4. choose   - due rows in handout order (alkqueue_pending_idx), leaving out the keys with no
+2. count    - live claims of the queue per key, and how many lapsed, in one read (index
+              alkqueue_lease_idx, claimed rows only); lapsed ones are reclaimed first (back
+              to pending, or dead letters when out of attempts), as the leader's reclaim
+              does: until then they hold their slots. Then the ledger's claims within each
+              rate's period (alkqueue_claimledger_idx): the room left under each limit.
+3. choose   - due rows in handout order (alkqueue_pending_idx), leaving out the keys with no
               room, so a full key never blocks the others; re-read with the keys that filled
               up on the way until the room is used or no row is left.
-5. stamp    - the chosen rows get this claim's token and lease; the ledger gets one row for
+4. stamp    - the chosen rows get this claim's token and lease; the ledger gets one row for
               the queue and one per key (with their counts) when a rate is set, and loses the
               rows older than the longest period.
 
-The counts read in 3 are taken after the lock in 1: on PostgreSQL and MariaDB (READ
+The counts read in 2 are taken after the lock in 1: on PostgreSQL and MariaDB (READ
 COMMITTED) each statement sees every commit made before it started, so the claim that held
 the lock before has committed its claims by then; SQLite has a single writer.
 """
@@ -80,8 +80,10 @@ def claim(
     with transaction.atomic(using=alias):
         _lock_gate(alias, queue, now)
         counted_at = read()
-        dead = _reclaim_lapsed(connection, live, counted_at)
-        held = _live_claims_per_key(live, limits)
+        held, lapsed = _live_claims_per_key(live, counted_at)
+        dead = _reclaim_lapsed(connection, live, counted_at) if lapsed else []
+        if lapsed:
+            held, _ = _live_claims_per_key(live, counted_at)
         room = min(n, _queue_room(alias, queue, counted_at, limits, held))
         rows = _choose(alias, live, queue, counted_at, limits, room, held) if room > 0 else []
         claimed_at = max(counted_at, read())
@@ -118,8 +120,7 @@ def _reclaim_lapsed(
     connection: BaseDatabaseWrapper, live: QuerySet[QueueMessage], now: datetime
 ) -> list[Row]:
     """The queue's lapsed claims free their slots: pending again with attempts left, else
-    dead letters. Returns the dead rows. Usually there are none: one read, by
-    alkqueue_lease_idx."""
+    dead letters. Returns the dead rows."""
     lapsed = live.filter(claim_token__isnull=False, lease_expires_at__lte=now)
     found = list(lapsed.values_list("id", "attempts", "max_attempts"))
     if not found:
@@ -133,17 +134,23 @@ def _reclaim_lapsed(
     return dead
 
 
-def _live_claims_per_key(live: QuerySet[QueueMessage], limits: Limits) -> dict[str | None, int]:
-    """Live claims of the queue per concurrency key (None: jobs without one), in one read
-    of the claimed rows (alkqueue_lease_idx); empty when no cap needs them."""
-    if limits.concurrency is None and limits.key_concurrency is None:
-        return {}
-    return dict(
+def _live_claims_per_key(
+    live: QuerySet[QueueMessage], now: datetime
+) -> tuple[dict[str | None, int], int]:
+    """Live claims of the queue per concurrency key (None: jobs without one), and how many
+    of them lapsed, in one read of the claimed rows (alkqueue_lease_idx)."""
+    per_key = (
         live.filter(claim_token__isnull=False)
         .values_list("concurrency_key")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("id"), lapsed=Count("id", filter=Q(lease_expires_at__lte=now)))
         .order_by()
     )
+    held: dict[str | None, int] = {}
+    lapsed = 0
+    for key, count, lapsed_count in per_key:
+        held[key] = count
+        lapsed += lapsed_count
+    return held, lapsed
 
 
 def _in_window(alias: str, queue: str, rate: Rate, now: datetime) -> QuerySet[ClaimLedger]:
