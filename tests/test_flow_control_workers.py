@@ -97,7 +97,7 @@ def test_caps_hold_across_worker_processes_and_no_job_is_lost_or_run_twice() -> 
     workers = start_workers(processes, threads, caps)
     try:
         wait_until(lambda: count_runs() >= jobs and not QueueMessage.objects.exists(),
-                   timeout=600 if FULL else 180, every=0.2, what="every job ran")  # fmt: skip
+                   timeout=1800 if FULL else 180, every=0.2, what="every job ran")  # fmt: skip
     finally:
         stop_all(workers)
     done = runs()
