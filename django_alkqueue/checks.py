@@ -17,6 +17,7 @@ HINTS = {
     "alkqueue.E002": "Fix the entry's cron, queue or task.",
     "alkqueue.E003": "Fix the named key of the ALKQUEUE setting.",
     "alkqueue.E004": "Name an alias of DATABASES.",
+    "alkqueue.E005": "Set the queue's limits in one place: the @consumer or ALKQUEUE['QUEUES'].",
     "alkqueue.E101": "Use PostgreSQL, SQLite, MariaDB 10.6+ or MySQL 8.0.1+.",
     "alkqueue.E102": 'Add "django_alkqueue" to INSTALLED_APPS.',
     "alkqueue.W101": 'Add "PRAGMA journal_mode=WAL;" to the database\'s OPTIONS["init_command"].',
@@ -71,6 +72,38 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                            ("LISTEN_DATABASE", settings.LISTEN_DATABASE))
         if alias is not None and alias not in connections
     ]  # fmt: skip
+
+
+@checks.register("alkqueue")
+def check_limits(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """alkqueue.E005: a queue whose @consumer and ALKQUEUE["QUEUES"] entry set different
+    limits: a limit the entry names differs from the decorator's, None included
+    (docs/flow-control.md)."""
+    from .conf import get_settings
+    from .limits import NAMES, settings_limits
+
+    try:
+        queues = get_settings().QUEUES
+    except ImproperlyConfigured:  # reported by alkqueue.E003
+        return []
+    errors: list[checks.CheckMessage] = []
+    for name, options in queues.items():
+        spec = registry.get(name)
+        if spec is None or not any(option in options for option in NAMES):
+            continue
+        configured = settings_limits(name)
+        differ = [
+            f"{limit} {getattr(spec.limits, limit)} in code, {getattr(configured, limit)} "
+            "in settings"
+            for limit in NAMES
+            if limit in options and getattr(spec.limits, limit) != getattr(configured, limit)
+        ]
+        if differ:
+            errors.append(_error(
+                f"queue {name!r} has different limits in its @consumer ({spec.path}) and in "
+                f"ALKQUEUE['QUEUES']: {'; '.join(differ)}.", "alkqueue.E005",
+            ))  # fmt: skip
+    return errors
 
 
 # Tagged "database" alone: Django runs such checks where they may connect, in `migrate` and

@@ -13,8 +13,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from . import limits as flow
 from . import validation
-from .exceptions import InvalidName
+from .exceptions import InvalidName, InvalidOption
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +61,8 @@ class AlkQueueSettings:
     #: stats loop deletes older minutes. Default 7 days.
     STATS_RETENTION: float = 7 * 86400.0
     #: Per-queue options for queues without a @consumer (the Django Tasks backend's):
-    #: name -> {"sensitive": bool}.
+    #: name -> {"sensitive": bool, "concurrency": int, "key_concurrency": int,
+    #: "rate": "N/s", "key_rate": "N/m"} (docs/flow-control.md).
     QUEUES: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     #: Which SQL dialect serves the queue's database: "auto" (PostgreSQL's and SQLite's own,
     #: the ORM dialect elsewhere) or "orm" (the ORM dialect everywhere). docs/databases.md.
@@ -154,9 +156,22 @@ def _periodic(key: str, value: Any) -> dict[str, dict[str, Any]]:
     return value
 
 
+def _limit(name: str) -> Rule:
+    """One of flow control's limits, as limits.parse checks it."""
+
+    def check(key: str, value: Any) -> Any:
+        try:
+            return flow.parse(name, value)
+        except InvalidOption as exc:
+            raise ImproperlyConfigured(f"{key}: {exc}.") from None
+
+    return check
+
+
 #: What each key of ALKQUEUE["QUEUES"][name] accepts; a new per-queue option is one line.
 QUEUE_OPTION_RULES: dict[str, Rule] = {
     "sensitive": _boolean,
+    **{name: _limit(name) for name in flow.NAMES},
 }
 
 

@@ -18,6 +18,7 @@ from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import module_has_submodule
 
+from . import limits as flow
 from . import validation
 from .backoff import RetryPolicy
 from .exceptions import InvalidOption
@@ -43,6 +44,8 @@ class ConsumerSpec:
     #: The payloads carry personal data: masked in the admin for users without
     #: `view_payload`, never logged nor quoted in error texts (docs/security.md).
     sensitive: bool = False
+    #: The queue's flow control (docs/flow-control.md); no limits by default.
+    limits: flow.Limits = flow.NO_LIMITS
 
     def queue_defaults(self) -> dict[str, Any]:
         """The stamps this consumer gives jobs enqueued on its queue."""
@@ -144,11 +147,18 @@ def consumer(
     atomic: bool = False,
     batch: int | None = None,
     sensitive: bool = False,
+    concurrency: int | None = None,
+    key_concurrency: int | None = None,
+    rate: str | tuple[int, timedelta] | None = None,
+    key_rate: str | tuple[int, timedelta] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Bind the decorated `handler(payload, job)` to `queue`. Options become the queue's stamps.
 
     With `batch`, the handler is `handler(jobs)` instead: a list of up to `batch` jobs of one
-    claim per call (see BatchHandler and docs/consumers.md)."""
+    claim per call (see BatchHandler and docs/consumers.md).
+
+    `concurrency`, `key_concurrency`, `rate` and `key_rate` limit the queue's claims across
+    every worker (docs/flow-control.md)."""
     validation.queue_name(queue)
     size = None if batch is None else validation.consumer_batch(batch)
     if size is not None and atomic:
@@ -162,6 +172,9 @@ def consumer(
         raise InvalidOption(f"atomic must be True or False, not {atomic!r}")
     if not isinstance(sensitive, bool):
         raise InvalidOption(f"sensitive must be True or False, not {sensitive!r}")
+    limits = flow.limits(
+        concurrency=concurrency, key_concurrency=key_concurrency, rate=rate, key_rate=key_rate
+    )
 
     def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
         if atomic and inspect.iscoroutinefunction(handler):
@@ -180,6 +193,7 @@ def consumer(
                 atomic=atomic,
                 batch=size,
                 sensitive=sensitive,
+                limits=limits,
             )
         )
         return handler

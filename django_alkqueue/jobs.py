@@ -43,6 +43,8 @@ class Job:
     claimed_at: datetime | None = None
     reason: str | None = None
     retention: float | None = None
+    #: What the queue's key_concurrency and key_rate count by (docs/flow-control.md).
+    concurrency_key: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +96,7 @@ class Stamps(NamedTuple):
             "enqueued_at": self.enqueued_at, "expires_at": self.expires_at,
             "unique_key": self.unique_key, "claimed_by": None, "lease_expires_at": None,
             "last_error": None, "died_at": None, "claimed_at": None, "reason": None,
-            "retention": self.retention,
+            "retention": self.retention, "concurrency_key": None,
         }  # fmt: skip
 
 

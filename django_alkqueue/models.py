@@ -16,12 +16,16 @@ WORKER_TABLE = "alkqueue_worker"
 QUEUE_STAT_TABLE = "alkqueue_queuestat"
 TASK_RESULT_TABLE = "alkqueue_taskresult"
 PERIODIC_TICK_TABLE = "alkqueue_periodictick"
+CLAIM_GATE_TABLE = "alkqueue_claimgate"
+CLAIM_LEDGER_TABLE = "alkqueue_claimledger"
 
 # Index names are referenced from the SQL that relies on them (see sql/postgresql/statements.py).
 PENDING_INDEX = "alkqueue_pending_idx"
 LEASE_INDEX = "alkqueue_lease_idx"
 EXPIRY_INDEX = "alkqueue_expiry_idx"
 UNIQUE_KEY_CONSTRAINT = "alkqueue_live_unique_key"
+CONCURRENCY_KEY_INDEX = "alkqueue_concurrency_key_idx"
+CLAIM_LEDGER_INDEX = "alkqueue_claimledger_idx"
 
 
 class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
@@ -70,6 +74,8 @@ class QueueMessage(models.Model):
     enqueued_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True)
     unique_key = models.CharField(max_length=255, null=True, blank=True)
+    #: What `key_concurrency` and `key_rate` count by (docs/flow-control.md).
+    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
     claim_token = models.UUIDField(null=True, blank=True)
     claimed_by = models.CharField(max_length=255, null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -108,6 +114,13 @@ class QueueMessage(models.Model):
             models.Index(
                 fields=["expires_at"], name=EXPIRY_INDEX, condition=Q(expires_at__isnull=False)
             ),
+            # Jobs per concurrency key: the busiest keys of a queue and the job list's exact
+            # filter. Holds only keyed rows.
+            models.Index(
+                fields=["queue", "concurrency_key"],
+                name=CONCURRENCY_KEY_INDEX,
+                condition=Q(concurrency_key__isnull=False),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -138,6 +151,7 @@ class DeadLetter(models.Model):
     enqueued_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True)
     unique_key = models.CharField(max_length=255, null=True, blank=True)
+    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
     claimed_by = models.CharField(max_length=255, null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     died_at = models.DateTimeField()
@@ -167,6 +181,11 @@ class Consumer(models.Model):
     max_attempts = models.IntegerField()
     retry_policy = models.JSONField(default=dict)
     paused = models.BooleanField(default=False)
+    #: The limits the code declares (@consumer), written by the worker at start-up, and the
+    #: operator's overrides, which win until reset (limits.py; docs/flow-control.md). Both
+    #: map a limit's name to its stored form; an override of None means "no limit".
+    code_limits = models.JSONField(default=dict, blank=True)
+    limit_overrides = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -175,6 +194,7 @@ class Consumer(models.Model):
         permissions = [
             ("pause_consumer", "Can pause and resume consumers"),
             ("resume_consumer", "Can resume consumers"),
+            ("set_limits_consumer", "Can set and reset the limits of consumers"),
         ]
 
     def __str__(self) -> str:
@@ -303,3 +323,37 @@ class PeriodicTick(models.Model):
         if self.last_tick is None:
             return f"{self.name} (not ticked yet)"
         return f"{self.name} @ {self.last_tick:%Y-%m-%d %H:%M:%S}"
+
+
+class ClaimGate(models.Model):
+    """One row per queue with limits: the row its claimers lock in turn, so that counting
+    the live claims and taking new ones is one step at a time (docs/flow-control.md)."""
+
+    queue = models.CharField(max_length=100, unique=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = CLAIM_GATE_TABLE
+
+    def __str__(self) -> str:
+        return self.queue
+
+
+class ClaimLedger(models.Model):
+    """How many jobs one limited claim took, and when: what `rate` (key "") and `key_rate`
+    (the job's concurrency key) count. Written and pruned under the queue's ClaimGate lock."""
+
+    queue = models.CharField(max_length=100)
+    #: "" for the queue's own count; a concurrency key for that key's.
+    concurrency_key = models.CharField(max_length=255)
+    claimed_at = models.DateTimeField()
+    count = models.IntegerField()
+
+    class Meta:
+        db_table = CLAIM_LEDGER_TABLE
+        indexes = [
+            models.Index(fields=["queue", "concurrency_key", "claimed_at"], name=CLAIM_LEDGER_INDEX)
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.concurrency_key} {self.count} @ {self.claimed_at}"

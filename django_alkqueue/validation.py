@@ -146,6 +146,19 @@ def unique_key(value: object) -> str | None:
     return value
 
 
+def concurrency_key(value: object) -> str | None:
+    """What key_concurrency and key_rate count by: the rules of unique_key."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidOption("concurrency_key must be a non-empty string or None")
+    if len(value) > MAX_UNIQUE_KEY_LENGTH:
+        raise InvalidOption(f"concurrency_key is longer than {MAX_UNIQUE_KEY_LENGTH} characters")
+    if not storable_text(value):
+        raise InvalidOption("concurrency_key contains a NUL character or an unpaired surrogate")
+    return value
+
+
 def run_at(value: object, now: datetime) -> datetime:
     if not isinstance(value, datetime):
         raise InvalidOption(f"run_at must be a datetime, not {type(value).__name__}")

@@ -30,6 +30,9 @@ def sync_consumers(
             if spec.max_attempts is not None
             else DEFAULT_MAX_ATTEMPTS,
             "retry_policy": spec.retry.as_dict(),
+            # The code's limits, for processes without this code (the admin's): the
+            # operator's overrides, in limit_overrides, are never touched here.
+            "code_limits": spec.limits.stored(),
         }
         # get_or_create re-reads after losing an insert race, so workers starting together
         # all carry on with the one row.

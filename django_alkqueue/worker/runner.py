@@ -20,6 +20,7 @@ from django.apps import apps
 from django.db import connections
 
 from .. import defaults
+from .. import limits as flow
 from ..clock import Clock, system_clock
 from ..conf import AlkQueueSettings, get_settings
 from ..consumers import ConsumerSpec, registry
@@ -233,6 +234,9 @@ class Worker:
         executor = Executor({s.queue: s for s in specs}, acker, inflight, stats, using)
         capacity = worker_capacity(options.concurrency, options.batch, specs)
         pool = ThreadPool(options.concurrency, executor.run_unit)
+        # The limits in force are read again once per poll interval at least, so that a
+        # change (set_limits, the admin's "Set limits") applies within one.
+        flow.cache.every = min(flow.REFRESH_EVERY, options.poll_interval)
         claimer = Claimer(
             queues, self.worker_id, inflight, Dispatch(executor.specs, pool.submit), capacity,
             options.batch, PausedQueues(using, names, options.poll_interval), options.max_jobs,
