@@ -343,9 +343,7 @@ class ClaimLedger(models.Model):
     class Meta:
         db_table = CLAIM_LEDGER_TABLE
         indexes = [
-            models.Index(
-                fields=["queue", "concurrency_key", "claimed_at"], name=CLAIM_LEDGER_INDEX
-            )
+            models.Index(fields=["queue", "concurrency_key", "claimed_at"], name=CLAIM_LEDGER_INDEX)
         ]
 
     def __str__(self) -> str:

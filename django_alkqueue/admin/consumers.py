@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
@@ -18,6 +18,15 @@ from ..models import Consumer, DeadLetter, QueueMessage
 from .audit import record
 from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
+from .confirmation import confirmation, confirmed
+from .limits_form import (
+    LimitsForm,
+    describe_changes,
+    limits_of,
+    limits_summary,
+    limits_table,
+    shown_limits,
+)
 from .links import queue_page_url
 from .permissions import has_perm
 from .stored_text import cell
@@ -39,6 +48,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         "max_attempts",
         "retry",
         "paused_badge",
+        "limits",
         "pending",
         "scheduled",
         "claimed",
@@ -46,8 +56,8 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     )
     search_fields = ("queue", "handler")
     ordering = ("queue",)
-    actions = ["pause", "resume"]
-    readonly_fields = ("retry",)
+    actions = ["pause", "resume", "set_limits", "reset_limits"]
+    readonly_fields = ("retry", "limits_in_force")
     fields = (
         "queue",
         "handler",
@@ -55,6 +65,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         "max_attempts",
         "retry",
         "paused",
+        "limits_in_force",
         "created_at",
         "updated_at",
     )
@@ -81,6 +92,10 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         """resume_consumer, or pause_consumer: whoever may stop a queue may start it again,
         and an on-call role may be given resume alone."""
         return has_perm(request, Consumer, "resume_consumer") or self.has_pause_permission(request)
+
+    def has_set_limits_permission(self, request: HttpRequest) -> bool:
+        """set_limits_consumer, for Set limits and Reset limits to code alike."""
+        return has_perm(request, Consumer, "set_limits_consumer")
 
     # -- columns ---------------------------------------------------------------------------
 
@@ -110,6 +125,14 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     def retry(self, consumer: Consumer) -> str:
         policy = consumer.retry_policy or {}
         return cell(", ".join(f"{k}={v}" for k, v in policy.items())) or "-"
+
+    @admin.display(description="limits (from)")
+    def limits(self, consumer: Consumer) -> str:
+        return limits_summary(limits_of(consumer))
+
+    @admin.display(description="limits in force")
+    def limits_in_force(self, consumer: Consumer) -> SafeString:
+        return limits_table(limits_of(consumer))
 
     @admin.display(description="pending", ordering="pending")
     def pending(self, consumer: Any) -> int:
@@ -161,3 +184,60 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         if paused:
             text += " Workers stop claiming from them within one poll interval."
         self.message_user(request, text, messages.SUCCESS)
+
+    @action(
+        permissions=["set_limits"],
+        description="Set limits",
+        description_plural="Set limits of selected consumers",
+        location=BOTH_PLACES,
+    )
+    def set_limits(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> HttpResponse | None:
+        consumers = list(queryset.order_by("queue"))
+        form = LimitsForm(
+            request.POST if confirmed(request) else None, shown=shown_limits(consumers)
+        )
+        if not form.is_valid():
+            return confirmation(
+                self,
+                request,
+                title="Set limits",
+                count=len(consumers),
+                question="Each limit you change overrides the code's and the settings' "
+                "until Reset limits to code, across worker restarts; a limit left as shown "
+                "keeps following them. Workers apply the change within one poll interval.",
+                button="Set limits",
+                form=form,
+            )
+        changes = form.changes()
+        names = [c.queue for c in consumers]
+        if changes:
+            for name in names:
+                operations.set_limits(name, **changes, using=queryset.db)
+        described = describe_changes(changes) or "nothing changed"
+        record(request, Consumer, "set limits", [c.pk for c in consumers],
+               detail=f"queues {', '.join(names)}: {described}")  # fmt: skip
+        text = ngettext("Limits of %(n)d queue: %(what)s.", "Limits of %(n)d queues: %(what)s.",
+                        len(names))  # fmt: skip
+        self.message_user(request, text % {"n": len(names), "what": described}, messages.SUCCESS)
+        return None
+
+    @action(
+        permissions=["set_limits"],
+        description="Reset limits to code",
+        description_plural="Reset limits of selected consumers to code",
+        location=BOTH_PLACES,
+    )
+    def reset_limits(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> None:
+        rows = list(queryset.order_by("queue").values_list("pk", "queue"))
+        names = [name for _, name in rows]
+        for name in names:
+            operations.reset_limits(name, using=queryset.db)
+        record(request, Consumer, "reset limits", [pk for pk, _ in rows],
+               detail=f"queues {', '.join(names)}")  # fmt: skip
+        text = ngettext(
+            "Reset the limits of %(n)d queue to code: %(names)s.",
+            "Reset the limits of %(n)d queues to code: %(names)s.",
+            len(names),
+        )
+        self.message_user(request, text % {"n": len(names), "names": ", ".join(names)},
+                          messages.SUCCESS)  # fmt: skip
