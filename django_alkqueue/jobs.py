@@ -96,7 +96,7 @@ class Stamps(NamedTuple):
             "enqueued_at": self.enqueued_at, "expires_at": self.expires_at,
             "unique_key": self.unique_key, "claimed_by": None, "lease_expires_at": None,
             "last_error": None, "died_at": None, "claimed_at": None, "reason": None,
-            "retention": self.retention,
+            "retention": self.retention, "concurrency_key": None,
         }  # fmt: skip
 
 

@@ -21,10 +21,10 @@ from . import signals, validation
 from .error_text import capped, capped_or_none
 from .exceptions import AlkQueueError, InvalidOption
 from .limits import LimitsInForce
-from .jobs import EXPIRED, Job, QueueStats, Stamps
+from .jobs import EXPIRED, Job, QueueStats, Stamps, make_job
 from .models import Consumer, DeadLetter, QueueMessage
 from .payload import decode
-from .sql import Claim, Dialect, Row, chunked, dialect_for
+from .sql import Claim, Dialect, Row, chunked, dialect_for, limited_claim
 
 _KEY_RACE_RETRIES = 5
 #: Rows per write of a bulk enqueue: small enough that the work on the next chunk overlaps
@@ -48,7 +48,13 @@ def _announce_deaths(jobs: Iterable[Job]) -> None:
 
 
 def enqueue(
-    using: str, queue: str, texts: Iterable[str], count: int, stamps: Stamps, now: datetime
+    using: str,
+    queue: str,
+    texts: Iterable[str],
+    count: int,
+    stamps: Stamps,
+    now: datetime,
+    keys: Sequence[str | None] | None = None,
 ) -> list[Job]:
     """Write one job per payload text, in input order; `count` texts in all.
 
@@ -58,11 +64,35 @@ def enqueue(
 
     With a unique key at most one row is written: if a live job holds the key, no row is
     written and every entry of the result is that job.
+
+    `keys`, when given, holds each job's concurrency key (in input order): the rows are
+    written without one, then stamped by key in the same transaction.
     """
+    if keys is not None and any(key is not None for key in keys):
+        with transaction.atomic(using=using):
+            jobs = _enqueue(using, queue, texts, count, stamps, now, keys)
+    else:
+        jobs = _enqueue(using, queue, texts, count, stamps, now, None)
+    if stamps.unique_key is None and signals.listened(signals.job_enqueued, Job):
+        for job in jobs:  # asked once, not once per job
+            signals.announce(signals.job_enqueued, Job, job=job)
+    return jobs
+
+
+def _enqueue(
+    using: str,
+    queue: str,
+    texts: Iterable[str],
+    count: int,
+    stamps: Stamps,
+    now: datetime,
+    keys: Sequence[str | None] | None,
+) -> list[Job]:
     dialect, connection = _dialect_and_connection(using)
     if stamps.unique_key is not None:
         every = list(texts)  # all of them valid before the one row is written
-        return [_enqueue_unique(using, queue, every[0], stamps, now)] * len(every)
+        key = None if keys is None else keys[0]
+        return [_enqueue_unique(using, queue, every[0], stamps, now, key)] * len(every)
     jobs: list[Job] = []
     if count == 1:
         # One statement is its own transaction; the bulk path's block and chunking would
@@ -74,10 +104,23 @@ def enqueue(
         with dialect.insert_many(connection, queue, stamps, count) as write:
             for chunk in _chunks(texts, ENQUEUE_CHUNK):
                 jobs.extend(stamps.new_jobs(write(chunk), queue, chunk, now))
-    if signals.listened(signals.job_enqueued, Job):  # asked once, not once per job
-        for job in jobs:
-            signals.announce(signals.job_enqueued, Job, job=job)
-    return jobs
+    return jobs if keys is None else _with_keys(using, jobs, keys)
+
+
+def _with_keys(using: str, jobs: list[Job], keys: Sequence[str | None]) -> list[Job]:
+    """Stamp each new job's concurrency key, one UPDATE per key and chunk of ids."""
+    by_key: dict[str, list[int]] = {}
+    for job, key in zip(jobs, keys, strict=True):
+        if key is not None:
+            by_key.setdefault(key, []).append(job.id)
+    live = QueueMessage.objects.using(using)
+    for key, ids in by_key.items():
+        for chunk in chunked(ids, 500):
+            live.filter(id__in=chunk).update(concurrency_key=key)
+    return [
+        job if key is None else make_job({**job.__dict__, "concurrency_key": key})
+        for job, key in zip(jobs, keys, strict=True)
+    ]
 
 
 def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -86,13 +129,17 @@ def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
-def _enqueue_unique(using: str, queue: str, text: str, stamps: Stamps, now: datetime) -> Job:
+def _enqueue_unique(
+    using: str, queue: str, text: str, stamps: Stamps, now: datetime, key: str | None
+) -> Job:
     dialect, connection = _dialect_and_connection(using)
     assert stamps.unique_key is not None
     for _ in range(_KEY_RACE_RETRIES):
         job_id = dialect.insert_unique(connection, queue, text, stamps)
         if job_id is not None:
             job = stamps.new_job(job_id, queue, decode(text), now)
+            if key is not None:
+                (job,) = _with_keys(using, [job], [key])
             signals.announce(signals.job_enqueued, Job, job=job)
             return job
         holder = dialect.select_live_by_key(connection, queue, stamps.unique_key)
@@ -102,10 +149,23 @@ def _enqueue_unique(using: str, queue: str, text: str, stamps: Stamps, now: date
     raise AlkQueueError(f"unique key {stamps.unique_key!r} kept changing hands; enqueue again")
 
 
-def claim(using: str, queue: str, worker_id: str, n: int, now: datetime) -> list[tuple[Job, Claim]]:
-    """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered."""
+def claim(
+    using: str,
+    queue: str,
+    worker_id: str,
+    n: int,
+    now: datetime,
+    limits: flow.Limits = flow.NO_LIMITS,
+) -> list[tuple[Job, Claim]]:
+    """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered.
+
+    A queue with limits is claimed through the gate (sql/limited_claim.py); one without
+    keeps its dialect's one-statement claim."""
     dialect, connection = _dialect_and_connection(using)
-    handed, dead = dialect.claim(connection, queue, worker_id, n, now)
+    if limits.any():
+        handed, dead = limited_claim.claim(connection, queue, worker_id, n, now, limits)
+    else:
+        handed, dead = dialect.claim(connection, queue, worker_id, n, now)
     _announce_deaths(dead)
     return handed
 
@@ -268,6 +328,7 @@ def _revive(using: str, dead: Job, now: datetime) -> None:
                     lease=dead.lease, retention=dead.retention, run_at=now, enqueued_at=now,
                     expires_at=_same_lifetime(dead, now),
                     unique_key=dead.unique_key, last_error=dead.last_error,
+                    concurrency_key=dead.concurrency_key,
                 )  # fmt: skip
             return
         except IntegrityError:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from . import defaults as _defaults
+from . import limits as flow
 from . import operations, validation
 from .backoff import exponential_delay
 from .clock import Clock, system_clock
@@ -83,11 +84,13 @@ class Queue:
         max_attempts: int | None = None,
         priority: int | None = None,
         unique_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> Job:
         """Write one job in the caller's transaction; see docs/queues.md for every rule."""
+        key = validation.concurrency_key(concurrency_key)
         text = encode(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES)
         options = (delay, run_at, expires, max_attempts, priority, unique_key)
-        return self._insert([text], 1, *options)[0]
+        return self._insert([text], 1, *options, keys=None if key is None else [key])[0]
 
     def enqueue_many(
         self,
@@ -99,8 +102,12 @@ class Queue:
         max_attempts: int | None = None,
         priority: int | None = None,
         unique_key: str | None = None,
+        concurrency_key: str | Callable[[Any], str | None] | None = None,
     ) -> list[Job]:
-        """Many jobs, one clock read, one statement (COPY on PostgreSQL); all or nothing."""
+        """Many jobs, one clock read, one statement (COPY on PostgreSQL); all or nothing.
+
+        `concurrency_key` is one key for every job, or a callable payload -> key (or None)
+        called once per payload before anything is written."""
         if isinstance(payloads, str | bytes | bytearray | memoryview | dict) or not isinstance(
             payloads, Iterable
         ):
@@ -109,11 +116,12 @@ class Queue:
                 "(to enqueue one payload, use enqueue())"
             )
         items = list(payloads)
+        keys = _keys_of(items, concurrency_key)
         limit = get_settings().MAX_PAYLOAD_BYTES
         # Encoded lazily, chunk by chunk, while the rows before are written (operations.enqueue)
         texts = (encode(p, max_bytes=limit, path=f"payloads[{i}]") for i, p in enumerate(items))
         options = (delay, run_at, expires, max_attempts, priority, unique_key)
-        return self._insert(texts, len(items), *options)
+        return self._insert(texts, len(items), *options, keys=keys)
 
     def _insert(
         self,
@@ -125,12 +133,14 @@ class Queue:
         max_attempts: object,
         priority: object,
         unique_key: object,
+        *,
+        keys: list[str | None] | None = None,
     ) -> list[Job]:
         now = self._now()
         stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
         if not count:  # validated all the same: a bad option is refused whatever the batch
             return []
-        return operations.enqueue(self.using, self.name, texts, count, stamps, now)
+        return operations.enqueue(self.using, self.name, texts, count, stamps, now, keys)
 
     def _stamps(
         self,
@@ -172,13 +182,15 @@ class Queue:
     # -- claim -----------------------------------------------------------------------------
 
     def claim(self, worker_id: str, n: int = 1) -> list[JobHandle]:
-        """Hand out at most n due jobs: highest priority first, then oldest run_at, then id."""
+        """Hand out at most n due jobs: highest priority first, then oldest run_at, then id;
+        within the queue's limits (docs/flow-control.md), read again once a second."""
         validation.worker_id(worker_id)
         validation.batch_size(n)
         if n <= 0:
             return []
         now = self._now()
-        handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now)
+        limits = flow.cache.get(self.name, self.using)
+        handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now, limits)
         return [JobHandle(self, job, claim) for job, claim in handed]
 
     def claim_one(self, worker_id: str) -> JobHandle | None:
@@ -223,6 +235,21 @@ class Queue:
         """Delete this queue's live jobs in the given states ("dead" clears its dead letters)."""
         chosen = validation.states(states, STATES)
         return operations.purge(self.using, self.name, chosen, self._now())
+
+
+def _keys_of(items: list[Any], key: object) -> list[str | None] | None:
+    """Each payload's concurrency key (checked), or None when no job has one."""
+    if key is None:
+        return None
+    if callable(key):
+        keys = []
+        for index, item in enumerate(items):
+            try:
+                keys.append(validation.concurrency_key(key(item)))
+            except InvalidOption as exc:
+                raise InvalidOption(f"payloads[{index}]: {exc}") from None
+        return keys
+    return [validation.concurrency_key(key)] * len(items)
 
 
 class JobHandle:

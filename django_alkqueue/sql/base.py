@@ -22,6 +22,7 @@ ROW_FIELDS = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claim_token",
     "claimed_by", "claimed_at", "lease_expires_at", "last_error", "died_at", "reason",
+    "concurrency_key",
 )  # fmt: skip
 INSERT_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
@@ -34,13 +35,16 @@ KEYLESS_INSERT_FIELDS = INSERT_FIELDS[:-1]
 BURIED_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claimed_by", "claimed_at",
+    "concurrency_key",
 )  # fmt: skip
 
 LIVE_COLUMNS = ", ".join(ROW_FIELDS[:18])
+#: A live row in the row shape: no death, then its concurrency key.
+LIVE_ROW = f"{LIVE_COLUMNS}, NULL, NULL, concurrency_key"
 DEAD_COLUMNS = (
     "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
     "run_at, enqueued_at, expires_at, unique_key, NULL, claimed_by, claimed_at, NULL, "
-    "last_error, died_at, reason"
+    "last_error, died_at, reason, concurrency_key"
 )
 
 # A claim is valid while the row carries its token and the lease has not lapsed.
@@ -149,7 +153,7 @@ class Dialect:
         (
             job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
             retention, run_at, enqueued_at, expires_at, unique_key, token, claimed_by,
-            claimed_at, lease_expires_at, last_error, died_at, reason,
+            claimed_at, lease_expires_at, last_error, died_at, reason, concurrency_key,
         ) = row  # fmt: skip
         read = self.read_datetime
         # run_at and enqueued_at are NOT NULL columns.
@@ -170,6 +174,7 @@ class Dialect:
             "lease_expires_at": read(lease_expires_at), "last_error": last_error,
             "died_at": died_at, "claimed_at": read(claimed_at), "reason": reason,
             "retention": None if retention is None else float(retention),
+            "concurrency_key": concurrency_key,
         })  # fmt: skip
 
     # -- reads -----------------------------------------------------------------------------
@@ -181,7 +186,7 @@ class Dialect:
         scope, params = _in_queue(job_id, queue)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT {LIVE_COLUMNS}, NULL, NULL FROM {MESSAGE_TABLE} WHERE id = %s{scope}",
+                f"SELECT {LIVE_ROW} FROM {MESSAGE_TABLE} WHERE id = %s{scope}",
                 params,
             )
             row = cursor.fetchone()
@@ -199,8 +204,7 @@ class Dialect:
         """The live job holding `key` (index alkqueue_live_unique_key)."""
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT {LIVE_COLUMNS}, NULL, NULL FROM {MESSAGE_TABLE} "
-                "WHERE queue = %s AND unique_key = %s",
+                f"SELECT {LIVE_ROW} FROM {MESSAGE_TABLE} WHERE queue = %s AND unique_key = %s",
                 [queue, key],
             )
             row = cursor.fetchone()

@@ -22,7 +22,7 @@ HANDOUT = ("-priority", "run_at", "id")
 # row shape carries the text (Dialect.to_job decodes it once).
 _PAYLOAD_TEXT = ExpressionWrapper(F("payload"), output_field=TextField())
 _LIVE_FIELDS: tuple[str | Expression, ...] = tuple(
-    _PAYLOAD_TEXT if name == "payload" else name for name in ROW_FIELDS[:18]
+    _PAYLOAD_TEXT if name == "payload" else name for name in (*ROW_FIELDS[:18], ROW_FIELDS[20])
 )
 _DEAD_FIELDS: tuple[str | Expression, ...] = tuple(
     "job_id" if name == "id" else _PAYLOAD_TEXT if name == "payload" else name
@@ -60,7 +60,7 @@ def chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
 
 def live_rows(queryset: QuerySet[QueueMessage]) -> list[Row]:
     """Live rows in the row shape (ROW_FIELDS): a live row has no death."""
-    return [(*row, None, None) for row in queryset.values_list(*_LIVE_FIELDS)]
+    return [(*row[:18], None, None, row[18]) for row in queryset.values_list(*_LIVE_FIELDS)]
 
 
 def dead_rows(queryset: QuerySet[DeadLetter]) -> list[Row]:
@@ -83,9 +83,10 @@ def dead_letter(row: Row, now: datetime, reason: str, error: str) -> DeadLetter:
         enqueued_at=fields["enqueued_at"], expires_at=fields["expires_at"],
         unique_key=fields["unique_key"], claimed_by=fields["claimed_by"],
         claimed_at=fields["claimed_at"], died_at=now, reason=reason, last_error=error,
+        concurrency_key=fields["concurrency_key"],
     )  # fmt: skip
 
 
 def as_dead_row(row: Row, now: datetime, reason: str, error: str) -> Row:
     """A live row as the dead letter it became: no token, no lease; its error, death, reason."""
-    return (*row[:13], None, row[14], row[15], None, error, now, reason)
+    return (*row[:13], None, row[14], row[15], None, error, now, reason, row[20])

@@ -23,7 +23,7 @@ from .base import (
     BY_CLAIM,
     DEAD_COLUMNS,
     INSERT_FIELDS,
-    LIVE_COLUMNS,
+    LIVE_ROW,
     ROW_FIELDS,
     Claim,
     Dialect,
@@ -36,7 +36,7 @@ from .base import (
 
 _TOKEN_AT = ROW_FIELDS.index("claim_token")
 _INSERT_CHUNK = 500
-_ROW_FROM_LIVE = f"{LIVE_COLUMNS}, NULL, NULL"
+_ROW_FROM_LIVE = LIVE_ROW
 _BURIED = ", ".join(BURIED_FIELDS)
 
 _INSERT = f"""

@@ -117,7 +117,7 @@ class PostgresDialect(Dialect):
         for (
             job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention,
             run_at, enqueued_at, expires_at, unique_key, lease_expires_at, last_error,
-            dead_claimed_by, dead_claimed_at,
+            concurrency_key, dead_claimed_by, dead_claimed_at,
         ) in rows:  # fmt: skip
             fields = {
                 "id": job_id, "queue": queue, "payload": decode(payload), "state": "claimed",
@@ -126,7 +126,7 @@ class PostgresDialect(Dialect):
                 "enqueued_at": enqueued_at, "expires_at": expires_at, "unique_key": unique_key,
                 "claimed_by": worker_id, "lease_expires_at": lease_expires_at,
                 "last_error": last_error, "died_at": None, "claimed_at": now, "reason": None,
-                "retention": retention,
+                "retention": retention, "concurrency_key": concurrency_key,
             }  # fmt: skip
             if lease_expires_at is not None:
                 handed.append((make_job(fields), Claim(job_id, token)))

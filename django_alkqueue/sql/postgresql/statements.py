@@ -20,18 +20,18 @@ from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 _DEAD_AS_ROW = (
     "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
     "run_at, enqueued_at, expires_at, unique_key, NULL::uuid, claimed_by, claimed_at, "
-    "NULL::timestamptz, last_error, died_at, reason"
+    "NULL::timestamptz, last_error, died_at, reason, concurrency_key"
 )
 _BURIED = ", ".join(BURIED_FIELDS)
 _CLAIMED_AS_ROW = (
     "m.id, m.payload, m.priority, m.attempts, m.max_attempts, m.backoff_base, m.lease, "
     "m.retention, m.run_at, m.enqueued_at, m.expires_at, m.unique_key, m.lease_expires_at, "
-    "m.last_error"
+    "m.last_error, m.concurrency_key"
 )
 _DEAD_AS_CLAIMED = (
     "job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
     "run_at, enqueued_at, expires_at, unique_key, NULL::timestamptz, last_error, "
-    "claimed_by, claimed_at"
+    "concurrency_key, claimed_by, claimed_at"
 )
 
 

@@ -1,0 +1,337 @@
+"""Flow control (issue 34), in one process: each limit as the claim enforces it, where limits
+come from, and the input rules. The concurrent rules run real workers in
+tests/test_flow_control_workers.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from django_alkqueue import limits as flow
+from django_alkqueue import operations
+from django_alkqueue.checks import check_limits
+from django_alkqueue.conf import read_settings
+from django_alkqueue.consumers import consumer, registry
+from django_alkqueue.exceptions import InvalidOption
+from django_alkqueue.models import ClaimLedger, Consumer, QueueMessage
+from django_alkqueue.queues import Queue
+from django_alkqueue.worker.consumer_table import sync_consumers
+from tests.clocks import FakeClock
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUEUE = "flow"
+
+
+@pytest.fixture(autouse=True)
+def fresh_limits() -> Iterator[None]:
+    flow.cache.forget()
+    yield
+    registry.unregister(QUEUE)
+    flow.cache.forget()
+
+
+def limited(**limits: Any) -> None:
+    """Register the queue's @consumer with these limits (the code's limits)."""
+    consumer(QUEUE, **limits)(lambda payload, job: None)
+    flow.cache.forget()
+
+
+@pytest.fixture
+def fq(make_queue: Callable[..., Queue]) -> Queue:
+    return make_queue(QUEUE)
+
+
+def claimed_ids(queue: Queue, n: int = 100) -> list[int]:
+    return [handle.job.id for handle in queue.claim("w", n)]
+
+
+# -- concurrency ---------------------------------------------------------------------------
+
+
+def test_concurrency_caps_the_live_claims_of_the_queue(fq: Queue) -> None:
+    limited(concurrency=2)
+    fq.enqueue_many([1, 2, 3, 4])
+    assert len(fq.claim("w1", 10)) == 2
+    assert fq.claim("w2", 10) == []
+
+
+def test_an_ack_frees_its_slot(fq: Queue) -> None:
+    limited(concurrency=1)
+    fq.enqueue_many([1, 2])
+    (first,) = fq.claim("w", 5)
+    assert first.ack()
+    assert len(fq.claim("w", 5)) == 1
+
+
+@pytest.mark.parametrize("finish", ["retry", "release", "fail"])
+def test_a_retry_release_or_failure_frees_its_slot(fq: Queue, finish: str) -> None:
+    limited(concurrency=1)
+    fq.enqueue_many([1, 2])
+    (first,) = fq.claim("w", 5)
+    assert getattr(first, finish)()
+    assert len(fq.claim("w", 5)) == 1
+
+
+def test_a_cancelled_job_frees_its_slot(fq: Queue) -> None:
+    limited(concurrency=1)
+    fq.enqueue_many([1, 2])
+    (first,) = fq.claim("w", 5)
+    assert fq.cancel(first.job.id)
+    assert len(fq.claim("w", 5)) == 1
+
+
+def test_a_lapsed_claim_keeps_its_slot_until_it_is_reclaimed(fq: Queue, clock: FakeClock) -> None:
+    limited(concurrency=1)
+    fq.enqueue_many([1, 2], priority=0)
+    (first,) = fq.claim("w", 5)
+    clock.advance(fq.lease - 1)
+    assert fq.claim("w", 5) == []  # the lease is live: the slot is held
+    clock.advance(2)
+    (again,) = fq.claim("w", 5)  # reclaimed by the claim itself, then handed out in order
+    assert again.job.id == first.job.id
+    assert again.job.attempts == 2
+
+
+def test_an_unlimited_queue_hands_out_everything_due(fq: Queue) -> None:
+    fq.enqueue_many(range(5))
+    assert len(fq.claim("w", 10)) == 5
+
+
+# -- key_concurrency -----------------------------------------------------------------------
+
+
+def test_key_concurrency_caps_the_live_claims_of_each_key(fq: Queue) -> None:
+    limited(key_concurrency=2)
+    fq.enqueue_many(range(5), concurrency_key="a")
+    fq.enqueue_many(range(5), concurrency_key="b")
+    handed = fq.claim("w", 100)
+    assert sorted(h.job.concurrency_key for h in handed) == ["a", "a", "b", "b"]
+
+
+def test_jobs_without_a_key_are_not_limited_by_key_concurrency(fq: Queue) -> None:
+    limited(key_concurrency=1)
+    fq.enqueue_many(range(4))
+    assert len(fq.claim("w", 100)) == 4
+
+
+def test_a_key_at_its_cap_does_not_block_the_jobs_behind_it(fq: Queue) -> None:
+    limited(key_concurrency=1)
+    flooded = fq.enqueue_many(range(50), concurrency_key="flood")
+    others = [fq.enqueue(i, concurrency_key=f"k{i}") for i in range(3)]
+    handed = claimed_ids(fq, 4)
+    assert handed == [flooded[0].id, *(job.id for job in others)]
+
+
+def test_key_concurrency_one_runs_each_key_in_handout_order(fq: Queue) -> None:
+    limited(key_concurrency=1)
+    jobs = fq.enqueue_many(range(3), concurrency_key="customer:42")
+    order = []
+    for _ in jobs:
+        (handle,) = fq.claim("w", 10)
+        order.append(handle.job.id)
+        assert fq.claim("w", 10) == []
+        handle.ack()
+    assert order == [job.id for job in jobs]
+
+
+def test_the_claimed_job_carries_its_concurrency_key(fq: Queue) -> None:
+    fq.enqueue({"id": 42}, concurrency_key="customer:42")
+    (handle,) = fq.claim("w")
+    assert handle.job.concurrency_key == "customer:42"
+
+
+def test_enqueue_many_takes_a_key_per_payload(fq: Queue) -> None:
+    jobs = fq.enqueue_many(
+        [{"id": 1}, {"id": 2}, {}], concurrency_key=lambda p: p.get("id") and f"c{p['id']}"
+    )
+    assert [job.concurrency_key for job in jobs] == ["c1", "c2", None]
+    stored = dict(QueueMessage.objects.values_list("id", "concurrency_key"))
+    assert [stored[job.id] for job in jobs] == ["c1", "c2", None]
+
+
+def test_a_requeued_dead_letter_keeps_its_concurrency_key(fq: Queue) -> None:
+    job = fq.enqueue(1, concurrency_key="acct:7")
+    (handle,) = fq.claim("w")
+    handle.fail("boom")
+    assert fq.get_job(job.id).concurrency_key == "acct:7"
+    assert fq.requeue(job.id).concurrency_key == "acct:7"
+
+
+# -- rate and key_rate ---------------------------------------------------------------------
+
+
+def test_rate_caps_the_claims_in_any_window_of_its_period(fq: Queue, clock: FakeClock) -> None:
+    limited(rate="3/s")
+    fq.enqueue_many(range(20))
+    assert len(fq.claim("w", 10)) == 3
+    clock.advance(0.999)
+    assert fq.claim("w", 10) == []
+    clock.advance(0.001)  # the window [t, t + 1 s) is half-open
+    assert len(fq.claim("w", 10)) == 3
+
+
+def test_rate_counts_claims_even_when_the_jobs_finished(fq: Queue, clock: FakeClock) -> None:
+    limited(rate=(2, timedelta(minutes=1)))
+    fq.enqueue_many(range(5))
+    for handle in fq.claim("w", 10):
+        handle.ack()
+    clock.advance(30)
+    assert fq.claim("w", 10) == []
+
+
+def test_a_retry_is_counted_by_the_rate_again(fq: Queue, clock: FakeClock) -> None:
+    limited(rate="2/m")
+    fq.enqueue(1)
+    (handle,) = fq.claim("w")
+    handle.retry(delay=0)
+    (again,) = fq.claim("w")
+    again.retry(delay=0)
+    assert fq.claim("w") == []
+
+
+def test_key_rate_caps_each_key_on_its_own(fq: Queue, clock: FakeClock) -> None:
+    limited(key_rate="2/s")
+    fq.enqueue_many(range(5), concurrency_key="a")
+    fq.enqueue_many(range(5), concurrency_key="b")
+    assert sorted(h.job.concurrency_key for h in fq.claim("w", 100)) == ["a", "a", "b", "b"]
+    assert fq.claim("w", 100) == []
+    clock.advance(1)
+    assert len(fq.claim("w", 100)) == 4
+
+
+def test_the_ledger_keeps_no_row_older_than_the_period(fq: Queue, clock: FakeClock) -> None:
+    limited(rate="5/s")
+    fq.enqueue_many(range(20))
+    fq.claim("w", 2)
+    clock.advance(2)
+    fq.claim("w", 2)
+    assert ClaimLedger.objects.filter(claimed_at__lt=clock.now).count() == 0
+
+
+# -- where the limits come from ------------------------------------------------------------
+
+
+def test_the_limits_of_a_queue_without_consumer_come_from_the_settings(fq: Queue) -> None:
+    with override_settings(ALKQUEUE={"QUEUES": {QUEUE: {"concurrency": 1, "rate": "10/m"}}}):
+        flow.cache.forget()
+        in_force = flow.limits_in_force(QUEUE)
+        assert in_force.limits == flow.Limits(concurrency=1, rate=flow.Rate(10, 60.0))
+        assert in_force.sources == {"concurrency": "settings", "rate": "settings"}
+        fq.enqueue_many([1, 2])
+        assert len(fq.claim("w", 10)) == 1
+
+
+def test_an_override_wins_over_the_code_until_reset() -> None:
+    limited(concurrency=8, rate="100/s")
+    sync_consumers([registry.get(QUEUE)], "default", takeover=False)
+    operations.set_limits(QUEUE, concurrency=2, rate=None)
+    in_force = flow.limits_in_force(QUEUE)
+    assert in_force.limits == flow.Limits(concurrency=2)
+    assert in_force.sources == {"concurrency": "override", "rate": "override"}
+    operations.reset_limits(QUEUE)
+    in_force = flow.limits_in_force(QUEUE)
+    assert in_force.limits == flow.Limits(concurrency=8, rate=flow.Rate(100, 1.0))
+    assert in_force.sources == {"concurrency": "code", "rate": "code"}
+
+
+def test_a_worker_restart_keeps_the_override() -> None:
+    limited(concurrency=8)
+    sync_consumers([registry.get(QUEUE)], "default", takeover=False)
+    operations.set_limits(QUEUE, concurrency=3)
+    sync_consumers([registry.get(QUEUE)], "default", takeover=False)  # the restart
+    assert flow.limits_in_force(QUEUE).limits.concurrency == 3
+
+
+def test_the_admin_process_sees_the_code_limits_the_worker_wrote() -> None:
+    limited(key_concurrency=1, key_rate="5/m")
+    sync_consumers([registry.get(QUEUE)], "default", takeover=False)
+    registry.unregister(QUEUE)  # a process without the consumer's code
+    in_force = flow.limits_in_force(QUEUE)
+    assert in_force.limits == flow.Limits(key_concurrency=1, key_rate=flow.Rate(5, 60.0))
+    assert in_force.sources == {"key_concurrency": "code", "key_rate": "code"}
+
+
+def test_a_claim_applies_a_changed_limit_within_the_refresh_interval(fq: Queue) -> None:
+    limited(concurrency=1)
+    sync_consumers([registry.get(QUEUE)], "default", takeover=False)
+    fq.enqueue_many(range(5))
+    assert len(fq.claim("w", 10)) == 1
+    operations.set_limits(QUEUE, concurrency=3)  # forgets this process's cache at once
+    assert len(fq.claim("w", 10)) == 2
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+BAD_LIMITS = [
+    {"concurrency": 0},
+    {"concurrency": 100_001},
+    {"concurrency": True},
+    {"concurrency": "8"},
+    {"key_concurrency": -1},
+    {"rate": "10/d"},
+    {"rate": "0/s"},
+    {"rate": (5, "seconds")},
+    {"rate": (100_001, timedelta(seconds=1))},
+    {"key_rate": "many"},
+]
+
+
+@pytest.mark.parametrize("bad", BAD_LIMITS)
+def test_consumer_refuses_a_bad_limit_and_registers_nothing(bad: dict[str, Any]) -> None:
+    with pytest.raises(InvalidOption):
+        consumer(QUEUE, **bad)
+    assert registry.get(QUEUE) is None
+
+
+@pytest.mark.parametrize("bad", BAD_LIMITS)
+def test_set_limits_refuses_a_bad_limit_and_writes_nothing(bad: dict[str, Any]) -> None:
+    limited(concurrency=4)
+    sync_consumers([registry.get(QUEUE)], "default", takeover=False)
+    with pytest.raises(InvalidOption):
+        operations.set_limits(QUEUE, **bad)
+    assert Consumer.objects.get(queue=QUEUE).limit_overrides == {}
+
+
+def test_set_limits_refuses_a_queue_without_consumer_row() -> None:
+    with pytest.raises(InvalidOption):
+        operations.set_limits(QUEUE, concurrency=1)
+    assert not Consumer.objects.exists()
+
+
+@pytest.mark.parametrize("bad", BAD_LIMITS)
+def test_the_settings_refuse_a_bad_limit(bad: dict[str, Any]) -> None:
+    with pytest.raises(ImproperlyConfigured):
+        read_settings({"QUEUES": {QUEUE: bad}})
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "a\x00b", 42])
+def test_enqueue_refuses_a_bad_concurrency_key_and_writes_nothing(fq: Queue, key: Any) -> None:
+    with pytest.raises(InvalidOption):
+        fq.enqueue(1, concurrency_key=key)
+    with pytest.raises(InvalidOption):
+        fq.enqueue_many([1, 2], concurrency_key=lambda payload: key)
+    assert not QueueMessage.objects.exists()
+
+
+# -- the system check ----------------------------------------------------------------------
+
+
+def test_the_check_reports_a_queue_with_different_limits_in_code_and_settings() -> None:
+    limited(concurrency=8)
+    with override_settings(ALKQUEUE={"QUEUES": {QUEUE: {"concurrency": 4}}}):
+        (error,) = check_limits()
+    assert error.id == "alkqueue.E005"
+    assert "concurrency 8 in code, 4 in settings" in error.msg
+
+
+def test_the_check_passes_equal_limits_in_code_and_settings() -> None:
+    limited(concurrency=8, rate="60/m")
+    settings = {"QUEUES": {QUEUE: {"concurrency": 8, "rate": (60, timedelta(minutes=1))}}}
+    with override_settings(ALKQUEUE=settings):
+        assert check_limits() == []
