@@ -45,6 +45,11 @@ class FlowFigures:
     throttled: int
     busiest_keys: list[KeyLoad]
 
+    @property
+    def table(self) -> list[tuple[str, str | None, str | None]]:
+        """(limit, value as text or None, where it comes from or None) for each limit."""
+        return [(name, value, self.sources.get(name)) for name, value in self.limits.items()]
+
 
 def in_force(
     queue: str, code_limits: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None
