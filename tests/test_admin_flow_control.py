@@ -29,7 +29,8 @@ from tests.admin_helpers import (
 
 pytestmark = pytest.mark.django_db
 
-API = "api-calls"  # no @consumer in this process: its code limits are the row's, as a worker wrote them
+#: No @consumer in this process: its code limits are the row's, as a worker wrote them.
+API = "api-calls"
 
 
 def api_consumer(overrides: dict | None = None, **code: object) -> Consumer:
