@@ -4,8 +4,9 @@ keys (one indexed query), and `alk_status` showing them."""
 from __future__ import annotations
 
 import io
-import re
 import json
+import re
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -50,7 +51,7 @@ def claim_outside_the_limits(fq: Queue, n: int, key: str | None = None) -> None:
         rows = rows.filter(concurrency_key=key)
     for job_id in rows.order_by("id").values_list("id", flat=True)[:n]:
         QueueMessage.objects.filter(id=job_id).update(
-            claim_token="00000000-0000-0000-0000-%012d" % job_id, claimed_by="w",
+            claim_token=uuid.UUID(int=job_id), claimed_by="w",
             claimed_at=fq.clock(), lease_expires_at=fq.clock() + timedelta(seconds=30),
         )  # fmt: skip
 
