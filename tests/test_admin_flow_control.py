@@ -335,3 +335,13 @@ def test_the_run_at_of_a_scheduled_keyed_job_keeps_it_out_of_the_busiest_keys(ro
     api_consumer(overrides={"key_concurrency": 1})
     queue(API).enqueue({}, concurrency_key="later", run_at=timezone.now() + timedelta(hours=1))
     assert root.get(queue_url(API)).context["flow"].busiest_keys == []
+
+
+@pytest.mark.parametrize("action", ["set_limits", "reset_limits"])
+def test_a_queue_name_written_outside_the_api_is_named_and_left_unchanged(root, action):
+    bad = Consumer.objects.create(queue="bad name!", handler="app.f", lease=30, max_attempts=3)
+    response = post_action(root, action, [bad.pk], confirm="yes", concurrency="2")
+    assert response.status_code == 302
+    assert any("Limits left unchanged for bad name!" in m for m in messages_of(response))
+    assert overrides_of(bad) == {}
+    assert not LogEntry.objects.exists()

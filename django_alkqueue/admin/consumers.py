@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -14,6 +15,7 @@ from django.utils.translation import ngettext
 
 from .. import operations
 from ..clock import system_clock
+from ..exceptions import AlkQueueError
 from ..models import Consumer, DeadLetter, QueueMessage
 from .audit import record
 from .base import QueueAdmin
@@ -210,15 +212,16 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
             )
         changes = form.changes()
         names = [c.queue for c in consumers]
-        if changes:
-            for name in names:
-                operations.set_limits(name, **changes, using=queryset.db)
+        refused = self._each_queue(request, names, lambda name: operations.set_limits(
+            name, **changes, using=queryset.db) if changes else None)  # fmt: skip
+        done = [c for c in consumers if c.queue not in refused]
         described = describe_changes(changes) or "nothing changed"
-        record(request, Consumer, "set limits", [c.pk for c in consumers],
-               detail=f"queues {', '.join(names)}: {described}")  # fmt: skip
-        text = ngettext("Limits of %(n)d queue: %(what)s.", "Limits of %(n)d queues: %(what)s.",
-                        len(names))  # fmt: skip
-        self.message_user(request, text % {"n": len(names), "what": described}, messages.SUCCESS)
+        if done:
+            record(request, Consumer, "set limits", [c.pk for c in done],
+                   detail=f"queues {', '.join(c.queue for c in done)}: {described}")  # fmt: skip
+            text = ngettext("Limits of %(n)d queue: %(what)s.",
+                            "Limits of %(n)d queues: %(what)s.", len(done))  # fmt: skip
+            self.message_user(request, text % {"n": len(done), "what": described}, messages.SUCCESS)
         return None
 
     @action(
@@ -229,10 +232,15 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     )
     def reset_limits(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> None:
         rows = list(queryset.order_by("queue").values_list("pk", "queue"))
-        names = [name for _, name in rows]
-        for name in names:
-            operations.reset_limits(name, using=queryset.db)
-        record(request, Consumer, "reset limits", [pk for pk, _ in rows],
+        refused = self._each_queue(
+            request, [name for _, name in rows],
+            lambda name: operations.reset_limits(name, using=queryset.db),
+        )  # fmt: skip
+        done = [(pk, name) for pk, name in rows if name not in refused]
+        if not done:
+            return
+        names = [name for _, name in done]
+        record(request, Consumer, "reset limits", [pk for pk, _ in done],
                detail=f"queues {', '.join(names)}")  # fmt: skip
         text = ngettext(
             "Reset the limits of %(n)d queue to code: %(names)s.",
@@ -241,3 +249,19 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         )
         self.message_user(request, text % {"n": len(names), "names": ", ".join(names)},
                           messages.SUCCESS)  # fmt: skip
+
+    def _each_queue(
+        self, request: HttpRequest, names: list[str], change: Callable[[str], object]
+    ) -> set[str]:
+        """Run `change` on each queue; the queues it refused (a name written outside the
+        API, which operations refuse) are named in an error message. Returns them."""
+        refused: dict[str, str] = {}
+        for name in names:
+            try:
+                change(name)
+            except AlkQueueError as error:
+                refused[name] = str(error)
+        if refused:
+            listed = "; ".join(f"{name}: {why}" for name, why in refused.items())
+            self.message_user(request, f"Limits left unchanged for {listed}", messages.ERROR)
+        return set(refused)
