@@ -212,8 +212,12 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
             )
         changes = form.changes()
         names = [c.queue for c in consumers]
-        refused = self._each_queue(request, names, lambda name: operations.set_limits(
-            name, **changes, using=queryset.db) if changes else None)  # fmt: skip
+
+        def change(name: str) -> None:
+            if changes:  # nothing changed: logged all the same, nothing written
+                operations.set_limits(name, **changes, using=queryset.db)
+
+        refused = self._each_queue(request, names, change)
         done = [c for c in consumers if c.queue not in refused]
         described = describe_changes(changes) or "nothing changed"
         if done:
