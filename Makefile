@@ -102,8 +102,10 @@ test-compat: $(COMPAT_VENV)/.installed postgres /usr/sbin/pgbouncer
 	DATABASE_URL=$(PG_URL) PYTHONPATH=. PSYCOPG_IMPL=python $(COMPAT_PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 # The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite (those
-# that run there), then docs/reliability.md from their records, even when one failed (the
-# page shows it) before the target fails. Scenarios 3 and 4 need root (they skip otherwise).
+# that run there), then flow control's worker tests at the issue's full sizes
+# (FLOW_CONTROL_FULL=1, tests/test_flow_control_workers.py), then docs/reliability.md from
+# the records, even when one failed (the page shows it) before the target fails.
+# Scenarios 3 and 4 need root (they skip otherwise).
 .PHONY: chaos
 chaos: venv postgres
 	rm -rf test-artifacts/chaos/long
@@ -111,7 +113,13 @@ chaos: venv postgres
 	pg=$$?; \
 	CHAOS_LONG=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider tests/chaos $(PYTEST_ARGS); \
 	sqlite=$$?; \
-	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0
+	FLOW_CONTROL_FULL=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_flow_control_workers.py $(PYTEST_ARGS) && \
+	FLOW_CONTROL_FULL=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_flow_control_workers.py $(PYTEST_ARGS); \
+	flow=$$?; \
+	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0 && \
+	  test $$flow -eq 0
 
 # The wheel in a fresh venv with no extras on SQLite, then with [mysql] on MariaDB.
 .PHONY: package-check
@@ -155,6 +163,8 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 
 bench: $(BENCH_VENV)/.installed postgres
 	$(BENCH_PY) -m bench.run $(BENCH_ARGS)
+	$(BENCH_PY) -m bench.flow_control
 
 bench-quick: $(BENCH_VENV)/.installed postgres
 	$(BENCH_PY) -m bench.run --quick $(BENCH_ARGS)
+	$(BENCH_PY) -m bench.flow_control --quick

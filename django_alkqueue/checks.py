@@ -86,7 +86,7 @@ def check_limits(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
         queues = get_settings().QUEUES
     except ImproperlyConfigured:  # reported by alkqueue.E003
         return []
-    errors = []
+    errors: list[checks.CheckMessage] = []
     for name, options in queues.items():
         spec = registry.get(name)
         if spec is None or not any(option in options for option in NAMES):

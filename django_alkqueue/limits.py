@@ -245,6 +245,7 @@ class LimitsCache:
         self.every = every
         self.monotonic = monotonic
         self._read: dict[tuple[str, str], tuple[float, Limits]] = {}
+        self._room_at: dict[tuple[str, str], float] = {}
 
     def get(self, queue: str, using: str) -> Limits:
         now = self.monotonic()
@@ -258,6 +259,19 @@ class LimitsCache:
     def forget(self) -> None:
         """Read every queue's limits again at its next claim (after set_limits, in tests)."""
         self._read.clear()
+        self._room_at.clear()
+
+    def note_room_in(self, queue: str, using: str, seconds: float | None) -> None:
+        """What the last claim of `queue` found: its rate frees room in `seconds` (None:
+        it was not held back by its rate). A worker looks again then, not a poll later."""
+        if seconds is None:
+            self._room_at.pop((using, queue), None)
+        else:
+            self._room_at[(using, queue)] = self.monotonic() + seconds
+
+    def room_at(self, queue: str, using: str) -> float:
+        """The monotonic time at which the queue's rate frees room (inf: not held back)."""
+        return self._room_at.get((using, queue), float("inf"))
 
 
 #: The process's cache, shared by every Queue.

@@ -8,7 +8,7 @@ The SQL itself lives in `sql/`, once per vendor; this module adds the rules arou
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,8 +20,8 @@ from . import limits as flow
 from . import signals, validation
 from .error_text import capped, capped_or_none
 from .exceptions import AlkQueueError, InvalidOption
-from .limits import LimitsInForce
 from .jobs import EXPIRED, Job, QueueStats, Stamps, make_job
+from .limits import LimitsInForce
 from .models import Consumer, DeadLetter, QueueMessage
 from .payload import decode
 from .sql import Claim, Dialect, Row, chunked, dialect_for, limited_claim
@@ -156,14 +156,15 @@ def claim(
     n: int,
     now: datetime,
     limits: flow.Limits = flow.NO_LIMITS,
+    clock: Callable[[], datetime] | None = None,
 ) -> list[tuple[Job, Claim]]:
     """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered.
 
     A queue with limits is claimed through the gate (sql/limited_claim.py); one without
-    keeps its dialect's one-statement claim."""
+    keeps its dialect's one-statement claim; it reads `clock` again once it holds the gate."""
     dialect, connection = _dialect_and_connection(using)
     if limits.any():
-        handed, dead = limited_claim.claim(connection, queue, worker_id, n, now, limits)
+        handed, dead = limited_claim.claim(connection, queue, worker_id, n, now, limits, clock)
     else:
         handed, dead = dialect.claim(connection, queue, worker_id, n, now)
     _announce_deaths(dead)

@@ -190,7 +190,9 @@ class Queue:
             return []
         now = self._now()
         limits = flow.cache.get(self.name, self.using)
-        handed = operations.claim(self.using, self.name, worker_id, min(n, MAX_CLAIM), now, limits)
+        handed = operations.claim(
+            self.using, self.name, worker_id, min(n, MAX_CLAIM), now, limits, self._now
+        )
         return [JobHandle(self, job, claim) for job, claim in handed]
 
     def claim_one(self, worker_id: str) -> JobHandle | None:

@@ -98,6 +98,13 @@ def test_a_lapsed_claim_keeps_its_slot_until_it_is_reclaimed(fq: Queue, clock: F
     assert again.job.attempts == 2
 
 
+def test_a_limited_claims_job_holds_what_its_row_holds(fq: Queue) -> None:
+    limited(concurrency=5, key_concurrency=2)
+    fq.enqueue_many([{"a": 1}, {"b": 2}], concurrency_key="k", priority=3)
+    for handle in fq.claim("w", 5):
+        assert handle.job == fq.get_job(handle.job.id)
+
+
 def test_an_unlimited_queue_hands_out_everything_due(fq: Queue) -> None:
     fq.enqueue_many(range(5))
     assert len(fq.claim("w", 10)) == 5

@@ -141,7 +141,7 @@ def test_a_queues_options_must_be_a_dict():
 def test_an_unknown_queue_option_is_refused_listing_the_valid_ones():
     message = refused({"QUEUES": {"emails": {"sensitve": True}}})
     assert "ALKQUEUE['QUEUES']['emails'] has unknown option(s) 'sensitve'" in message
-    assert "valid options are sensitive" in message
+    assert "valid options are concurrency, key_concurrency, key_rate, rate, sensitive" in message
 
 
 def test_sensitive_must_be_a_bool():
@@ -150,7 +150,13 @@ def test_sensitive_must_be_a_bool():
 
 
 def test_every_queue_option_has_a_rule():
-    assert set(QUEUE_OPTION_RULES) == {"sensitive"}
+    assert set(QUEUE_OPTION_RULES) == {
+        "sensitive",
+        "concurrency",
+        "key_concurrency",
+        "rate",
+        "key_rate",
+    }
 
 
 # -- where the rules are applied --------------------------------------------------------------

@@ -8,19 +8,19 @@ One transaction, in this order:
               here one at a time, and holds the lock until it commits, so the counts below
               cannot change under it by another claim: only claims add live claims or ledger
               entries, and acks, retries, releases, failures and reclaims only remove them.
-2. reclaim  - the queue's lapsed claims go back to pending (or to the dead letters when out of
-              attempts), as the leader's reclaim does: until then they hold their slots.
-3. count    - live claims of the queue (index alkqueue_lease_idx, claimed rows only), per key
-              among them, and the ledger's claims within each rate's period
-              (alkqueue_claimledger_idx): the room left under each limit.
-4. choose   - due rows in handout order (alkqueue_pending_idx), leaving out the keys with no
+2. count    - live claims of the queue per key, and how many lapsed, in one read (index
+              alkqueue_lease_idx, claimed rows only); lapsed ones are reclaimed first (back
+              to pending, or dead letters when out of attempts), as the leader's reclaim
+              does: until then they hold their slots. Then the ledger's claims within each
+              rate's period (alkqueue_claimledger_idx): the room left under each limit.
+3. choose   - due rows in handout order (alkqueue_pending_idx), leaving out the keys with no
               room, so a full key never blocks the others; re-read with the keys that filled
               up on the way until the room is used or no row is left.
-5. stamp    - the chosen rows get this claim's token and lease; the ledger gets one row for
+4. stamp    - the chosen rows get this claim's token and lease; the ledger gets one row for
               the queue and one per key (with their counts) when a rate is set, and loses the
               rows older than the longest period.
 
-The counts read in 3 are taken after the lock in 1: on PostgreSQL and MariaDB (READ
+The counts read in 2 are taken after the lock in 1: on PostgreSQL and MariaDB (READ
 COMMITTED) each statement sees every commit made before it started, so the claim that held
 the lock before has committed its claims by then; SQLite has a single writer.
 """
@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -37,14 +38,16 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job
-from ..limits import Limits, Rate
+from ..limits import Limits, Rate, cache
 from ..models import ClaimGate, ClaimLedger, QueueMessage
-from .base import Claim
+from .base import ROW_FIELDS, Claim, Row
 from .orm import OrmDialect
 from .orm_rows import HANDOUT, live_rows, not_expired
 
 #: The ledger's key for the queue's own count (a concurrency key is never empty).
 QUEUE_WIDE = ""
+_LEASE_AT = ROW_FIELDS.index("lease")
+_KEY_AT = ROW_FIELDS.index("concurrency_key")
 
 _rows = OrmDialect()  # ORM rows are read and buried the same way on every database
 
@@ -56,20 +59,48 @@ def claim(
     n: int,
     now: datetime,
     limits: Limits,
+    clock: Callable[[], datetime] | None = None,
 ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
     """Claim up to n due jobs of `queue` within `limits`; returns (each job and its claim,
-    in handout order; the jobs dead-lettered on the way)."""
+    in handout order; the jobs dead-lettered on the way).
+
+    `clock` is read again once the gate is held, for the counts, and once more after them,
+    for the claim's time (claimed_at, the lease, the ledger): a claim's time is then never
+    earlier than the end of any claim its counts left out (`now` is the floor of both)."""
     alias = connection.alias
     live = QueueMessage.objects.using(alias).filter(queue=queue)
+
+    def read() -> datetime:
+        return now if clock is None else max(now, clock())
+
+    if not connection.features.has_select_for_update and not _anything_to_claim(live, now):
+        # SQLite's gate is the database's write lock: an idle poll looks first, as its
+        # unlimited claim does, so that it neither takes the lock nor waits for it.
+        return [], []
     with transaction.atomic(using=alias):
         _lock_gate(alias, queue, now)
-        dead = _reclaim_lapsed(connection, live, now)
-        room = min(n, _queue_room(alias, live, queue, now, limits))
-        chosen = _choose(alias, live, queue, now, limits, room) if room > 0 else []
-        handed = _stamp(live, chosen, worker_id, now)
+        counted_at = read()
+        held, lapsed = _live_claims_per_key(live, counted_at)
+        dead = _reclaim_lapsed(connection, live, counted_at) if lapsed else []
+        if lapsed:
+            held, _ = _live_claims_per_key(live, counted_at)
+        room = min(n, _queue_room(alias, queue, counted_at, limits, held))
+        rows = _choose(alias, live, queue, counted_at, limits, room, held) if room > 0 else []
+        claimed_at = max(counted_at, read())
+        handed = _stamp(live, rows, worker_id, claimed_at)
         if limits.rate is not None or limits.key_rate is not None:
-            _record(alias, queue, now, limits, [job for job, _ in handed])
-    return handed, [_rows.to_job(row, now) for row in dead]
+            _record(alias, queue, claimed_at, limits, [job for job, _ in handed])
+            cache.note_room_in(
+                queue, alias, _rate_frees_in(alias, queue, claimed_at, limits, n, handed)
+            )
+    return handed, [_rows.to_job(row, counted_at) for row in dead]
+
+
+def _anything_to_claim(live: QuerySet[QueueMessage], now: datetime) -> bool:
+    """A due row or a lapsed claim (alkqueue_pending_idx, alkqueue_lease_idx)."""
+    due = Q(claim_token__isnull=True, run_at__lte=now)
+    lapsed = Q(claim_token__isnull=False, lease_expires_at__lte=now)
+    return live.filter(due | lapsed).exists()
 
 
 def _lock_gate(alias: str, queue: str, now: datetime) -> None:
@@ -87,18 +118,39 @@ def _lock_gate(alias: str, queue: str, now: datetime) -> None:
 
 def _reclaim_lapsed(
     connection: BaseDatabaseWrapper, live: QuerySet[QueueMessage], now: datetime
-) -> list[tuple[object, ...]]:
+) -> list[Row]:
     """The queue's lapsed claims free their slots: pending again with attempts left, else
     dead letters. Returns the dead rows."""
     lapsed = live.filter(claim_token__isnull=False, lease_expires_at__lte=now)
-    exhausted = list(lapsed.filter(attempts__gte=F("max_attempts")).values_list("id", flat=True))
-    dead = (
-        _rows._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED)
-        if exhausted
-        else []
+    found = list(lapsed.values_list("id", "attempts", "max_attempts"))
+    if not found:
+        return []
+    exhausted = [job_id for job_id, attempts, most in found if attempts >= most]
+    dead = _rows._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
+                           MAX_ATTEMPTS_EXCEEDED) if exhausted else []  # fmt: skip
+    live.filter(id__in=[row[0] for row in found if row[0] not in exhausted]).update(
+        claim_token=None, claimed_by=None, claimed_at=None, lease_expires_at=None
     )
-    lapsed.update(claim_token=None, claimed_by=None, claimed_at=None, lease_expires_at=None)
     return dead
+
+
+def _live_claims_per_key(
+    live: QuerySet[QueueMessage], now: datetime
+) -> tuple[dict[str | None, int], int]:
+    """Live claims of the queue per concurrency key (None: jobs without one), and how many
+    of them lapsed, in one read of the claimed rows (alkqueue_lease_idx)."""
+    per_key = (
+        live.filter(claim_token__isnull=False)
+        .values_list("concurrency_key")
+        .annotate(n=Count("id"), lapsed=Count("id", filter=Q(lease_expires_at__lte=now)))
+        .order_by()
+    )
+    held: dict[str | None, int] = {}
+    lapsed = 0
+    for key, count, lapsed_count in per_key:
+        held[key] = count
+        lapsed += lapsed_count
+    return held, lapsed
 
 
 def _in_window(alias: str, queue: str, rate: Rate, now: datetime) -> QuerySet[ClaimLedger]:
@@ -108,12 +160,12 @@ def _in_window(alias: str, queue: str, rate: Rate, now: datetime) -> QuerySet[Cl
 
 
 def _queue_room(
-    alias: str, live: QuerySet[QueueMessage], queue: str, now: datetime, limits: Limits
+    alias: str, queue: str, now: datetime, limits: Limits, held: dict[str | None, int]
 ) -> int:
     """How many more claims the queue-wide limits allow now."""
     room = 2**31
     if limits.concurrency is not None:
-        room = limits.concurrency - live.filter(claim_token__isnull=False).count()
+        room = limits.concurrency - sum(held.values())
     if limits.rate is not None:
         window = _in_window(alias, queue, limits.rate, now).filter(concurrency_key=QUEUE_WIDE)
         used = window.aggregate(total=Sum("count"))["total"] or 0
@@ -122,19 +174,13 @@ def _queue_room(
 
 
 def _key_rooms(
-    alias: str, live: QuerySet[QueueMessage], queue: str, now: datetime, limits: Limits
+    alias: str, queue: str, now: datetime, limits: Limits, held: dict[str | None, int]
 ) -> tuple[dict[str, int], int | None]:
     """Per key with live claims or ledger rows, the room its limits leave; and the room of
     any other key (None when keys are not limited)."""
-    held: dict[str, int] = {}
+    if limits.key_concurrency is None and limits.key_rate is None:
+        return {}, None
     used: dict[str, int] = {}
-    if limits.key_concurrency is not None:
-        held = dict(
-            live.filter(claim_token__isnull=False, concurrency_key__isnull=False)
-            .values_list("concurrency_key")
-            .annotate(n=Count("id"))
-            .order_by()
-        )
     if limits.key_rate is not None:
         used = dict(
             _in_window(alias, queue, limits.key_rate, now)
@@ -144,17 +190,17 @@ def _key_rooms(
             .order_by()
         )
 
-    def room_of(key: str) -> int:
+    def room_of(key: str | None) -> int:
+        """None: a key with no live claim and no ledger row."""
         left = 2**31
         if limits.key_concurrency is not None:
-            left = limits.key_concurrency - held.get(key, 0)
+            left = limits.key_concurrency - (0 if key is None else held.get(key, 0))
         if limits.key_rate is not None:
-            left = min(left, limits.key_rate.count - used.get(key, 0))
+            left = min(left, limits.key_rate.count - (0 if key is None else used.get(key, 0)))
         return left
 
-    if limits.key_concurrency is None and limits.key_rate is None:
-        return {}, None
-    return {key: room_of(key) for key in {*held, *used}}, room_of(QUEUE_WIDE)
+    keys = {key for key in held if key is not None} | set(used)
+    return {key: room_of(key) for key in keys}, room_of(None)
 
 
 def _choose(
@@ -164,58 +210,88 @@ def _choose(
     now: datetime,
     limits: Limits,
     room: int,
-) -> list[tuple[int, float]]:
-    """(id, lease) of up to `room` due rows in handout order, each key within its room."""
-    due = (
-        live.filter(not_expired(now), claim_token__isnull=True, run_at__lte=now)
-        .order_by(*HANDOUT)
-        .values_list("id", "lease", "concurrency_key")
+    held: dict[str | None, int],
+) -> list[Row]:
+    """Up to `room` due rows (the row shape) in handout order, each key within its room."""
+    due = live.filter(not_expired(now), claim_token__isnull=True, run_at__lte=now).order_by(
+        *HANDOUT
     )
-    rooms, fresh_room = _key_rooms(alias, live, queue, now, limits)
+    rooms, fresh_room = _key_rooms(alias, queue, now, limits, held)
     if fresh_room is None:  # no key limits: the first `room` rows
-        return [(job_id, lease) for job_id, lease, _ in due[:room]]
+        return live_rows(due, limit=room)
     full = {key for key, left in rooms.items() if left <= 0}
-    chosen: list[tuple[int, float]] = []
+    chosen: list[Row] = []
     taken: Counter[str] = Counter()
     while len(chosen) < room:
-        wanted = room - len(chosen)
-        page = list(
-            due.exclude(concurrency_key__in=full).exclude(id__in=[i for i, _ in chosen])[
-                : 2 * wanted + 16
-            ]
-        )
-        for job_id, lease, key in page:
+        page_size = 2 * (room - len(chosen)) + 16
+        candidates = due.exclude(concurrency_key__in=full).exclude(id__in=[r[0] for r in chosen])
+        page = live_rows(candidates, limit=page_size)
+        for row in page:
             if len(chosen) == room:
                 break
+            key = row[_KEY_AT]
             if key is not None:
                 if key in full:
                     continue
                 taken[key] += 1
                 if taken[key] >= rooms.get(key, fresh_room):
                     full.add(key)
-            chosen.append((job_id, lease))
-        if len(page) < 2 * wanted + 16:
+            chosen.append(row)
+        if len(page) < page_size:
             break  # no row left beyond this page
     return chosen
 
 
 def _stamp(
-    live: QuerySet[QueueMessage], chosen: list[tuple[int, float]], worker_id: str, now: datetime
+    live: QuerySet[QueueMessage], chosen: list[Row], worker_id: str, now: datetime
 ) -> list[tuple[Job, Claim]]:
-    """Claim the chosen rows with one token; returns them in handout order."""
+    """Claim the chosen rows with one token; returns them in handout order. The jobs are
+    built from the rows as read and the stamps written, unless a row was claimed meanwhile
+    (an unlimited claim in a process that has not read the limits yet): then read back."""
     if not chosen:
         return []
     token = uuid.uuid4()
-    for lease, rows in itertools.groupby(sorted(chosen, key=lambda r: r[1]), key=lambda r: r[1]):
-        live.filter(id__in=[job_id for job_id, _ in rows], claim_token__isnull=True).update(
+    stamped = 0
+    for lease, rows in itertools.groupby(
+        sorted(chosen, key=lambda r: r[_LEASE_AT]), key=lambda r: r[_LEASE_AT]
+    ):
+        stamped += live.filter(id__in=[row[0] for row in rows], claim_token__isnull=True).update(
             attempts=F("attempts") + 1, claim_token=token, claimed_by=worker_id,
             claimed_at=now, lease_expires_at=now + timedelta(seconds=lease),
         )  # fmt: skip
-    ids = [job_id for job_id, _ in chosen]
-    claimed = live_rows(live.filter(id__in=ids, claim_token=token))
+    if stamped == len(chosen):
+        claimed = [
+            (*row[:4], row[4] + 1, *row[5:13], token, worker_id, now,
+             now + timedelta(seconds=row[_LEASE_AT]), *row[17:])
+            for row in chosen
+        ]  # fmt: skip
+    else:
+        claimed = live_rows(live.filter(id__in=[row[0] for row in chosen], claim_token=token))
     handed = [(_rows.to_job(row, now), Claim(row[0], token)) for row in claimed]
     handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
     return handed
+
+
+def _rate_frees_in(
+    alias: str,
+    queue: str,
+    now: datetime,
+    limits: Limits,
+    n: int,
+    handed: list[tuple[Job, Claim]],
+) -> float | None:
+    """Seconds until the queue's rate frees room, when it held this claim back (fewer
+    jobs than asked and no room left in the window); else None."""
+    if limits.rate is None or len(handed) >= n:
+        return None
+    window = _in_window(alias, queue, limits.rate, now).filter(concurrency_key=QUEUE_WIDE)
+    used = window.aggregate(total=Sum("count"))["total"] or 0
+    if used < limits.rate.count:
+        return None
+    oldest = window.order_by("claimed_at").values_list("claimed_at", flat=True).first()
+    if oldest is None:
+        return None
+    return max((oldest - now).total_seconds() + limits.rate.period, 0.0)
 
 
 def _record(alias: str, queue: str, now: datetime, limits: Limits, jobs: list[Job]) -> None:

@@ -58,9 +58,13 @@ def chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
         yield items[start : start + CHUNK]
 
 
-def live_rows(queryset: QuerySet[QueueMessage]) -> list[Row]:
-    """Live rows in the row shape (ROW_FIELDS): a live row has no death."""
-    return [(*row[:18], None, None, row[18]) for row in queryset.values_list(*_LIVE_FIELDS)]
+def live_rows(queryset: QuerySet[QueueMessage], limit: int | None = None) -> list[Row]:
+    """Live rows in the row shape (ROW_FIELDS), the first `limit` of them when given: a live
+    row has no death."""
+    values = queryset.values_list(*_LIVE_FIELDS)
+    if limit is not None:
+        values = values[:limit]
+    return [(*row[:18], None, None, row[18]) for row in values]
 
 
 def dead_rows(queryset: QuerySet[DeadLetter]) -> list[Row]:

@@ -8,7 +8,9 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from math import inf
 
+from .. import limits as flow
 from ..models import Consumer
 from ..queues import MAX_CLAIM, JobHandle, Queue
 from .inflight import InFlight
@@ -47,6 +49,8 @@ class Claimer:
     A NOTIFY also brings a *follow-up* full look `follow_up` seconds later: an enqueue that
     its sender's connection left unannounced, within the NOTIFY_WINDOW after the one that
     woke us, has committed by then (sql/postgresql/wake_pacing.py). A later NOTIFY moves it on.
+    A claim held back by its queue's rate brings a full look when the rate frees room
+    (limits.LimitsCache.room_at), not a poll interval later.
     """
 
     def __init__(
@@ -98,12 +102,20 @@ class Claimer:
         interval passed since the last full look); if so, it counts as that full look."""
         now = self.monotonic()
         notified = self.notified.is_set()
-        if not notified and now < self._follow_up_at and now < self._next_poll_at():
+        if (
+            not notified
+            and now < self._follow_up_at
+            and now < self._next_poll_at()
+            and now < self._room_at()
+        ):
             return False
         # Consumed even when no slot is free: a NOTIFY kept for later would turn the next
         # finished job into a claim of one, the very top-up the refill mark avoids.
         self.notified.clear()
         self._full_look_at = now
+        for queue in self.queues:  # a rate's room, once looked for, is not looked for again
+            if flow.cache.room_at(queue.name, queue.using) <= now:
+                flow.cache.note_room_in(queue.name, queue.using, None)
         if notified and self.follow_up is not None:
             self._follow_up_at = now + self.follow_up
         elif now >= self._follow_up_at:
@@ -112,6 +124,10 @@ class Claimer:
 
     def _next_poll_at(self) -> float:
         return self._full_look_at + self.poll_interval
+
+    def _room_at(self) -> float:
+        """When a served queue's rate, which held its last claim back, frees room."""
+        return min((flow.cache.room_at(q.name, q.using) for q in self.queues), default=inf)
 
     def room(self) -> int:
         """How many more jobs this worker may take now."""
@@ -151,7 +167,7 @@ class Claimer:
 
     def until_next_look(self) -> float:
         """Seconds until the next full look is due (a follow-up or a poll)."""
-        due_at = min(self._next_poll_at(), self._follow_up_at)
+        due_at = min(self._next_poll_at(), self._follow_up_at, self._room_at())
         return max(due_at - self.monotonic(), 0.0)
 
     def wait(self, wake: threading.Event) -> None:
