@@ -13,8 +13,10 @@ from django.db.models import Count, Min, Q, Sum
 from django.db.models.functions import Substr
 from django.utils.dateparse import parse_datetime
 
+from . import flow_status
 from .conf import get_settings
 from .consumers import registry
+from .flow_status import FlowFigures, in_force
 from .models import (
     CONSUMER_TABLE,
     DEAD_LETTER_TABLE,
@@ -41,6 +43,14 @@ class QueueRow:
     #: A worker has served the queue (it wrote the Consumer row). False with a handler: the
     #: code binds one, but no worker has started on the queue yet.
     served: bool = False
+    #: Flow control: each limit in force as text (None: no limit), and where each comes
+    #: from (code, settings, override); flow_status has the figures that go with them.
+    limits: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    limit_sources: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def limited(self) -> bool:
+        return any(value is not None for value in self.limits.values())
 
 
 def code_handler(name: str) -> str | None:
@@ -110,6 +120,8 @@ def queue_overview(using: str, now: datetime) -> list[QueueRow]:
         counts = live.get(name, {})
         oldest = counts.get("oldest")
         consumer = consumers.get(name)
+        limits = in_force(name, *((consumer.code_limits, consumer.limit_overrides)
+                                  if consumer else (None, None)))  # fmt: skip
         rows.append(
             QueueRow(
                 queue=name,
@@ -121,9 +133,36 @@ def queue_overview(using: str, now: datetime) -> list[QueueRow]:
                 claimed=counts.get("claimed", 0),
                 dead=dead.get(name, 0),
                 oldest_pending_age=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
+                limits=limits.limits.describe(),
+                limit_sources=dict(limits.sources),
             )
         )
     return rows
+
+
+def flow_overview(using: str, now: datetime, rows: Collection[QueueRow]) -> dict[str, FlowFigures]:
+    """The flow figures of the queues among `rows` that have limits in force: one query for
+    their Consumer rows, then two to four indexed queries each; none without limits."""
+    limited = {row.queue: row for row in rows if row.limited}
+    if not limited:
+        return {}
+    stored = {
+        queue: (code, overrides)
+        for queue, code, overrides in Consumer.objects.using(using)
+        .filter(queue__in=list(limited))
+        .values_list("queue", "code_limits", "limit_overrides")
+    }
+    return {
+        name: flow_status.figures(
+            using,
+            name,
+            now,
+            in_force(name, *stored.get(name, (None, None))),
+            row.pending,
+            row.claimed,
+        )
+        for name, row in limited.items()
+    }
 
 
 def worker_overview(using: str, now: datetime) -> list[WorkerRow]:

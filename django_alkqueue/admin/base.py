@@ -88,6 +88,9 @@ class QueueAdmin(ModelAdmin[M]):
     #: of ids): the links between pages use them. Every other lookup outside list_filter is
     #: refused, since each one is a query the page's indexes were not built for.
     id_lookups: tuple[str, ...] = ("id",)
+    #: Text columns a URL may filter on by exact match (`name` or `name__exact`), each the
+    #: trailing column of an index whose leading column the queue filter gives.
+    exact_lookups: tuple[str, ...] = ()
 
     class Media:
         css = {"all": ("django_alkqueue/admin.css",)}
@@ -96,10 +99,13 @@ class QueueAdmin(ModelAdmin[M]):
         return queryset.defer(*self.changelist_defer) if self.changelist_defer else queryset
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
-        """Only the declared filters' parameters, and integer values of the id lookups."""
+        """Only the declared filters' parameters, exact matches of the exact lookups, and
+        integer values of the id lookups."""
         if lookup in self._filter_parameters(request):
             return True
         name, _, operator = lookup.partition("__")
+        if name in self.exact_lookups and operator in ("", "exact"):
+            return True
         if name not in self.id_lookups or operator not in ("", "exact", "in"):
             return False
         field = self.model._meta.get_field(name)

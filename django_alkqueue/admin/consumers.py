@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
 
 from .. import operations
 from ..clock import system_clock
+from ..exceptions import AlkQueueError
 from ..models import Consumer, DeadLetter, QueueMessage
 from .audit import record
 from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
+from .confirmation import confirmation, confirmed
+from .limits_form import (
+    LimitsForm,
+    describe_changes,
+    limits_of,
+    limits_summary,
+    limits_table,
+    shown_limits,
+)
 from .links import queue_page_url
 from .permissions import has_perm
 from .stored_text import cell
@@ -39,6 +50,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         "max_attempts",
         "retry",
         "paused_badge",
+        "limits",
         "pending",
         "scheduled",
         "claimed",
@@ -46,8 +58,8 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     )
     search_fields = ("queue", "handler")
     ordering = ("queue",)
-    actions = ["pause", "resume"]
-    readonly_fields = ("retry",)
+    actions = ["pause", "resume", "set_limits", "reset_limits"]
+    readonly_fields = ("retry", "limits_in_force")
     fields = (
         "queue",
         "handler",
@@ -55,6 +67,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         "max_attempts",
         "retry",
         "paused",
+        "limits_in_force",
         "created_at",
         "updated_at",
     )
@@ -81,6 +94,10 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         """resume_consumer, or pause_consumer: whoever may stop a queue may start it again,
         and an on-call role may be given resume alone."""
         return has_perm(request, Consumer, "resume_consumer") or self.has_pause_permission(request)
+
+    def has_set_limits_permission(self, request: HttpRequest) -> bool:
+        """set_limits_consumer, for Set limits and Reset limits to code alike."""
+        return has_perm(request, Consumer, "set_limits_consumer")
 
     # -- columns ---------------------------------------------------------------------------
 
@@ -110,6 +127,14 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
     def retry(self, consumer: Consumer) -> str:
         policy = consumer.retry_policy or {}
         return cell(", ".join(f"{k}={v}" for k, v in policy.items())) or "-"
+
+    @admin.display(description="limits (from)")
+    def limits(self, consumer: Consumer) -> str:
+        return limits_summary(limits_of(consumer))
+
+    @admin.display(description="limits in force")
+    def limits_in_force(self, consumer: Consumer) -> SafeString:
+        return limits_table(limits_of(consumer))
 
     @admin.display(description="pending", ordering="pending")
     def pending(self, consumer: Any) -> int:
@@ -161,3 +186,86 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         if paused:
             text += " Workers stop claiming from them within one poll interval."
         self.message_user(request, text, messages.SUCCESS)
+
+    @action(
+        permissions=["set_limits"],
+        description="Set limits",
+        description_plural="Set limits of selected consumers",
+        location=BOTH_PLACES,
+    )
+    def set_limits(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> HttpResponse | None:
+        consumers = list(queryset.order_by("queue"))
+        form = LimitsForm(
+            request.POST if confirmed(request) else None, shown=shown_limits(consumers)
+        )
+        if not form.is_valid():
+            return confirmation(
+                self,
+                request,
+                title="Set limits",
+                count=len(consumers),
+                question="Each limit you change overrides the code's and the settings' "
+                "until Reset limits to code, across worker restarts; a limit left as shown "
+                "keeps following them. Workers apply the change within one poll interval.",
+                button="Set limits",
+                form=form,
+            )
+        changes = form.changes()
+        names = [c.queue for c in consumers]
+
+        def change(name: str) -> None:
+            if changes:  # nothing changed: logged all the same, nothing written
+                operations.set_limits(name, **changes, using=queryset.db)
+
+        refused = self._each_queue(request, names, change)
+        done = [c for c in consumers if c.queue not in refused]
+        described = describe_changes(changes) or "nothing changed"
+        if done:
+            record(request, Consumer, "set limits", [c.pk for c in done],
+                   detail=f"queues {', '.join(c.queue for c in done)}: {described}")  # fmt: skip
+            text = ngettext("Limits of %(n)d queue: %(what)s.",
+                            "Limits of %(n)d queues: %(what)s.", len(done))  # fmt: skip
+            self.message_user(request, text % {"n": len(done), "what": described}, messages.SUCCESS)
+        return None
+
+    @action(
+        permissions=["set_limits"],
+        description="Reset limits to code",
+        description_plural="Reset limits of selected consumers to code",
+        location=BOTH_PLACES,
+    )
+    def reset_limits(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> None:
+        rows = list(queryset.order_by("queue").values_list("pk", "queue"))
+        refused = self._each_queue(
+            request, [name for _, name in rows],
+            lambda name: operations.reset_limits(name, using=queryset.db),
+        )  # fmt: skip
+        done = [(pk, name) for pk, name in rows if name not in refused]
+        if not done:
+            return
+        names = [name for _, name in done]
+        record(request, Consumer, "reset limits", [pk for pk, _ in done],
+               detail=f"queues {', '.join(names)}")  # fmt: skip
+        text = ngettext(
+            "Reset the limits of %(n)d queue to code: %(names)s.",
+            "Reset the limits of %(n)d queues to code: %(names)s.",
+            len(names),
+        )
+        self.message_user(request, text % {"n": len(names), "names": ", ".join(names)},
+                          messages.SUCCESS)  # fmt: skip
+
+    def _each_queue(
+        self, request: HttpRequest, names: list[str], change: Callable[[str], object]
+    ) -> set[str]:
+        """Run `change` on each queue; the queues it refused (a name written outside the
+        API, which operations refuse) are named in an error message. Returns them."""
+        refused: dict[str, str] = {}
+        for name in names:
+            try:
+                change(name)
+            except AlkQueueError as error:
+                refused[name] = str(error)
+        if refused:
+            listed = "; ".join(f"{name}: {why}" for name, why in refused.items())
+            self.message_user(request, f"Limits left unchanged for {listed}", messages.ERROR)
+        return set(refused)

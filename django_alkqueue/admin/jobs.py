@@ -50,11 +50,14 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
         "claimed_by",
         "lease_expiry",
         "age",
+        "concurrency_key",
     )
     list_filter = (QueueFilter, StateFilter)
     search_fields = ("id", "unique_key")
     exact_search = True
     search_help_text = "A job id, or a unique key (exact)."
+    #: ?queue=…&concurrency_key=… : alkqueue_concurrency_key_idx (queue, concurrency_key).
+    exact_lookups = ("concurrency_key",)
     ordering = ("-id",)
     sortable_by = ("id",)
     changelist_defer = ("payload", "last_error")
@@ -68,7 +71,7 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
     )
     fieldsets = (
         (None, {"fields": [("queue", "state", "priority"), ("attempts", "max_attempts"),
-                           "unique_key", "requeued_from"]}),
+                           ("unique_key", "concurrency_key"), "requeued_from"]}),
         ("Payload", {"fields": ["payload_json"]}),
         ("Last error", {"fields": ["last_error_text"]}),
         ("Timing", {"fields": [("enqueued_at", "run_at", "expires_at")]}),

@@ -22,7 +22,7 @@ from django.urls import URLPattern, path
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from .. import operations, status
+from .. import flow_status, operations, status
 from ..clock import system_clock
 from ..conf import get_settings
 from ..models import Consumer, DeadLetter, QueueMessage, QueueStat, Worker
@@ -81,7 +81,8 @@ def overview_page(using: str, now: datetime, search: str, number: str | None) ->
         )
         for row in page.object_list
     ]
-    return OverviewPage(rows, page, len(matching), totals(figures, rates))
+    flows = status.flow_overview(using, now, list(page.object_list))
+    return OverviewPage(rows, page, len(matching), totals(figures, rates), list(flows.values()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +91,8 @@ class OverviewPage:
     page: Page[status.QueueRow]
     matching: int
     totals: dict[str, Any]
+    #: The page's queues with limits in force, and their flow figures.
+    flows: list[flow_status.FlowFigures] = dataclasses.field(default_factory=list)
 
 
 def totals(figures: list[status.QueueRow], rates: dict[str, status.Throughput]) -> dict[str, Any]:
@@ -164,6 +167,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "search": search,
             "page_query": urlencode(others) + "&" if others else "",
             "totals": shown.totals,
+            "flows": shown.flows,
             "workers": workers,
             "live_workers": sum(1 for w in workers if not w.stale),
             "stale_workers": sum(1 for w in workers if w.stale),
@@ -194,8 +198,17 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
         sampled = 0
         if context["can_view_dead"]:
             errors, sampled = status.frequent_errors(using, name)
+        limits = flow_status.in_force(
+            name, *((consumer.code_limits, consumer.limit_overrides) if consumer else (None, None))
+        )
+        flow = (
+            flow_status.figures(using, name, now, limits, figures.pending, figures.claimed)
+            if limits.limits.any()
+            else None
+        )
         context |= {
             "name": name,
+            "flow": flow,
             "figures": figures,
             "oldest": format_age(figures.oldest_pending_age) if figures.pending else "-",
             "rate": status.throughput(using, now).get(name, status.Throughput()),

@@ -93,3 +93,9 @@ def send_receipts(jobs: list[Job]) -> dict[int, BaseException]:
         except Exception as error:
             failures[job.id] = error
     return failures
+
+
+@consumer("shop-throttled", concurrency=1, max_attempts=3)
+def call_fragile_api(payload: Any, job: Job) -> None:
+    """A global cap in code (one at a time) that the admin's flow-control tests override."""
+    _act(payload, job)

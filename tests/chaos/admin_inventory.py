@@ -40,6 +40,7 @@ def seed() -> dict[str, Model]:
         run_at=now,
         enqueued_at=now,
         unique_key=SCRIPT,
+        concurrency_key=ATTRIBUTE,  # shown in the job list and the busiest keys
         last_error=f"{SECRET} {SCRIPT}",
         **stamps,
     )
@@ -82,6 +83,8 @@ def seed() -> dict[str, Model]:
         lease=30,
         max_attempts=3,
         retry_policy={"note": SCRIPT},
+        # limits in force: the queue page and the overview show their flow section
+        limit_overrides={"key_concurrency": 1},
     )
     worker = Worker.objects.create(
         worker_id=SCRIPT,
@@ -144,6 +147,9 @@ def page_urls(rows: dict[str, Model]) -> list[str]:
     for name, _ in registered():
         urls.append(changelist(name))
         urls.append(f"{changelist(name)}?{urlencode({'queue': QUEUE})}")
+        if name == "queuemessage":
+            keyed = {"queue": QUEUE, "concurrency_key": ATTRIBUTE}
+            urls.append(f"{changelist(name)}?{urlencode(keyed)}")
         row = rows.get(name)
         if row is not None:
             for view in ("change", "history", "delete"):

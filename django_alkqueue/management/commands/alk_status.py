@@ -13,7 +13,14 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
-from django_alkqueue.status import QueueRow, WorkerRow, queue_overview, worker_overview
+from django_alkqueue.flow_status import FlowFigures
+from django_alkqueue.status import (
+    QueueRow,
+    WorkerRow,
+    flow_overview,
+    queue_overview,
+    worker_overview,
+)
 
 from ._arguments import database_alias, positive_seconds
 
@@ -52,6 +59,23 @@ def worker_table(rows: list[WorkerRow]) -> str:
     return _table(header, body)
 
 
+FLOW_COLUMNS = ("queue", "limits (from)", "claimed/concurrency", "throttled", "busiest keys")
+
+
+def flow_table(flows: list[FlowFigures]) -> str:
+    """The queues with limits in force: limits and their sources, claimed vs concurrency,
+    throttled, and the busiest keys as key running/pending."""
+    body = [
+        (f.queue,
+         ", ".join(f"{name}={value} ({source})" for name, value, source in f.table if value),
+         f"{f.claimed}/{f.concurrency if f.concurrency is not None else '-'}",
+         str(f.throttled),
+         ", ".join(f"{k.key} {k.running}/{k.pending}" for k in f.busiest_keys) or "-")
+        for f in flows
+    ]  # fmt: skip
+    return _table(FLOW_COLUMNS, body)
+
+
 def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -65,6 +89,19 @@ def _json_value(value: object) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _flow_json(flow: FlowFigures | None) -> dict[str, Any] | None:
+    """A queue's flow figures under "flow" (null without limits); its limits and their
+    sources are the queue's own "limits" and "limit_sources"."""
+    if flow is None:
+        return None
+    return {
+        "claimed": flow.claimed,
+        "concurrency": flow.concurrency,
+        "throttled": flow.throttled,
+        "busiest_keys": [dataclasses.asdict(k) for k in flow.busiest_keys],
+    }
 
 
 class Command(BaseCommand):
@@ -91,13 +128,19 @@ class Command(BaseCommand):
     def render(self, using: str, as_json: bool) -> str:
         now = system_clock()
         queues = queue_overview(using, now)
+        flows = flow_overview(using, now, queues)
         workers = worker_overview(using, now)
         if as_json:
             data = {
-                "queues": [dataclasses.asdict(q) for q in queues],
+                "queues": [
+                    dataclasses.asdict(q) | {"flow": _flow_json(flows.get(q.queue))} for q in queues
+                ],
                 "workers": [dataclasses.asdict(w) for w in workers],
             }
             return json.dumps(data, default=_json_value, indent=2)
+        text = queue_table(queues)
+        if flows:
+            text += f"\n\nflow control\n{flow_table(list(flows.values()))}"
         if not workers:  # no empty table: one line says it
-            return f"{queue_table(queues)}\n\nno worker is registered\n"
-        return f"{queue_table(queues)}\n\nworkers\n{worker_table(workers)}\n"
+            return f"{text}\n\nno worker is registered\n"
+        return f"{text}\n\nworkers\n{worker_table(workers)}\n"
