@@ -229,7 +229,7 @@ def test_the_health_section_reads_the_history_list_length_where_the_database_kee
 
 def test_on_mysql_the_orm_claim_reads_the_stand_in_index_in_handout_order(server, clock):
     if connection.vendor != "mysql":
-        pytest.skip("the stand-in index of migration 0009 exists where partial indexes do not")
+        pytest.skip("the stand-in index exists only where partial indexes do not")
     with transaction.atomic():
         plan = OrmDialect().due(connection, "q", clock()).values_list("id")[:10].explain()
     assert "alkqueue_claim_full_idx" in plan and "filesort" not in plan.lower()
