@@ -1,24 +1,26 @@
-"""Two commits of django-alkqueue side by side, driven by this harness (issue 31's verdict).
+"""Commits of django-alkqueue side by side, driven by this harness (issue 31's verdict).
 
-    bench/.venv/bin/python -m bench.compare_commits --old ../wt-old [--new .] [--reps 3]
+    bench/.venv/bin/python -m bench.compare_commits --side old=../wt-old --side new=. [--reps 3]
 
-`--old` and `--new` are checkouts (e.g. `git worktree add --detach ../wt-old COMMIT`). Each
-gets a tree of its own, a temporary directory holding a link to its `django_alkqueue` and a
-copy of this `bench/`, and a database of its own (`bench_cmp_old_alkqueue`, ...): the same
-harness code, the same interpreter and packages, only the library differs. Every
-measurement runs in a child process whose working directory and PYTHONPATH are that tree.
+Each `--side NAME=CHECKOUT` (e.g. `git worktree add --detach ../wt-old COMMIT`) gets a tree
+of its own, a temporary directory holding a link to its `django_alkqueue` and a copy of this
+`bench/`, and a database of its own (`bench_cmp_NAME_alkqueue`): the same harness code, the
+same interpreter and packages, only the library differs. Every measurement runs in a child
+process whose working directory and PYTHONPATH are that tree. The first side is the
+baseline the others are compared with.
 
-- CPU per operation: valgrind's callgrind counts the instructions of each operation (single
-  enqueue, enqueue_many, claim + ack_batch, the worker's drain), the same for the same code
-  and inputs whatever else the machine runs. Each is run twice, with a small and a larger
-  number of jobs, and the difference is divided by the difference in jobs, so start-up,
-  warm-up and seeding cancel out.
-- Rates: drains with 1 and 2 processes, enqueue rates, pickup latency, with the repetitions
-  of the two commits interleaved (old, new, new, old, ...) so that a drift in the machine's
-  load weighs on both alike; medians with min and max.
+- CPU per operation: valgrind's callgrind counts the instructions (Ir) of each operation,
+  the same for the same code and inputs whatever else the machine runs. One process per
+  side runs each operation N times inside `sys.call_tracing()`, which callgrind is told to
+  zero before and dump after: a dump per operation, start-up and warm-up left out. The
+  worker's drain (`alk_worker --burst`) is run twice, over a small and a larger number of
+  jobs, and the difference is divided by the difference in jobs.
+- Rates: drains with 1 and 2 processes, enqueue rates, pickup latency, the sides' repetitions
+  interleaved (the order turning each time) so that a drift in the machine's load weighs on
+  all alike; medians with min and max.
 
-Writes results/compare.json and results/compare.md (the table: figure, old, new, ratio,
-verdict; a figure more than 10% worse than before fails).
+Writes results/compare.json and results/compare.md (the table: figure, each side, each
+side over the baseline, verdict; a figure more than 10% worse than the baseline fails).
 """
 
 from __future__ import annotations
@@ -38,15 +40,11 @@ from typing import Any
 
 from . import common
 
-SIDES = ("old", "new")
 TOLERANCE = 0.10
-#: Callgrind runs: (low, high) jobs per operation; per-job Ir = (Ir_high - Ir_low) / (high - low).
-CPU_RUNS = {
-    "enqueue": (300, 1_300),
-    "enqueue_many": (2_000, 12_000),
-    "claim_ack": (1_000, 5_000),
-    "worker": (1_000, 5_000),
-}
+#: Jobs per operation counted by callgrind, each after a warm-up of its own.
+CPU_OPS = {"enqueue": 1_000, "enqueue_many": 10_000, "claim_ack": 5_000}
+#: The worker's drains under callgrind: (low, high) jobs.
+WORKER_RUNS = (500, 2_500)
 #: The worker configurations: the default shape (one job per handler call) and the fastest
 #: of the last full run (a batch consumer).
 CONFIGS = {
@@ -79,8 +77,8 @@ def child(op: str, n: int, config: str) -> dict[str, Any]:
         system.reset()
         system.seed(measure.payloads(n), cfg)
         return {}
-    if op in ("enqueue", "enqueue_many", "claim_ack"):
-        return _cpu_op(system, op, n)
+    if op == "cpu":
+        return _cpu_ops(system)
     if op == "drain1":
         return measure.drain(system, n, 1, cfg, f"cmp-{config}-p1")
     if op == "drain2":
@@ -92,9 +90,9 @@ def child(op: str, n: int, config: str) -> dict[str, Any]:
     raise ValueError(op)
 
 
-def _cpu_op(system: Any, op: str, n: int) -> dict[str, Any]:
-    """`n` jobs through one public call, after a warm-up; the same warm-up and seed whatever
-    `n`, so that they cancel out between the low and the high run."""
+def _cpu_ops(system: Any) -> dict[str, Any]:
+    """Each operation of CPU_OPS after a warm-up of its own, inside sys.call_tracing(): the
+    mark callgrind zeroes its counts before and dumps them after."""
     from django.db import transaction
 
     from django_alkqueue import queue
@@ -102,21 +100,28 @@ def _cpu_op(system: Any, op: str, n: int) -> dict[str, Any]:
     from . import measure
 
     q = queue("bench")
-    system.reset()
-    if op == "enqueue":
-        for payload in measure.payloads(200, start=10**9):
+
+    def enqueue(payloads: list[dict[str, Any]]) -> None:
+        for payload in payloads:
             q.enqueue(payload)
-        for payload in measure.payloads(n):
-            q.enqueue(payload)
-    elif op == "enqueue_many":
-        q.enqueue_many(measure.payloads(200, start=10**9))
-        q.enqueue_many(measure.payloads(n))
-    else:
-        high = max(CPU_RUNS["claim_ack"])
-        with transaction.atomic():
-            q.enqueue_many(measure.payloads(high + 10 * CLAIM))
-        for _ in range(10 + n // CLAIM):
+
+    def claim_ack(rounds: int) -> None:
+        for _ in range(rounds):
             q.ack_batch([h.job.id for h in q.claim("bench-cpu", CLAIM)])
+
+    for op, n in CPU_OPS.items():
+        system.reset()
+        if op == "enqueue":
+            enqueue(measure.payloads(200, start=10**9))
+            sys.call_tracing(enqueue, (measure.payloads(n),))
+        elif op == "enqueue_many":
+            q.enqueue_many(measure.payloads(200, start=10**9))
+            sys.call_tracing(q.enqueue_many, (measure.payloads(n),))
+        else:
+            with transaction.atomic():
+                q.enqueue_many(measure.payloads(n + 10 * CLAIM))
+            claim_ack(10)
+            sys.call_tracing(claim_ack, (n // CLAIM,))
     system.reset()
     return {}
 
@@ -135,7 +140,8 @@ class Side:
         ignore = shutil.ignore_patterns(".venv", "results", "__pycache__")
         shutil.copytree(common.BENCH, self.tree / "bench", ignore=ignore)
         self.database = f"bench_cmp_{name}_alkqueue"
-        self.commit = _git(self.checkout, "rev-parse", "--short", "HEAD")
+        dirty = _git(self.checkout, "status", "--porcelain", "django_alkqueue")
+        self.commit = _git(self.checkout, "rev-parse", "--short", "HEAD") + (" +" if dirty else "")
 
     def env(self, config: str = "") -> dict[str, str]:
         env = common.python_env("bench.settings.alkqueue", PYTHONHASHSEED="0",
@@ -158,20 +164,29 @@ class Side:
             raise RuntimeError(f"{self.name} {op} {n}: exit {out.returncode}\n{out.stderr[-3000:]}")
         return json.loads(out.stdout.strip().splitlines()[-1])
 
-    def callgrind(self, op: str, n: int, out_dir: Path) -> int:
-        """Instructions (Ir) of one child run under callgrind; the worker's drain is the
-        `alk_worker --burst` command over `n` seeded jobs."""
-        out = out_dir.resolve() / f"callgrind.{self.name}.{op}.{n}"
-        grind = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}")
-        if op != "worker":
-            self.run(op, n, prefix=grind)
-            return _ir(out)
+    def cpu(self, out_dir: Path) -> dict[str, float]:
+        """Ir per job of each operation of CPU_OPS, one callgrind dump each."""
+        out = out_dir.resolve() / f"callgrind.{self.name}.ops"
+        for old in out_dir.glob(out.name + "*"):
+            old.unlink()
+        self.run("cpu", prefix=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                                "--zero-before=sys_call_tracing",
+                                "--dump-after=sys_call_tracing"))  # fmt: skip
+        dumps = [out.with_name(f"{out.name}.{i + 1}") for i in range(len(CPU_OPS) + 1)]
+        if not dumps[-2].exists() or dumps[-1].exists():
+            raise RuntimeError(f"expected {len(CPU_OPS)} callgrind dumps beside {out}")
+        return {op: _ir(dump) / n for (op, n), dump in zip(CPU_OPS.items(), dumps, strict=False)}
+
+    def worker_ir(self, n: int, out_dir: Path) -> int:
+        """Instructions of `alk_worker --burst` (one process, the per-job consumer) draining
+        `n` seeded jobs, start-up and shutdown included."""
+        out = out_dir.resolve() / f"callgrind.{self.name}.worker.{n}"
         config = "per-job"
         self.run("seed", n, config)
         o = CONFIGS[config]
-        cmd = [*grind, sys.executable, "-m", "django", "alk_worker", "--queue", "bench",
-               "--burst", "--concurrency", str(o["concurrency"]), "--batch", str(o["batch"]),
-               "-v", "0"]  # fmt: skip
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+               "-m", "django", "alk_worker", "--queue", "bench", "--burst", "--concurrency",
+               str(o["concurrency"]), "--batch", str(o["batch"]), "-v", "0"]  # fmt: skip
         subprocess.run(cmd, cwd=self.tree, env=self.env(config), check=True,
                        capture_output=True)  # fmt: skip
         return _ir(out)
@@ -189,9 +204,9 @@ def _ir(path: Path) -> int:
 
 
 @contextmanager
-def sides(old: Path, new: Path) -> Iterator[dict[str, Side]]:
+def sides(checkouts: dict[str, Path]) -> Iterator[dict[str, Side]]:
     root = Path(tempfile.mkdtemp(prefix="alk-compare-"))
-    made = {"old": Side("old", old, root), "new": Side("new", new, root)}
+    made = {name: Side(name, path, root) for name, path in checkouts.items()}
     try:
         for side in made.values():
             common.create_database(side.database)
@@ -205,43 +220,65 @@ def sides(old: Path, new: Path) -> Iterator[dict[str, Side]]:
 
 def cpu(made: dict[str, Side], out_dir: Path) -> dict[str, dict[str, float]]:
     """Ir per job, by operation and side."""
-    result: dict[str, dict[str, float]] = {}
-    for op, (low, high) in CPU_RUNS.items():
-        result[op] = {}
-        for side in made.values():
-            irs = [side.callgrind(op, n, out_dir) for n in (low, high)]
-            result[op][side.name] = (irs[1] - irs[0]) / (high - low)
-            print(f"cpu {op} {side.name}: {result[op][side.name]:,.0f} Ir/job", flush=True)
+    result: dict[str, dict[str, float]] = {op: {} for op in [*CPU_OPS, "worker"]}
+    low, high = WORKER_RUNS
+    for side in made.values():
+        for op, ir in side.cpu(out_dir).items():
+            result[op][side.name] = ir
+        irs = [side.worker_ir(n, out_dir) for n in WORKER_RUNS]
+        result["worker"][side.name] = (irs[1] - irs[0]) / (high - low)
+        done = ", ".join(f"{op} {by[side.name]:,.0f}" for op, by in result.items())
+        print(f"cpu {side.name}: {done}", flush=True)
     return result
 
 
+def _rate(r: dict[str, Any]) -> float:
+    return float(r["jobs_per_s"])
+
+
+def _median_rate(r: dict[str, Any]) -> float:
+    return float(r["jobs_per_s"]["median"])
+
+
+def _key(name: str) -> Callable[[dict[str, Any]], float]:
+    return lambda r: float(r[name])
+
+
+#: label -> (child op, jobs, worker configuration, the figure taken from its result).
 RATES: dict[str, tuple[str, int, str, Callable[[dict[str, Any]], float]]] = {
-    "drain, 1 process, per-job consumer (jobs/s)": ("drain1", N_DRAIN, "per-job", lambda r: r["jobs_per_s"]),
-    "drain, 2 processes, per-job consumer (jobs/s)": ("drain2", N_DRAIN, "per-job", lambda r: r["jobs_per_s"]),
-    "drain, 1 process, batch consumer (jobs/s)": ("drain1", N_DRAIN, "batch", lambda r: r["jobs_per_s"]),
-    "drain, 2 processes, batch consumer (jobs/s)": ("drain2", N_DRAIN, "batch", lambda r: r["jobs_per_s"]),
-    "worker CPU per job, 1 process, per-job consumer (ms)": ("drain1", N_DRAIN, "per-job", lambda r: r["cpu_ms_per_job"]),
-    "single enqueue (jobs/s)": ("enqueue_one", N_SINGLE, "", lambda r: r["jobs_per_s"]["median"]),
-    "enqueue_many (jobs/s)": ("enqueue_bulk", N_BULK, "", lambda r: r["jobs_per_s"]["median"]),
-    "pickup latency p50, per-job consumer (ms)": ("latency", 0, "per-job", lambda r: r["p50_ms"]),
-    "pickup latency p95, per-job consumer (ms)": ("latency", 0, "per-job", lambda r: r["p95_ms"]),
-}  # fmt: skip
+    "drain, 1 process, per-job consumer (jobs/s)": ("drain1", N_DRAIN, "per-job", _rate),
+    "drain, 2 processes, per-job consumer (jobs/s)": ("drain2", N_DRAIN, "per-job", _rate),
+    "drain, 1 process, batch consumer (jobs/s)": ("drain1", N_DRAIN, "batch", _rate),
+    "drain, 2 processes, batch consumer (jobs/s)": ("drain2", N_DRAIN, "batch", _rate),
+    "worker CPU per job, 1 process, per-job consumer (ms)": (
+        "drain1",
+        N_DRAIN,
+        "per-job",
+        _key("cpu_ms_per_job"),
+    ),
+    "single enqueue (jobs/s)": ("enqueue_one", N_SINGLE, "", _median_rate),
+    "enqueue_many (jobs/s)": ("enqueue_bulk", N_BULK, "", _median_rate),
+    "pickup latency p50, per-job consumer (ms)": ("latency", 0, "per-job", _key("p50_ms")),
+    "pickup latency p95, per-job consumer (ms)": ("latency", 0, "per-job", _key("p95_ms")),
+}
 
 
 def rates(made: dict[str, Side], reps: int) -> dict[str, dict[str, dict[str, Any]]]:
-    """Each measurement's repetitions, the commits taking turns (the order flips each time)."""
+    """Each measurement's repetitions, the sides taking turns (the order turning each time)."""
+    names = list(made)
     runs: dict[tuple[str, int, str], dict[str, list[dict[str, Any]]]] = {}
     for op, n, config, _ in RATES.values():
         key = (op, n, config)
         if key in runs:
             continue
-        runs[key] = {"old": [], "new": []}
+        runs[key] = {name: [] for name in names}
         for rep in range(reps):
-            for name in SIDES if rep % 2 == 0 else SIDES[::-1]:
+            shift = rep % len(names)
+            for name in names[shift:] + names[:shift]:
                 runs[key][name].append(made[name].run(op, n, config))
             print(f"{op} {config} repetition {rep + 1} done", flush=True)
     return {label: {name: common.figure([pick(r) for r in runs[(op, n, config)][name]])
-                    for name in SIDES}
+                    for name in names}
             for label, (op, n, config, pick) in RATES.items()}  # fmt: skip
 
 
@@ -249,23 +286,31 @@ def lower_is_better(label: str) -> bool:
     return "jobs/s" not in label
 
 
-def table(cpu_ir: dict[str, dict[str, float]], rate: dict[str, dict[str, Any]]) -> str:
-    rows = ["| figure | old | new | new / old | verdict |", "|---|---:|---:|---:|---|"]
+def table(names: list[str], cpu_ir: dict[str, dict[str, float]],
+          rate: dict[str, dict[str, Any]]) -> str:  # fmt: skip
+    base, others = names[0], names[1:]
+    head = ["figure", *names, *(f"{n} / {base}" for n in others), "verdict"]
+    rows = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 2) + "---|"]
 
-    def row(label: str, old: float, new: float, old_s: str, new_s: str) -> None:
-        worse = (new / old if lower_is_better(label) else old / new) - 1
-        verdict = f"worse by {worse:.0%}: FAILS" if worse > TOLERANCE else "ok"
-        rows.append(f"| {label} | {old_s} | {new_s} | {new / old:.2f} | {verdict} |")
+    def row(label: str, values: dict[str, float], shown: dict[str, str]) -> None:
+        ratios, verdicts = [], []
+        for name in others:
+            ratio = values[name] / values[base]
+            worse = (ratio if lower_is_better(label) else 1 / ratio) - 1
+            ratios.append(f"{ratio:.2f}")
+            if worse > TOLERANCE:
+                verdicts.append(f"{name}: worse by {worse:.0%}")
+        verdict = "; ".join(verdicts) or "ok"
+        rows.append("| " + " | ".join([label, *(shown[n] for n in names), *ratios, verdict])
+                    + " |")  # fmt: skip
 
-    names = {"enqueue": "single enqueue", "enqueue_many": "enqueue_many, per job",
-             "claim_ack": f"claim {CLAIM} + ack_batch, per job",
-             "worker": "worker's drain (alk_worker --burst), per job"}  # fmt: skip
+    titles = {"enqueue": "single enqueue", "enqueue_many": "enqueue_many, per job",
+              "claim_ack": f"claim {CLAIM} + ack_batch, per job",
+              "worker": "worker's drain (alk_worker --burst), per job"}  # fmt: skip
     for op, by in cpu_ir.items():
-        label = f"CPU: {names[op]} (Ir, callgrind)"
-        row(label, by["old"], by["new"], f"{by['old']:,.0f}", f"{by['new']:,.0f}")
+        row(f"CPU: {titles[op]} (Ir)", by, {n: f"{by[n]:,.0f}" for n in names})
     for label, by in rate.items():
-        o, n = by["old"], by["new"]
-        row(label, o["median"], n["median"], _spread(o), _spread(n))
+        row(label, {n: by[n]["median"] for n in names}, {n: _spread(by[n]) for n in names})
     return "\n".join(rows) + "\n"
 
 
@@ -276,8 +321,8 @@ def _spread(f: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--old")
-    parser.add_argument("--new", default=str(common.ROOT))
+    parser.add_argument("--side", action="append", default=[], metavar="NAME=CHECKOUT",
+                        help="a checkout to measure; the first is the baseline")  # fmt: skip
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--skip-cpu", action="store_true")
     parser.add_argument("--skip-rates", action="store_true")
@@ -288,14 +333,15 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.n, args.config), default=str))
         return
-    if not args.old:
-        parser.error("--old is required")
+    checkouts = dict(side.split("=", 1) for side in args.side)
+    if len(checkouts) < 2:
+        parser.error("give at least two --side NAME=CHECKOUT")
     # SIGTERM / SIGINT unwind like an error: the trees and databases are removed.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: sys.exit(1))
     out_dir = common.RESULTS / "compare"
     out_dir.mkdir(parents=True, exist_ok=True)
-    with sides(Path(args.old), Path(args.new)) as made:
+    with sides({name: Path(path) for name, path in checkouts.items()}) as made:
         record: dict[str, Any] = {
             "command": " ".join(["python -m bench.compare_commits", *sys.argv[1:]]),
             "commits": {s.name: s.commit for s in made.values()},
@@ -306,7 +352,7 @@ def main() -> None:
         record["cpu_ir_per_job"] = {} if args.skip_cpu else cpu(made, out_dir)
         record["rates"] = {} if args.skip_rates else rates(made, args.reps)
         record["load_after"] = os.getloadavg()
-    md = table(record["cpu_ir_per_job"], record["rates"])
+    md = table(list(checkouts), record["cpu_ir_per_job"], record["rates"])
     (common.RESULTS / "compare.json").write_text(json.dumps(record, indent=1))
     (common.RESULTS / "compare.md").write_text(md)
     print(md)
