@@ -139,13 +139,14 @@ class Side:
         (self.tree / "django_alkqueue").symlink_to(self.checkout / "django_alkqueue")
         ignore = shutil.ignore_patterns(".venv", "results", "__pycache__")
         shutil.copytree(common.BENCH, self.tree / "bench", ignore=ignore)
-        self.database = f"bench_cmp_{name}_alkqueue"
+        self.prefix = f"{common.PREFIX}cmp_{name}_"  # BENCH_DB_PREFIX: another run beside
+        self.database = self.prefix + "alkqueue"
         dirty = _git(self.checkout, "status", "--porcelain", "django_alkqueue")
         self.commit = _git(self.checkout, "rev-parse", "--short", "HEAD") + (" +" if dirty else "")
 
     def env(self, config: str = "") -> dict[str, str]:
         env = common.python_env("bench.settings.alkqueue", PYTHONHASHSEED="0",
-                                BENCH_DB_PREFIX=f"bench_cmp_{self.name}_",
+                                BENCH_DB_PREFIX=self.prefix,
                                 BENCH_DATABASE_URL=common.db_url(self.database))  # fmt: skip
         env["PYTHONPATH"] = str(self.tree)
         options = CONFIGS.get(config, {})
