@@ -264,11 +264,22 @@ RATES: dict[str, tuple[str, int, str, Callable[[dict[str, Any]], float]]] = {
 }
 
 
-def rates(made: dict[str, Side], reps: int) -> dict[str, dict[str, dict[str, Any]]]:
-    """Each measurement's repetitions, the sides taking turns (the order turning each time)."""
+#: The measurements of a --short run: the batch consumer's drains (the headline figures),
+#: the enqueues and the latency; the per-job drains take most of a full run's time.
+SHORT = [label for label in RATES if "per-job consumer (jobs/s)" not in label
+         and not label.startswith("worker CPU")]  # fmt: skip
+
+
+def rates(
+    made: dict[str, Side], reps: int, labels: list[str], scale: float
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each measurement's repetitions, the sides taking turns (the order turning each time);
+    `scale` multiplies the jobs of each."""
     names = list(made)
+    chosen = {label: RATES[label] for label in labels}
+    chosen = {k: (op, int(n * scale), c, pick) for k, (op, n, c, pick) in chosen.items()}
     runs: dict[tuple[str, int, str], dict[str, list[dict[str, Any]]]] = {}
-    for op, n, config, _ in RATES.values():
+    for op, n, config, _ in chosen.values():
         key = (op, n, config)
         if key in runs:
             continue
@@ -280,7 +291,7 @@ def rates(made: dict[str, Side], reps: int) -> dict[str, dict[str, dict[str, Any
             print(f"{op} {config} repetition {rep + 1} done", flush=True)
     return {label: {name: common.figure([pick(r) for r in runs[(op, n, config)][name]])
                     for name in names}
-            for label, (op, n, config, pick) in RATES.items()}  # fmt: skip
+            for label, (op, n, config, pick) in chosen.items()}  # fmt: skip
 
 
 def lower_is_better(label: str) -> bool:
@@ -327,6 +338,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--skip-cpu", action="store_true")
     parser.add_argument("--skip-rates", action="store_true")
+    parser.add_argument("--short", action="store_true",
+                        help="rates: no per-job drains, a quarter of the jobs")  # fmt: skip
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--config", default="", help=argparse.SUPPRESS)
@@ -351,7 +364,13 @@ def main() -> None:
         }
         print(record, flush=True)
         record["cpu_ir_per_job"] = {} if args.skip_cpu else cpu(made, out_dir)
-        record["rates"] = {} if args.skip_rates else rates(made, args.reps)
+        record["rates"] = (
+            {}
+            if args.skip_rates
+            else rates(
+                made, args.reps, SHORT if args.short else list(RATES), 0.25 if args.short else 1.0
+            )
+        )
         record["load_after"] = os.getloadavg()
     md = table(list(checkouts), record["cpu_ir_per_job"], record["rates"])
     (common.RESULTS / "compare.json").write_text(json.dumps(record, indent=1))
