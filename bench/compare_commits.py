@@ -259,8 +259,8 @@ RATES: dict[str, tuple[str, int, str, Callable[[dict[str, Any]], float]]] = {
     ),
     "single enqueue (jobs/s)": ("enqueue_one", N_SINGLE, "", _median_rate),
     "enqueue_many (jobs/s)": ("enqueue_bulk", N_BULK, "", _median_rate),
-    "pickup latency p50, per-job consumer (ms)": ("latency", 0, "per-job", _key("p50_ms")),
-    "pickup latency p95, per-job consumer (ms)": ("latency", 0, "per-job", _key("p95_ms")),
+    "pickup latency p50, batch consumer (ms)": ("latency", 0, "batch", _key("p50_ms")),
+    "pickup latency p95, batch consumer (ms)": ("latency", 0, "batch", _key("p95_ms")),
 }
 
 
@@ -271,7 +271,7 @@ SHORT = [label for label in RATES if "per-job consumer (jobs/s)" not in label
 
 
 def rates(
-    made: dict[str, Side], reps: int, labels: list[str], scale: float
+    made: dict[str, Side], reps: int, labels: list[str], scale: float, errors: list[str]
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Each measurement's repetitions, the sides taking turns (the order turning each time);
     `scale` multiplies the jobs of each."""
@@ -287,11 +287,18 @@ def rates(
         for rep in range(reps):
             shift = rep % len(names)
             for name in names[shift:] + names[:shift]:
-                runs[key][name].append(made[name].run(op, n, config))
+                try:
+                    runs[key][name].append(made[name].run(op, n, config))
+                except RuntimeError as exc:  # recorded; the other repetitions go on
+                    errors.append(str(exc)[-2000:])
+                    print(f"FAILED: {str(exc)[:300]}", flush=True)
             print(f"{op} {config} repetition {rep + 1} done", flush=True)
-    return {label: {name: common.figure([pick(r) for r in runs[(op, n, config)][name]])
-                    for name in names}
-            for label, (op, n, config, pick) in chosen.items()}  # fmt: skip
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for label, (op, n, config, pick) in chosen.items():
+        done = {name: runs[(op, n, config)][name] for name in names}
+        if all(done.values()):
+            out[label] = {name: common.figure([pick(r) for r in done[name]]) for name in names}
+    return out
 
 
 def lower_is_better(label: str) -> bool:
