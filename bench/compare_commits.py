@@ -371,13 +371,10 @@ def main() -> None:
         }
         print(record, flush=True)
         record["cpu_ir_per_job"] = {} if args.skip_cpu else cpu(made, out_dir)
-        record["rates"] = (
-            {}
-            if args.skip_rates
-            else rates(
-                made, args.reps, SHORT if args.short else list(RATES), 0.25 if args.short else 1.0
-            )
-        )
+        labels = SHORT if args.short else list(RATES)
+        scale = 0.25 if args.short else 1.0
+        errors: list[str] = record.setdefault("errors", [])
+        record["rates"] = {} if args.skip_rates else rates(made, args.reps, labels, scale, errors)
         record["load_after"] = os.getloadavg()
     md = table(list(checkouts), record["cpu_ir_per_job"], record["rates"])
     (common.RESULTS / "compare.json").write_text(json.dumps(record, indent=1))
