@@ -54,3 +54,17 @@ def test_a_stored_payload_decodes_as_json_loads_decodes_it():
             payload.decode(bad)
     with pytest.raises(PayloadError):
         payload.encode({"x": math.inf}, max_bytes=10**6)
+
+
+@pytest.mark.parametrize("text", [' {"a": 1}', '{"a": 1}\n', "\t[1, 2] ", " 12 "])
+def test_a_text_with_whitespace_around_it_decodes_as_json_loads_decodes_it(text):
+    assert payload.decode(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ['{"a": 1} {"b": 2}', "12 3", "[1]]", "\ufeff[1]"])
+def test_a_text_with_more_than_one_document_fails_with_json_loads_message(text):
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError) as got:
+        payload.decode(text)
+    assert str(got.value) == str(expected.value)

@@ -17,7 +17,8 @@ from django.db.utils import OperationalError, ProgrammingError
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from django_alkqueue.models import QueueMessage
-from django_alkqueue.sql.postgresql.session import behind_a_pooler, fetch_all
+from django_alkqueue.sql.postgresql import statements
+from django_alkqueue.sql.postgresql.session import behind_a_pooler, fetch_all, raw_statement
 from tests.clocks import FakeClock
 from tests.conftest import PLANNER_DEFAULTS, planner_settings
 
@@ -532,3 +533,37 @@ def test_an_enqueue_whose_own_statement_goes_missing_twice_runs_unprepared(q, ca
 
     assert sorted(QueueMessage.objects.values_list("payload", flat=True)) == [1, 2]
     assert [r for r in caplog.records if LOST in r.getMessage()] != []
+
+
+def test_a_raw_statement_numbers_positional_placeholders_in_order():
+    assert raw_statement("SELECT %s, %s::text") == ("SELECT $1, $2::text", ())
+
+
+def test_a_raw_statement_gives_a_name_used_twice_one_number():
+    text, names = raw_statement("WHERE a = %(now)s AND b <= %(n)s OR c > %(now)s")
+    assert text == "WHERE a = $1 AND b <= $2 OR c > $1"
+    assert names == ("now", "n")
+
+
+def test_a_raw_statement_keeps_a_literal_percent():
+    assert raw_statement("SELECT '100%%', %s") == ("SELECT '100%', $1", ())
+
+
+def test_a_raw_statement_refuses_both_kinds_of_placeholder():
+    with pytest.raises(ValueError, match="not both"):
+        raw_statement("SELECT %s, %(n)s")
+
+
+def test_every_hot_statement_becomes_a_raw_statement_without_a_percent_left():
+    hot = [v for k, v in vars(statements).items() if k.isupper() and isinstance(v, str)]
+    for sql in hot:
+        text, _ = raw_statement(sql)
+        assert "%s" not in text and "%(" not in text, sql
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_claim_binds_its_named_parameters_by_number(q):
+    q.enqueue(1)
+    (handle,) = q.claim("w", 5)
+    assert handle.job.payload == 1
+    assert _prepared("LIMIT $") == 1

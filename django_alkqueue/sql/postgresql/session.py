@@ -2,10 +2,13 @@
 
 Django's psycopg backend binds parameters on the client (`ClientCursor`) and keeps psycopg
 from preparing statements, so the server parses and plans each call anew; for the claim,
-planning costs more than running it. So the hot statements run on a plain `psycopg.Cursor`
+planning costs more than running it. So the hot statements run on a `psycopg.RawCursor`
 over Django's own connection (`connection.connection`), with server-side binding and
 `execute(prepare=True)`. One such cursor is kept per psycopg connection: a new cursor looks
-its parameter dumpers up again. They share Django's session and transaction, so
+its parameter dumpers up again. A raw cursor takes PostgreSQL's own `$1` placeholders, so
+psycopg does not parse the statement's text on every call; the statements are written once,
+with Django's `%s` and `%(name)s` (which its own cursor, below, still runs), and numbered
+here once per statement (`raw_statement`). They share Django's session and transaction, so
 `transaction.atomic()` and rollbacks apply exactly as to `connection.cursor()`, and psycopg's
 errors are raised as Django's database exceptions.
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 import threading
 import weakref
 from collections.abc import Sequence
@@ -97,6 +101,7 @@ def fetch_all(
             django_cursor.execute(sql, params)
             return list(django_cursor.fetchall())
     cursor = _kept_cursor(conn, connection.timezone)
+    sql, params = _numbered(sql, params)
     try:
         if not _may_prepare(connection, conn):
             return _unprepared(cursor, sql, params)
@@ -139,11 +144,53 @@ request_started.connect(_forget_checks, dispatch_uid="alkqueue_forget_checks_sta
 request_finished.connect(_forget_checks, dispatch_uid="alkqueue_forget_checks_finished")
 
 
+#: Each hot statement as raw_statement() numbers it, converted on its first call.
+_RAW: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def _numbered(sql: str, params: Params) -> tuple[str, Sequence[Any]]:
+    raw = _RAW.get(sql)
+    if raw is None:
+        raw = _RAW[sql] = raw_statement(sql)
+    text, names = raw
+    if isinstance(params, dict):
+        return text, [params[name] for name in names]
+    return text, params
+
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
+
+
+def raw_statement(sql: str) -> tuple[str, tuple[str, ...]]:
+    """`sql` with its `%s` or `%(name)s` placeholders numbered `$1`, `$2` ... for a raw
+    cursor, and the names in the order of their numbers (empty for `%s`): a name used twice
+    takes one number. `%%` becomes `%`."""
+    names: list[str] = []
+    positional = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal positional
+        name = match.group(1)
+        if match.group(0) == "%%":
+            return "%"
+        if name is None:
+            positional += 1
+            return f"${positional}"
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    text = _PLACEHOLDER.sub(number, sql)
+    if names and positional:
+        raise ValueError("a statement takes either %s or %(name)s placeholders, not both")
+    return text, tuple(names)
+
+
 def _prepared(
     conn: psycopg.Connection[Any],
-    cursor: psycopg.Cursor[tuple[Any, ...]],
+    cursor: psycopg.RawCursor[tuple[Any, ...]],
     sql: str,
-    params: Params,
+    params: Sequence[Any],
     generic_plan: bool,
 ) -> Rows:
     if generic_plan and conn.autocommit and psycopg.Pipeline.is_supported():
@@ -155,7 +202,9 @@ def _prepared(
     return cursor.fetchall()
 
 
-def _unprepared(cursor: psycopg.Cursor[tuple[Any, ...]], sql: str, params: Params) -> Rows:
+def _unprepared(
+    cursor: psycopg.RawCursor[tuple[Any, ...]], sql: str, params: Sequence[Any]
+) -> Rows:
     # prepare=False, not None: psycopg would otherwise use a statement it prepared before.
     cursor.execute(sql, params, prepare=False)
     return cursor.fetchall()
@@ -216,20 +265,20 @@ def _stop_preparing(conn: psycopg.Connection[Any], exc: Exception) -> None:
 #: goes with its connection when Django closes or replaces it. Django gives each thread its
 #: own connection, so a cursor is never shared between threads.
 _KEPT: weakref.WeakKeyDictionary[
-    psycopg.Connection[Any], tuple[psycopg.Cursor[tuple[Any, ...]], datetime.tzinfo | None]
+    psycopg.Connection[Any], tuple[psycopg.RawCursor[tuple[Any, ...]], datetime.tzinfo | None]
 ] = weakref.WeakKeyDictionary()
 
 
 def _kept_cursor(
     conn: psycopg.Connection[Any], zone: datetime.tzinfo | None
-) -> psycopg.Cursor[tuple[Any, ...]]:
-    """The plain cursor of this psycopg connection, made once and reused. `zone` is Django's
+) -> psycopg.RawCursor[tuple[Any, ...]]:
+    """The raw cursor of this psycopg connection, made once and reused. `zone` is Django's
     time zone for the connection (None: naive datetimes); a cursor made for another one
     (USE_TZ changed, as tests do) is replaced, as Django's own cursors follow it."""
     kept = _KEPT.get(conn)
     if kept is not None and not kept[0].closed and kept[1] is zone:
         return kept[0]
-    cursor: psycopg.Cursor[tuple[Any, ...]] = psycopg.Cursor(conn)
+    cursor: psycopg.RawCursor[tuple[Any, ...]] = psycopg.RawCursor(conn)
     _read_timestamps_in(zone, cursor)
     _KEPT[conn] = (cursor, zone)
     return cursor
