@@ -6,7 +6,6 @@ figures (docs/flow-control-operating.md)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,15 +50,8 @@ class FlowFigures:
         return [(name, value, self.sources.get(name)) for name, value in self.limits.items()]
 
 
-def in_force(
-    queue: str, code_limits: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None
-) -> LimitsInForce:
-    """The limits in force from a Consumer row's two columns already read (no query):
-    limits.limits_in_force without its read of the row. No row: both None."""
-    code = flow.code_limits(queue)
-    if code is None and code_limits:  # the code is another process's: its written limits
-        code = Limits(**flow.from_stored(code_limits))  # type: ignore[arg-type]
-    return flow.resolve(code, flow.settings_limits(queue), flow.from_stored(overrides or {}))
+#: The limits in force from a Consumer row's two columns already read (no query).
+in_force = flow.limits_from_row
 
 
 def figures(

@@ -225,13 +225,19 @@ def limits_in_force(queue: str, *, using: str = "default") -> LimitsInForce:
         .values_list("code_limits", "limit_overrides")
         .first()
     )
+    return limits_from_row(queue, *(row or (None, None)))
+
+
+def limits_from_row(
+    queue: str, stored_code: Mapping[str, Any] | None, stored_overrides: Mapping[str, Any] | None
+) -> LimitsInForce:
+    """The limits in force from a Consumer row's two columns, already read (no query; no row:
+    both None): this process's code, else the limits another process's code wrote, then the
+    settings, under the overrides."""
     code = code_limits(queue)
-    overrides: dict[str, int | Rate | None] = {}
-    if row is not None:
-        if code is None and row[0]:  # served by another process's code: its written limits
-            code = Limits(**from_stored(row[0]))  # type: ignore[arg-type]
-        overrides = from_stored(row[1] or {})
-    return resolve(code, settings_limits(queue), overrides)
+    if code is None and stored_code:  # served by another process's code: its written limits
+        code = Limits(**from_stored(stored_code))  # type: ignore[arg-type]
+    return resolve(code, settings_limits(queue), from_stored(stored_overrides or {}))
 
 
 class LimitsCache:
