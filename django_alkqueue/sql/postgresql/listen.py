@@ -18,7 +18,8 @@ T = TypeVar("T")
 @contextmanager
 def listening(connection: BaseDatabaseWrapper, channel: str) -> Iterator[Notifications]:
     """A new session with `connection`'s settings, LISTENing on `channel`; yields a function
-    that waits up to `timeout` seconds and returns the payloads (queue names) that came.
+    that waits up to `timeout` seconds and returns the payloads (queue names) as soon as
+    some came: the packet that brings the first one, not everything until the timeout.
     Not Django's connection: a LISTEN lasts the session, which Django may close or pool."""
     conn = _django_errors(lambda: connection.get_new_connection(connection.get_connection_params()))
     try:
@@ -27,7 +28,7 @@ def listening(connection: BaseDatabaseWrapper, channel: str) -> Iterator[Notific
 
         def wait(timeout: float) -> list[str]:
             return _django_errors(
-                lambda: [notify.payload for notify in conn.notifies(timeout=timeout)]
+                lambda: [notify.payload for notify in conn.notifies(timeout=timeout, stop_after=1)]
             )
 
         yield wait
