@@ -92,7 +92,8 @@ test-sqlite: venv
 COMPAT_VENV := .venv-compat
 COMPAT_PY := $(COMPAT_VENV)/bin/python
 COMPAT_DEPS := "Django>=5.2,<6" "django-tasks>=0.8" "psycopg>=3.2,<3.3" "croniter>=2.0" \
-	pytest pytest-django hypothesis dj-database-url django-extensions playwright
+	pytest pytest-django hypothesis dj-database-url django-extensions playwright \
+	"prometheus-client>=0.20" "python-json-logger>=2"
 
 $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(COMPAT_VENV)
