@@ -10,34 +10,17 @@ claimed one at a time and acked by id (`claim(worker, 1)`, `ack_batch`). Prints 
 
 from __future__ import annotations
 
-import argparse
-import os
 import time
 
-QUEUE = "shop-noop"
+from .noop_queue import arguments, seeded
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--jobs", type=int, default=400)
-    parser.add_argument("--dialect", choices=["auto", "orm"], default="auto")
-    args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
-    os.environ["ALKQUEUE_DIALECT"] = args.dialect
-    os.environ["DJANGO_DEBUG"] = "0"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    args = arguments(__doc__ or "", default_jobs=400)
+    noop = seeded(args.jobs + 1, args.dialect)
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from django_alkqueue import queue
-
-    call_command("migrate", verbosity=0)
-    noop = queue(QUEUE)
-    noop.purge(["pending", "scheduled", "claimed", "dead"])
-    noop.enqueue_many([{"n": n} for n in range(args.jobs + 1)])
     with CaptureQueriesContext(connection) as claim:
         handles = noop.claim("claim-cost", 1)
     with CaptureQueriesContext(connection) as ack:

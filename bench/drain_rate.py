@@ -11,38 +11,24 @@ included. Prints one line.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from .noop_queue import QUEUE, arguments, seeded
+
 ROOT = Path(__file__).resolve().parent.parent
-QUEUE = "shop-noop"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--jobs", type=int, default=5000)
-    parser.add_argument("--dialect", choices=["auto", "orm"], default="auto")
-    args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
-    os.environ["ALKQUEUE_DIALECT"] = args.dialect
-    os.environ["DJANGO_DEBUG"] = "0"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    args = arguments(__doc__ or "", default_jobs=5000)
+    noop = seeded(args.jobs, args.dialect)
     from django.db import connection
 
-    from django_alkqueue import queue
     from django_alkqueue.sql import dialect_name
 
-    call_command("migrate", verbosity=0)
-    noop = queue(QUEUE)
-    noop.purge(["pending", "scheduled", "claimed", "dead"])
-    noop.enqueue_many([{"n": n} for n in range(args.jobs)])
     command = [sys.executable, str(ROOT / "manage.py"), "alk_worker", "--queue", QUEUE,
                "--burst", "--concurrency", "1"]  # fmt: skip
     started = time.perf_counter()
