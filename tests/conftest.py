@@ -101,6 +101,20 @@ PLANNER_DEFAULTS = {"plan_cache_mode": "auto", "enable_seqscan": "on", "enable_b
                     "enable_hashjoin": "on", "enable_mergejoin": "on"}  # fmt: skip
 
 
+def fill_ten_queues(cursor: Any) -> None:
+    """PostgreSQL: 100,000 pending jobs over queues q0-q9 and priorities -3..3, analysed: the
+    table the plan tests EXPLAIN their statements against."""
+    cursor.execute(
+        """
+        INSERT INTO alkqueue_message (queue, payload, priority, attempts, max_attempts,
+            backoff_base, lease, run_at, enqueued_at)
+        SELECT 'q' || (i % 10), 'null', (i % 7) - 3, 0, 5, 5, 30, now(), now()
+        FROM generate_series(1, 100000) AS i
+        """
+    )
+    cursor.execute("ANALYZE alkqueue_message")
+
+
 def planner_settings(cursor: Any) -> dict[str, str]:
     """The session's current value of each pinned planner setting, through `cursor` (Django's
     or psycopg's)."""

@@ -12,7 +12,7 @@ from django.db import connection, connections
 from django_alkqueue import InvalidName, InvalidOption, queue
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.signals import job_dead_lettered
-from tests.conftest import run_threads
+from tests.conftest import fill_ten_queues, run_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -219,15 +219,7 @@ def test_claim_query_uses_the_partial_pending_index_on_100k_rows(transactional_d
     from django_alkqueue.sql.postgresql.statements import CLAIM, claim_params
 
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO alkqueue_message (queue, payload, priority, attempts, max_attempts,
-                backoff_base, lease, run_at, enqueued_at)
-            SELECT 'q' || (i % 10), 'null', (i % 7) - 3, 0, 5, 5, 30, now(), now()
-            FROM generate_series(1, 100000) AS i
-            """
-        )
-        cursor.execute("ANALYZE alkqueue_message")
+        fill_ten_queues(cursor)
         params = claim_params("q3", "w", 10, queue("q3").clock(), uuid.uuid4())
         cursor.execute("EXPLAIN " + CLAIM, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())

@@ -20,6 +20,7 @@ from django_alkqueue.models import Consumer, Worker
 from django_alkqueue.queues import Queue
 from django_alkqueue.status import oldest_pending_ages, oldest_unclaimed_sql
 from tests.clocks import FakeClock
+from tests.conftest import fill_ten_queues
 from tests.workers import database_env, run_manage
 
 pytestmark = pytest.mark.django_db
@@ -258,15 +259,7 @@ def test_the_oldest_pending_statement_probes_the_pending_index_on_100k_rows(is_p
     if not is_postgres:
         pytest.skip("PostgreSQL's plan (the SQLite one is below)")
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO alkqueue_message (queue, payload, priority, attempts, max_attempts,
-                backoff_base, lease, run_at, enqueued_at)
-            SELECT 'q' || (i % 10), 'null', (i % 7) - 3, 0, 5, 5, 30, now(), now()
-            FROM generate_series(1, 100000) AS i
-            """
-        )
-        cursor.execute("ANALYZE alkqueue_message")
+        fill_ten_queues(cursor)
         cursor.execute("EXPLAIN " + oldest_unclaimed_sql())
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "alkqueue_pending_idx" in plan, plan
