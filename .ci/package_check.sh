@@ -15,6 +15,13 @@ mkdir "$work/src"
 cp -r pyproject.toml README.md LICENSE MANIFEST.in CHANGELOG.md django_alkqueue docs "$work/src"
 "$PYTHON" -m pip wheel -q --no-deps --wheel-dir "$work/dist" "$work/src"
 wheel=$(ls "$work"/dist/django_alkqueue-*.whl)
+# The German catalogue ships compiled (make venv compiles it; docs/admin.md, "Languages").
+# The listing is read whole first: grep -q stops reading at its first match, and under pipefail
+# the lister's broken pipe would fail the check.
+listing=$("$PYTHON" -m zipfile -l "$wheel")
+for f in django_alkqueue/locale/de/LC_MESSAGES/django.po django_alkqueue/locale/de/LC_MESSAGES/django.mo; do
+  grep -q "^$f " <<<"$listing" || { echo "package check: $f is not in the wheel"; exit 1; }
+done
 "$PYTHON" -m venv "$work/venv"
 py="$work/venv/bin/python"
 "$py" -m pip install -q --upgrade pip
@@ -89,6 +96,13 @@ check_and_drain() {
 }
 
 check_and_drain
+# The installed wheel speaks German: its .mo is found and read.
+run -c 'import django; django.setup(); from django.utils import translation
+from django_alkqueue.models import QueueMessage
+with translation.override("de"):
+    plural = str(QueueMessage._meta.verbose_name_plural)
+assert plural == "Jobs", plural
+print("package check: the German catalogue is installed and read")'
 
 "$py" -m pip install -q "${wheel}[mysql]"
 mariadb -uroot -e 'DROP DATABASE IF EXISTS alkqueue_pkgcheck; CREATE DATABASE alkqueue_pkgcheck CHARACTER SET utf8mb4;'
