@@ -1,10 +1,11 @@
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy as _
 
 
 class AlkQueueConfig(AppConfig):
     name = "django_alkqueue"
-    verbose_name = "Job queue"
+    verbose_name = _("Job queue")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

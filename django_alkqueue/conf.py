@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -62,7 +63,8 @@ class AlkQueueSettings:
     STATS_RETENTION: float = 7 * 86400.0
     #: Per-queue options for queues without a @consumer (the Django Tasks backend's):
     #: name -> {"sensitive": bool, "concurrency": int, "key_concurrency": int,
-    #: "rate": "N/s", "key_rate": "N/m"} (docs/flow-control.md).
+    #: "rate": "N/s", "key_rate": "N/m", "keep": seconds or timedelta} (docs/flow-control.md;
+    #: docs/running-jobs.md for "keep"), "timeout": seconds (docs/running-jobs.md).
     QUEUES: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     #: Which SQL dialect serves the queue's database: "auto" (PostgreSQL's and SQLite's own,
     #: the ORM dialect elsewhere) or "orm" (the ORM dialect everywhere). docs/databases.md.
@@ -70,6 +72,9 @@ class AlkQueueSettings:
     #: Tests only (django_alkqueue.testing): run each due job enqueued in a transaction when
     #: it commits, in the committing thread, through the worker's outcome rules.
     RUN_ON_COMMIT: bool = False
+    #: The most bytes of a kept job's output (its handler's return value as JSON) recorded;
+    #: a larger one is recorded as a note instead (docs/running-jobs.md). Default 32 KiB.
+    MAX_OUTPUT_BYTES: int = 32 * 1024
     #: A bearer token that opens the Prometheus view (django_alkqueue.metrics) to a scraper
     #: without a Django login; None: only staff users with the view permission get in.
     METRICS_TOKEN: str | None = None
@@ -106,6 +111,13 @@ def _seconds(*, positive: bool) -> Rule:
         return float(value)
 
     return check
+
+
+def _duration(key: str, value: Any) -> float:
+    """A number of seconds > 0, or a timedelta of them."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    return float(_seconds(positive=True)(key, value))
 
 
 def _int_in(low: int, high: int) -> Rule:
@@ -171,6 +183,8 @@ def _limit(name: str) -> Rule:
 #: What each key of ALKQUEUE["QUEUES"][name] accepts; a new per-queue option is one line.
 QUEUE_OPTION_RULES: dict[str, Rule] = {
     "sensitive": _boolean,
+    "timeout": _optional(_seconds(positive=True)),
+    "keep": _duration,
     **{name: _limit(name) for name in flow.NAMES},
 }
 
@@ -243,6 +257,7 @@ RULES: dict[str, Rule] = {
     "DIALECT": _one_of("auto", "orm"),
     "RUN_ON_COMMIT": _boolean,
     "METRICS_TOKEN": _optional(_token),
+    "MAX_OUTPUT_BYTES": _int_in(1, _MAX_PAYLOAD_LIMIT),
 }
 
 

@@ -46,6 +46,11 @@ class ConsumerSpec:
     sensitive: bool = False
     #: The queue's flow control (docs/flow-control.md); no limits by default.
     limits: flow.Limits = flow.NO_LIMITS
+    #: Seconds a handler call may run before its attempt fails with TimeLimitExceeded
+    #: (docs/running-jobs.md); None: no limit.
+    timeout: float | None = None
+    #: Seconds each finished job is kept in the history (docs/running-jobs.md); None: none.
+    keep: float | None = None
 
     def queue_defaults(self) -> dict[str, Any]:
         """The stamps this consumer gives jobs enqueued on its queue."""
@@ -151,6 +156,8 @@ def consumer(
     key_concurrency: int | None = None,
     rate: str | tuple[int, timedelta] | None = None,
     key_rate: str | tuple[int, timedelta] | None = None,
+    timeout: float | timedelta | None = None,
+    keep: float | timedelta | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Bind the decorated `handler(payload, job)` to `queue`. Options become the queue's stamps.
 
@@ -158,13 +165,17 @@ def consumer(
     claim per call (see BatchHandler and docs/consumers.md).
 
     `concurrency`, `key_concurrency`, `rate` and `key_rate` limit the queue's claims across
-    every worker (docs/flow-control.md)."""
+    every worker (docs/flow-control.md). `timeout` bounds each handler call: past it the
+    attempt fails with TimeLimitExceeded (docs/running-jobs.md). `keep` keeps each finished
+    job, with its handler's return value, for that long (docs/running-jobs.md, "Kept history
+    and recorded output")."""
     validation.queue_name(queue)
     size = None if batch is None else validation.consumer_batch(batch)
     if size is not None and atomic:
         raise InvalidOption("batch and atomic cannot be combined: an atomic consumer runs one "
                             "job per transaction")  # fmt: skip
     lease_seconds = None if lease is None else validation.seconds(lease, "lease", positive=True)
+    limit = None if timeout is None else validation.seconds(timeout, "timeout", positive=True)
     attempts = None if max_attempts is None else validation.max_attempts(max_attempts)
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise InvalidOption(f"retry must be a RetryPolicy, not {type(retry).__name__}")
@@ -172,6 +183,7 @@ def consumer(
         raise InvalidOption(f"atomic must be True or False, not {atomic!r}")
     if not isinstance(sensitive, bool):
         raise InvalidOption(f"sensitive must be True or False, not {sensitive!r}")
+    kept = None if keep is None else validation.seconds(keep, "keep", positive=True)
     limits = flow.limits(
         concurrency=concurrency, key_concurrency=key_concurrency, rate=rate, key_rate=key_rate
     )
@@ -194,6 +206,8 @@ def consumer(
                 batch=size,
                 sensitive=sensitive,
                 limits=limits,
+                timeout=limit,
+                keep=kept,
             )
         )
         return handler

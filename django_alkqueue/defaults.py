@@ -31,6 +31,19 @@ WORKER_PROCESSES = 1
 WORKER_POLL_INTERVAL = 1.0
 #: Seconds in-flight jobs get to finish after SIGTERM.
 WORKER_SHUTDOWN_TIMEOUT = 30.0
+#: Handler threads stuck past their time limit (plus STUCK_GRACE) a worker tolerates; one
+#: more and it recycles itself (docs/running-jobs.md).
+WORKER_MAX_STUCK = 2
+#: Seconds past its time limit after which a handler thread that has not returned is stuck.
+STUCK_GRACE = 5.0
+#: Where a worker runs its handlers: "thread" (handler threads) or "process" (a pool of
+#: child processes; docs/running-jobs.md).
+WORKER_POOL = "thread"
+#: Seconds a process-pool child gets between SIGTERM and SIGKILL, and a cancelled job's
+#: handler gets to return before its child is terminated.
+WORKER_KILL_GRACE = 5.0
+#: Seconds between two writes of one running job's progress, at most one a second.
+PROGRESS_EVERY = 1.0
 
 # -- stored text -----------------------------------------------------------------------------
 

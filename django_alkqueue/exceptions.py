@@ -20,3 +20,17 @@ class PayloadError(AlkQueueError, ValueError):
 class UnsupportedDatabase(AlkQueueError, NotImplementedError):
     """A database without SELECT ... FOR UPDATE SKIP LOCKED and without a dialect of its own
     (docs/databases.md); system check alkqueue.E101 reports it at start-up."""
+
+
+class TimeLimitExceeded(AlkQueueError):
+    """A handler ran past its consumer's `timeout`: the error its attempt fails with
+    (docs/running-jobs.md). The worker records it; handlers never need to raise it."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"ran longer than {timeout:g} s")
+        self.timeout = timeout
+
+
+class WorkerChildDied(AlkQueueError):
+    """A process-pool child ended while it ran a job (killed by a signal from outside, a
+    segfault, os._exit): the error that attempt fails with (docs/running-jobs.md)."""

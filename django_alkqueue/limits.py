@@ -59,6 +59,10 @@ class Limits:
     def any(self) -> bool:
         return any(getattr(self, name) is not None for name in NAMES)
 
+    def holds_slots(self) -> bool:
+        """Whether a claim holds a slot until its ack: a cap is set."""
+        return self.concurrency is not None or self.key_concurrency is not None
+
     def stored(self) -> dict[str, Any]:
         """The JSON form kept in Consumer.code_limits (limits that are set only)."""
         return {name: stored_value(getattr(self, name)) for name in NAMES
@@ -252,6 +256,7 @@ class LimitsCache:
         self.monotonic = monotonic
         self._read: dict[tuple[str, str], tuple[float, Limits]] = {}
         self._room_at: dict[tuple[str, str], float] = {}
+        self._short: set[tuple[str, str]] = set()
 
     def get(self, queue: str, using: str) -> Limits:
         now = self.monotonic()
@@ -262,10 +267,27 @@ class LimitsCache:
         self._read[(using, queue)] = (now, current)
         return current
 
+    def note_short(self, queue: str, using: str, short: bool) -> None:
+        """What the last claim of `queue` in this process found: fewer jobs than it asked
+        for (its limits, or an empty queue, held some back) or not."""
+        if short:
+            self._short.add((using, queue))
+        else:
+            self._short.discard((using, queue))
+
+    def slots_wanted(self, queue: str, using: str) -> bool:
+        """Whether a claimed job of `queue` holds a slot that a claim is waiting for: the
+        queue has a cap and its last claim here came back short."""
+        cached = self._read.get((using, queue))
+        if cached is None or not cached[1].holds_slots():
+            return False
+        return (using, queue) in self._short
+
     def forget(self) -> None:
         """Read every queue's limits again at its next claim (after set_limits, in tests)."""
         self._read.clear()
         self._room_at.clear()
+        self._short.clear()
 
     def note_room_in(self, queue: str, using: str, seconds: float | None) -> None:
         """What the last claim of `queue` found: its rate frees room in `seconds` (None:

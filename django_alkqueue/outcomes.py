@@ -32,3 +32,13 @@ class Snooze(Exception):
     def __init__(self, delay: float | timedelta) -> None:
         self.delay = validation.seconds(delay, "delay")
         super().__init__(f"snoozed for {self.delay:g} s")
+
+
+class Cancelled(Exception):
+    """The job was cancelled while it ran (`Queue.cancel`, the admin's Cancel) or passed its
+    time limit: raised by `job.check_cancelled()`. Let it propagate: the attempt ends with
+    no retry and no dead letter (docs/running-jobs.md)."""
+
+    def __init__(self, reason: str = "cancelled") -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -39,7 +39,9 @@ from .tasks_compat import (
 HANDLER_PATH = "django_alkqueue.task_runner.run_task_job"
 
 
-def run_task_job(payload: Any, job: Job) -> None:
+def run_task_job(payload: Any, job: Job) -> Any:
+    """Run the task; returns its return value (normalised to JSON), which the history
+    records when the queue keeps (ALKQUEUE["QUEUES"][name]["keep"])."""
     backend = task_backends[payload["backend"]]
     task = import_string(payload["task"])
     # Result rows live beside the jobs the backend enqueues, where get_result reads them.
@@ -65,6 +67,7 @@ def run_task_job(payload: Any, job: Job) -> None:
         raise
     _record_success(record, value, system_clock(), backend)
     _announce_finished(backend, result, record)
+    return value
 
 
 def _start_attempt(
@@ -192,8 +195,15 @@ def task_queue_spec(queue_name: str) -> ConsumerSpec | None:
                 max_attempts=int(options["max_attempts"]),
                 retry=RetryPolicy(base=float(options["backoff_base"])),
                 atomic=False,
+                timeout=task_queue_timeout(queue_name),
             )
     return None
+
+
+def task_queue_timeout(queue_name: str) -> float | None:
+    """ALKQUEUE["QUEUES"][name]["timeout"]: a task queue's time limit, None when unset."""
+    timeout = get_settings().QUEUES.get(queue_name, {}).get("timeout")
+    return None if timeout is None else float(timeout)
 
 
 def declared_task_queues() -> list[str]:

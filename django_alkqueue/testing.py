@@ -26,7 +26,7 @@ from .jobs import Job
 
 #: The worker id that drain() and run_job() claim under, shown in the admin while they run.
 WORKER_ID = "django_alkqueue.testing"
-OUTCOMES = ("succeeded", "retried", "snoozed", "dead", "lost")
+OUTCOMES = ("succeeded", "retried", "snoozed", "dead", "lost", "cancelled")
 #: drain() stops after this many jobs unless told otherwise: a handler that enqueues a job
 #: for itself would otherwise loop for ever.
 MAX_JOBS = 10_000
@@ -35,17 +35,20 @@ MAX_JOBS = 10_000
 @dataclasses.dataclass(frozen=True)
 class Drained:
     """What `drain()` did: jobs per outcome ("succeeded", "retried", "snoozed", "dead",
-    "lost")."""
+    "lost", "cancelled")."""
 
     succeeded: int = 0
     retried: int = 0
     snoozed: int = 0
     dead: int = 0
     lost: int = 0
+    cancelled: int = 0
 
     @property
     def total(self) -> int:
-        return self.succeeded + self.retried + self.snoozed + self.dead + self.lost
+        return (
+            self.succeeded + self.retried + self.snoozed + self.dead + self.lost + (self.cancelled)
+        )
 
 
 def jobs(queue_name: str, *, using: str | None = None) -> list[Job]:

@@ -183,10 +183,13 @@ def clock_reading(value: object) -> datetime:
     like every timestamp the tables hold."""
     if not isinstance(value, datetime):
         raise InvalidOption(f"the clock returned {type(value).__name__}, not a datetime")
-    if settings.USE_TZ and timezone.is_naive(value):
+    # Every enqueue reads the clock: USE_TZ is looked up once, and the offset asked directly
+    # (timezone.is_aware() asks for the same).
+    aware = value.utcoffset() is not None
+    if aware != settings.USE_TZ:
+        if aware:
+            raise InvalidOption("the clock returned an aware datetime; USE_TZ is False")
         raise InvalidOption("the clock returned a naive datetime; USE_TZ needs aware ones")
-    if not settings.USE_TZ and timezone.is_aware(value):
-        raise InvalidOption("the clock returned an aware datetime; USE_TZ is False")
     return value
 
 

@@ -3,30 +3,34 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import payload as payload_codec
-from ..jobs import Job, Stamps, State, live_state, make_job
-from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from ..history import Finish, kept_job, row_of
+from ..jobs import Job, Progress, Stamps, State, live_state, make_job
+from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE, FinishedJob
 from . import queue_stat_deltas
 from .locks import SessionLock
+
+if TYPE_CHECKING:
+    from ..limits import Limits
 
 # One row shape for live jobs and dead letters alike; `Job` is built from it.
 ROW_FIELDS = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claim_token",
     "claimed_by", "claimed_at", "lease_expires_at", "last_error", "died_at", "reason",
-    "concurrency_key",
+    "concurrency_key", "trace_context", "requeued_at",
 )  # fmt: skip
 INSERT_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
-    "retention", "run_at", "enqueued_at", "expires_at", "unique_key",
+    "retention", "run_at", "enqueued_at", "expires_at", "trace_context", "unique_key",
 )  # fmt: skip
 # A job without a unique key leaves that column out (NULL); it comes last, so its values are
 # insert_values()' first len(KEYLESS_INSERT_FIELDS).
@@ -35,16 +39,23 @@ KEYLESS_INSERT_FIELDS = INSERT_FIELDS[:-1]
 BURIED_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claimed_by", "claimed_at",
-    "concurrency_key",
+    "concurrency_key", "trace_context", "requeued_at",
+)  # fmt: skip
+
+# The columns of a kept job (models.FinishedJob), in the order the acks write them.
+KEPT_FIELDS = (
+    "job_id", "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base",
+    "lease", "unique_key", "concurrency_key", "last_error", "enqueued_at", "started_at",
+    "finished_at", "duration", "worker_id", "outcome", "output", "output_error", "delete_after",
 )  # fmt: skip
 
 LIVE_COLUMNS = ", ".join(ROW_FIELDS[:18])
-#: A live row in the row shape: no death, then its concurrency key.
-LIVE_ROW = f"{LIVE_COLUMNS}, NULL, NULL, concurrency_key"
+#: A live row in the row shape: no death, then its concurrency key, trace context and requeue.
+LIVE_ROW = f"{LIVE_COLUMNS}, NULL, NULL, concurrency_key, trace_context, requeued_at"
 DEAD_COLUMNS = (
     "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
     "run_at, enqueued_at, expires_at, unique_key, NULL, claimed_by, claimed_at, NULL, "
-    "last_error, died_at, reason, concurrency_key"
+    "last_error, died_at, reason, concurrency_key, trace_context, requeued_at"
 )
 
 # A claim is valid while the row carries its token and the lease has not lapsed.
@@ -73,7 +84,8 @@ def insert_values(queue: str, text: str, stamps: Stamps) -> tuple[Any, ...]:
     """One row in INSERT_FIELDS order."""
     return (
         queue, text, stamps.priority, 0, stamps.max_attempts, stamps.backoff_base, stamps.lease,
-        stamps.retention, stamps.run_at, stamps.enqueued_at, stamps.expires_at, stamps.unique_key,
+        stamps.retention, stamps.run_at, stamps.enqueued_at, stamps.expires_at,
+        stamps.trace_context, stamps.unique_key,
     )  # fmt: skip
 
 
@@ -154,6 +166,7 @@ class Dialect:
             job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
             retention, run_at, enqueued_at, expires_at, unique_key, token, claimed_by,
             claimed_at, lease_expires_at, last_error, died_at, reason, concurrency_key,
+            trace_context, requeued_at,
         ) = row  # fmt: skip
         read = self.read_datetime
         # run_at and enqueued_at are NOT NULL columns.
@@ -174,7 +187,8 @@ class Dialect:
             "lease_expires_at": read(lease_expires_at), "last_error": last_error,
             "died_at": died_at, "claimed_at": read(claimed_at), "reason": reason,
             "retention": None if retention is None else float(retention),
-            "concurrency_key": concurrency_key,
+            "concurrency_key": concurrency_key, "trace_context": trace_context,
+            "requeued_at": read(requeued_at),
         })  # fmt: skip
 
     # -- reads -----------------------------------------------------------------------------
@@ -237,10 +251,20 @@ class Dialect:
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         """Wake idle workers of `queue` (PostgreSQL NOTIFY; nothing elsewhere)."""
 
-    def listen(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[Notifications]:
+    def listen(
+        self,
+        connection: BaseDatabaseWrapper,
+        cancels: tuple[str, Callable[[int], object]] | None = None,
+    ) -> AbstractContextManager[Notifications]:
         """A session of its own, with `connection`'s settings, receiving the wake-ups that
-        notify() sends; only where supports_notify."""
+        notify() sends; only where supports_notify. With `cancels` (a worker id and a
+        callback), the ids of the jobs notify_cancel() names to that worker go to the
+        callback as they come."""
         raise NotImplementedError
+
+    def notify_cancel(self, connection: BaseDatabaseWrapper, worker_id: str, job_id: int) -> None:
+        """Tell `worker_id` at once that the job it runs was cancelled (PostgreSQL NOTIFY, sent
+        at commit; nothing elsewhere, where the worker's next lease renewal finds out)."""
 
     def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
         """Dead row versions in the live table, as the server counts them; None where the
@@ -306,18 +330,79 @@ class Dialect:
         dead-lettered on the way)."""
         raise NotImplementedError
 
+    def limited_claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        worker_id: str,
+        n: int,
+        now: datetime,
+        limits: Limits,
+        clock: Callable[[], datetime] | None,
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
+        """claim() for a queue with limits, through its gate (docs/flow-control.md): written
+        once with the ORM (sql/limited_claim.py), unless the dialect has its own."""
+        from . import limited_claim  # it builds on the ORM dialect, which builds on this
+
+        return limited_claim.claim(connection, queue, worker_id, n, now, limits, clock)
+
     def ack(
-        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+        self,
+        connection: BaseDatabaseWrapper,
+        claims: Sequence[Claim],
+        now: datetime,
+        finishes: Sequence[Finish | None] | None = None,
     ) -> list[Claim]:
         """Delete the jobs whose claims are still valid; returns those claims. Claims, not
-        ids: one worker can hold an old lapsed claim and the new claim of the same job."""
+        ids: one worker can hold an old lapsed claim and the new claim of the same job.
+
+        `finishes`, when given, holds one entry per claim: each acked job with a Finish is
+        also written to the history (outcome "succeeded") in the same transaction."""
         raise NotImplementedError
 
+    def keep_finished(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[Job], outcome: str,
+        now: datetime, finishes: Sequence[Finish],
+    ) -> None:  # fmt: skip
+        """Write each job (its live row gone already) to the history with `outcome`."""
+        rows = [row_of(job, outcome, now, done) for job, done in zip(jobs, finishes, strict=True)]
+        FinishedJob.objects.using(connection.alias).bulk_create(rows)
+
+    def select_kept(
+        self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
+    ) -> Job | None:
+        """The kept job with this id (in this queue, when one is named): the primary key."""
+        kept = FinishedJob.objects.using(connection.alias).filter(job_id=job_id)
+        row = (kept if queue is None else kept.filter(queue=queue)).first()
+        return None if row is None else kept_job(row)
+
+    def prepare_history(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        """Make room for the history ahead of `now` (PostgreSQL: the day partitions);
+        returns how many partitions were created."""
+        return 0
+
+    def sweep_history(self, connection: BaseDatabaseWrapper, now: datetime, batch: int) -> int:
+        """Delete kept jobs past their delete_after, `batch` rows per statement (each its own
+        transaction); returns how many were deleted."""
+        kept = FinishedJob.objects.using(connection.alias)
+        size = min(batch, self.ids_per_statement)
+        deleted = 0
+        while True:
+            ids = list(
+                kept.filter(delete_after__lte=now).order_by("delete_after")
+                .values_list("job_id", flat=True)[:size]
+            )  # fmt: skip
+            if not ids:
+                return deleted
+            deleted += kept.filter(job_id__in=ids, delete_after__lte=now).delete()[0]
+
     def ack_batch(
-        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
-    ) -> list[int]:
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
+        done: Finish | None = None,
+    ) -> list[int]:  # fmt: skip
         """Delete the queue's claimed jobs with a live lease, whoever holds them; returns
-        the ids deleted."""
+        the ids deleted. With `done` (the queue keeps), each is also written to the history,
+        without output, in the same transaction."""
         raise NotImplementedError
 
     def retry(
@@ -348,8 +433,10 @@ class Dialect:
         connection: BaseDatabaseWrapper,
         renewals: Sequence[tuple[Claim, datetime]],
         now: datetime,
+        progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
-        """Set each valid claim's lease_expires_at; returns the claims renewed."""
+        """Set each valid claim's lease_expires_at, and its progress when `progress` holds
+        a new report for it, in the same statement; returns the claims renewed."""
         raise NotImplementedError
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:

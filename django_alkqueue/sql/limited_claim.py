@@ -1,5 +1,6 @@
-"""The claim of a queue with limits (docs/flow-control.md), one implementation for every
-dialect, written with the ORM so that PostgreSQL, SQLite and MariaDB run the same steps.
+"""The claim of a queue with limits (docs/flow-control.md), written with the ORM so that SQLite,
+MariaDB and the ORM dialect run the same steps (Dialect.limited_claim). PostgreSQL runs these
+steps in statements of its own after the same gate (sql/postgresql/limited_claim.py).
 
 One transaction, in this order:
 
@@ -78,10 +79,10 @@ def claim(
         # unlimited claim does, so that it neither takes the lock nor waits for it.
         return [], []
     with transaction.atomic(using=alias):
-        _lock_gate(alias, queue, now)
+        lock_gate(alias, queue, now)
         counted_at = read()
         held, lapsed = _live_claims_per_key(live, counted_at)
-        dead = _reclaim_lapsed(connection, live, counted_at) if lapsed else []
+        dead = reclaim_lapsed(connection, live, counted_at) if lapsed else []
         if lapsed:
             held, _ = _live_claims_per_key(live, counted_at)
         room = min(n, _queue_room(alias, queue, counted_at, limits, held))
@@ -90,10 +91,15 @@ def claim(
         handed = _stamp(live, rows, worker_id, claimed_at)
         if limits.rate is not None or limits.key_rate is not None:
             _record(alias, queue, claimed_at, limits, [job for job, _ in handed])
-            cache.note_room_in(
-                queue, alias, _rate_frees_in(alias, queue, claimed_at, limits, n, handed)
-            )
-    return handed, [_rows.to_job(row, counted_at) for row in dead]
+            short = limits.rate is not None and len(handed) < n
+            frees_in = rate_frees_in(alias, queue, claimed_at, limits) if short else None
+            cache.note_room_in(queue, alias, frees_in)
+    return handed, to_jobs(dead, counted_at)
+
+
+def to_jobs(dead: list[Row], now: datetime) -> list[Job]:
+    """The dead letters of reclaim_lapsed as jobs."""
+    return [_rows.to_job(row, now) for row in dead]
 
 
 def _anything_to_claim(live: QuerySet[QueueMessage], now: datetime) -> bool:
@@ -103,7 +109,7 @@ def _anything_to_claim(live: QuerySet[QueueMessage], now: datetime) -> bool:
     return live.filter(due | lapsed).exists()
 
 
-def _lock_gate(alias: str, queue: str, now: datetime) -> None:
+def lock_gate(alias: str, queue: str, now: datetime) -> None:
     """Take the queue's gate lock, creating its row the first time (a creator that loses
     the race waits for the winner's lock instead)."""
     gates = ClaimGate.objects.using(alias).filter(queue=queue)
@@ -116,7 +122,7 @@ def _lock_gate(alias: str, queue: str, now: datetime) -> None:
         gates.update(claimed_at=now)
 
 
-def _reclaim_lapsed(
+def reclaim_lapsed(
     connection: BaseDatabaseWrapper, live: QuerySet[QueueMessage], now: datetime
 ) -> list[Row]:
     """The queue's lapsed claims free their slots: pending again with attempts left, else
@@ -272,18 +278,10 @@ def _stamp(
     return handed
 
 
-def _rate_frees_in(
-    alias: str,
-    queue: str,
-    now: datetime,
-    limits: Limits,
-    n: int,
-    handed: list[tuple[Job, Claim]],
-) -> float | None:
-    """Seconds until the queue's rate frees room, when it held this claim back (fewer
-    jobs than asked and no room left in the window); else None."""
-    if limits.rate is None or len(handed) >= n:
-        return None
+def rate_frees_in(alias: str, queue: str, now: datetime, limits: Limits) -> float | None:
+    """Seconds until the queue's rate frees room, when its window is spent (a claim that
+    came back short asks); else None."""
+    assert limits.rate is not None
     window = _in_window(alias, queue, limits.rate, now).filter(concurrency_key=QUEUE_WIDE)
     used = window.aggregate(total=Sum("count"))["total"] or 0
     if used < limits.rate.count:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,7 +25,8 @@ from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Q, QuerySet, TextField, Value
 
-from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps
+from ..history import Finish
+from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Progress, Stamps
 from ..models import DeadLetter, QueueMessage
 from . import innodb, queue_stat_deltas
 from .base import Claim, Dialect, Row, WriteChunk
@@ -41,6 +42,7 @@ from .orm_rows import (
     dead_rows,
     expired,
     handout_key,
+    insert_groups,
     lapsed_exhausted,
     live_rows,
     not_expired,
@@ -123,7 +125,7 @@ class OrmDialect(Dialect):
             priority=stamps.priority, attempts=0, max_attempts=stamps.max_attempts,
             backoff_base=stamps.backoff_base, lease=stamps.lease, retention=stamps.retention,
             run_at=stamps.run_at, enqueued_at=stamps.enqueued_at, expires_at=stamps.expires_at,
-            unique_key=stamps.unique_key,
+            unique_key=stamps.unique_key, trace_context=stamps.trace_context,
         )  # fmt: skip
 
     @contextmanager
@@ -139,7 +141,8 @@ class OrmDialect(Dialect):
             def write(texts: Sequence[str]) -> list[int]:
                 rows = [self._message(queue, text, stamps) for text in texts]
                 if returns_ids:
-                    live.bulk_create(rows, batch_size=CHUNK)
+                    for group in insert_groups(texts):
+                        live.bulk_create(rows[group])
                 else:  # MySQL: no ids back from a multi-row INSERT, so one INSERT each
                     for row in rows:
                         row.save(using=connection.alias, force_insert=True)
@@ -243,8 +246,15 @@ class OrmDialect(Dialect):
     # -- completions, fenced by the claim --------------------------------------------------
 
     def ack(
-        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+        self,
+        connection: BaseDatabaseWrapper,
+        claims: Sequence[Claim],
+        now: datetime,
+        finishes: Sequence[Finish | None] | None = None,
     ) -> list[Claim]:
+        kept = {} if finishes is None else {
+            claim: done for claim, done in zip(claims, finishes, strict=True) if done is not None
+        }  # fmt: skip
         done: list[Claim] = []
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
@@ -252,9 +262,24 @@ class OrmDialect(Dialect):
                 wanted = set(chunk)
                 valid = self._valid(connection, [c.id for c in chunk], now, skip_locked=False)
                 acked = [claim for claim in valid if claim in wanted]
+                if kept:
+                    self._keep(connection, [c for c in acked if c in kept], kept, now)
                 self._live(connection).filter(id__in=[c.id for c in acked]).delete()
                 done.extend(acked)
         return done
+
+    def _keep(
+        self, connection: BaseDatabaseWrapper, claims: list[Claim], kept: dict[Claim, Finish],
+        now: datetime,
+    ) -> None:  # fmt: skip
+        """Copy the acked rows that have a Finish to the history, before their delete and in
+        its transaction (the rows are locked by _valid)."""
+        if not claims:
+            return
+        by_id = {claim.id: kept[claim] for claim in claims}
+        rows = live_rows(self._live(connection).filter(id__in=list(by_id)))
+        jobs = [self.to_job(row, now) for row in rows]
+        self.keep_finished(connection, jobs, "succeeded", now, [by_id[job.id] for job in jobs])
 
     def _valid(
         self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime,
@@ -271,14 +296,17 @@ class OrmDialect(Dialect):
         return [Claim(job_id, token) for job_id, token in rows if token is not None]
 
     def ack_batch(
-        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
-    ) -> list[int]:
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
+        done: Finish | None = None,
+    ) -> list[int]:  # fmt: skip
         acked: list[int] = []
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             for chunk in chunks(ids):
                 valid = self._valid(connection, chunk, now, skip_locked=False, queue=queue)
                 acked.extend(claim.id for claim in valid)
+                if done is not None:
+                    self._keep(connection, valid, dict.fromkeys(valid, done), now)
                 self._live(connection).filter(id__in=[c.id for c in valid]).delete()
         return acked
 
@@ -322,8 +350,10 @@ class OrmDialect(Dialect):
         connection: BaseDatabaseWrapper,
         renewals: Sequence[tuple[Claim, datetime]],
         now: datetime,
+        progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
         expiry = dict(renewals)
+        reports = progress or {}
         renewed: list[Claim] = []
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
@@ -334,7 +364,7 @@ class OrmDialect(Dialect):
                 for claim in self._valid(connection, chunk, now, skip_locked=True):
                     if claim in expiry:
                         self._live(connection).filter(id=claim.id).update(
-                            lease_expires_at=expiry[claim]
+                            lease_expires_at=expiry[claim], **progress_columns(reports, claim)
                         )
                         renewed.append(claim)
         return renewed
@@ -423,3 +453,11 @@ class OrmDialect(Dialect):
         deltas: Sequence[queue_stat_deltas.Delta],
     ) -> None:
         queue_stat_deltas.add_by_orm(connection, minute, deltas)
+
+
+def progress_columns(reports: Mapping[Claim, Progress], claim: Claim) -> dict[str, Any]:
+    """The progress columns a renewal writes for `claim`: none when it has no new report."""
+    report = reports.get(claim)
+    if report is None:
+        return {}
+    return {"progress": report.stored(), "progress_at": report.updated_at}

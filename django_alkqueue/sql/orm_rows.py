@@ -10,11 +10,16 @@ from typing import Any
 from django.db.models import Expression, F, Q, QuerySet, TextField, Value
 from django.db.models.expressions import ExpressionWrapper
 
+from ..error_groups import fingerprint
 from ..models import DeadLetter, QueueMessage
 from .base import ROW_FIELDS, Row
 
 #: Ids per IN list: well below every backend's limit on parameters in one statement.
 CHUNK = 500
+#: Payload characters per multi-row INSERT: MySQL and MariaDB refuse a statement above their
+#: max_allowed_packet (16 MiB by default on MariaDB) and drop the connection. 2 Mi characters
+#: are at most 8 MiB of UTF-8, under that even when escaping doubles the ASCII ones.
+INSERT_CHARACTERS = 2 * 1024 * 1024
 #: Handout order, as in the other dialects (see OrmDialect.due for the index).
 HANDOUT = ("-priority", "run_at", "id")
 
@@ -22,7 +27,7 @@ HANDOUT = ("-priority", "run_at", "id")
 # row shape carries the text (Dialect.to_job decodes it once).
 _PAYLOAD_TEXT = ExpressionWrapper(F("payload"), output_field=TextField())
 _LIVE_FIELDS: tuple[str | Expression, ...] = tuple(
-    _PAYLOAD_TEXT if name == "payload" else name for name in (*ROW_FIELDS[:18], ROW_FIELDS[20])
+    _PAYLOAD_TEXT if name == "payload" else name for name in (*ROW_FIELDS[:18], *ROW_FIELDS[20:])
 )
 _DEAD_FIELDS: tuple[str | Expression, ...] = tuple(
     "job_id" if name == "id" else _PAYLOAD_TEXT if name == "payload" else name
@@ -70,13 +75,26 @@ def chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
         yield items[start : start + CHUNK]
 
 
+def insert_groups(texts: Sequence[str]) -> Iterator[slice]:
+    """The slices of `texts` that one multi-row INSERT each may carry: at most CHUNK rows and
+    INSERT_CHARACTERS of payload, and always at least one row."""
+    start, size = 0, 0
+    for end, text in enumerate(texts):
+        if end > start and (end - start == CHUNK or size + len(text) > INSERT_CHARACTERS):
+            yield slice(start, end)
+            start, size = end, 0
+        size += len(text)
+    if start < len(texts):
+        yield slice(start, len(texts))
+
+
 def live_rows(queryset: QuerySet[QueueMessage], limit: int | None = None) -> list[Row]:
     """Live rows in the row shape (ROW_FIELDS), the first `limit` of them when given: a live
     row has no death."""
     values = queryset.values_list(*_LIVE_FIELDS)
     if limit is not None:
         values = values[:limit]
-    return [(*row[:18], None, None, row[18]) for row in values]
+    return [(*row[:18], None, None, *row[18:]) for row in values]
 
 
 def dead_rows(queryset: QuerySet[DeadLetter]) -> list[Row]:
@@ -99,10 +117,11 @@ def dead_letter(row: Row, now: datetime, reason: str, error: str) -> DeadLetter:
         enqueued_at=fields["enqueued_at"], expires_at=fields["expires_at"],
         unique_key=fields["unique_key"], claimed_by=fields["claimed_by"],
         claimed_at=fields["claimed_at"], died_at=now, reason=reason, last_error=error,
-        concurrency_key=fields["concurrency_key"],
+        error_fingerprint=fingerprint(error), concurrency_key=fields["concurrency_key"],
+        trace_context=fields["trace_context"], requeued_at=fields["requeued_at"],
     )  # fmt: skip
 
 
 def as_dead_row(row: Row, now: datetime, reason: str, error: str) -> Row:
     """A live row as the dead letter it became: no token, no lease; its error, death, reason."""
-    return (*row[:13], None, row[14], row[15], None, error, now, reason, row[20])
+    return (*row[:13], None, row[14], row[15], None, error, now, reason, *row[20:])

@@ -6,9 +6,9 @@ with a write (a DELETE that may match nothing still takes the lock), never read-
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -16,13 +16,16 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils.dateparse import parse_datetime
 
-from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps
-from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE
+from ..error_groups import fingerprint
+from ..history import Finish
+from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Progress, Stamps
+from ..models import DEAD_LETTER_TABLE, FINISHED_TABLE, MESSAGE_TABLE
 from .base import (
     BURIED_FIELDS,
     BY_CLAIM,
     DEAD_COLUMNS,
     INSERT_FIELDS,
+    KEPT_FIELDS,
     LIVE_ROW,
     ROW_FIELDS,
     Claim,
@@ -93,6 +96,24 @@ DELETE FROM {MESSAGE_TABLE}
 WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
 RETURNING id, claim_token
 """
+# The ack of jobs whose queues keep history returns what their kept rows copy
+# (sql/base.py KEPT_FIELDS), and _KEEP writes them in the ack's transaction.
+_ACK_KEEPING = f"""
+DELETE FROM {MESSAGE_TABLE}
+WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
+RETURNING id, claim_token, queue, payload, priority, attempts, max_attempts, backoff_base,
+    lease, unique_key, concurrency_key, last_error, enqueued_at, claimed_at, claimed_by
+"""
+_KEEP = f"""
+INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
+VALUES ({", ".join(["%s"] * len(KEPT_FIELDS))})
+"""
+_ACK_BATCH_KEEPING = f"""
+DELETE FROM {MESSAGE_TABLE} WHERE id IN ({{marks}}) AND queue = %s
+  AND claim_token IS NOT NULL AND lease_expires_at > %s
+RETURNING id, claim_token, queue, payload, priority, attempts, max_attempts, backoff_base,
+    lease, unique_key, concurrency_key, last_error, enqueued_at, claimed_at, claimed_by
+"""
 _ACK_BATCH = f"""
 DELETE FROM {MESSAGE_TABLE} WHERE id IN ({{marks}}) AND queue = %s
   AND claim_token IS NOT NULL AND lease_expires_at > %s
@@ -135,12 +156,18 @@ UPDATE {MESSAGE_TABLE} SET lease_expires_at = %s
 WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 RETURNING id, claim_token
 """
+# The same, writing the running job's progress too (docs/running-jobs.md).
+_HEARTBEAT_WITH_PROGRESS = f"""
+UPDATE {MESSAGE_TABLE} SET lease_expires_at = %s, progress = %s, progress_at = %s
+WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+RETURNING id, claim_token
+"""
 
 _TAKE_FOR_BURIAL = f"DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING id, {_BURIED}"
 
 _INSERT_DEAD = f"""
-INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
-VALUES ({", ".join(["%s"] * (len(BURIED_FIELDS) + 4))})
+INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error, error_fingerprint)
+VALUES ({", ".join(["%s"] * (len(BURIED_FIELDS) + 5))})
 """
 
 
@@ -237,28 +264,66 @@ class SqliteDialect(Dialect):
         return token
 
     def ack(
-        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+        self,
+        connection: BaseDatabaseWrapper,
+        claims: Sequence[Claim],
+        now: datetime,
+        finishes: Sequence[Finish | None] | None = None,
     ) -> list[Claim]:
         at = self.param_datetime(connection, now)
+        kept = {} if finishes is None else {
+            claim: done for claim, done in zip(claims, finishes, strict=True) if done is not None
+        }  # fmt: skip
+        statement = _ACK_KEEPING if kept else _ACK
         done: list[Claim] = []
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             for chunk in chunked(claims, self.ids_per_statement):
                 params = [v for claim in chunk for v in (claim.id, claim.token.hex)]
-                cursor.execute(_ACK.format(pairs=", ".join(["(%s, %s)"] * len(chunk))),
+                cursor.execute(statement.format(pairs=", ".join(["(%s, %s)"] * len(chunk))),
                                [*params, at])  # fmt: skip
-                done.extend(returned_claim(row) for row in cursor.fetchall())
+                rows = cursor.fetchall()
+                done.extend(returned_claim(row) for row in rows)
+                if kept:
+                    self._keep(connection, cursor, rows, kept, now)
         return done
 
+    def _keep(
+        self, connection: BaseDatabaseWrapper, cursor: Any, rows: Sequence[Row],
+        kept: dict[Claim, Finish], now: datetime,
+    ) -> None:  # fmt: skip
+        """Write the acked rows that have a Finish to the history (the ack's transaction)."""
+        at = self.param_datetime(connection, now)
+        values = []
+        for row in rows:
+            done = kept.get(returned_claim(row))
+            if done is not None:
+                after = self.param_datetime(connection, now + timedelta(seconds=done.keep))
+                values.append([
+                    row[0], *row[2:14], at, done.duration, row[14], "succeeded", done.output,
+                    done.output_error, after,
+                ])  # fmt: skip
+        if values:
+            cursor.executemany(_KEEP, values)
+
     def ack_batch(
-        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
-    ) -> list[int]:
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
+        done: Finish | None = None,
+    ) -> list[int]:  # fmt: skip
         at = self.param_datetime(connection, now)
         acked: list[int] = []
-        with self.all_or_nothing(connection, len(ids)), connection.cursor() as cursor:
+        statement = _ACK_BATCH if done is None else _ACK_BATCH_KEEPING
+        writes = self.all_or_nothing(connection, len(ids)) if done is None else (
+            transaction.atomic(using=connection.alias)
+        )  # fmt: skip
+        with writes, connection.cursor() as cursor:
             for chunk in chunked(ids, self.ids_per_statement):
                 marks = ", ".join(["%s"] * len(chunk))
-                cursor.execute(_ACK_BATCH.format(marks=marks), [*chunk, queue, at])
-                acked.extend(row[0] for row in cursor.fetchall())
+                cursor.execute(statement.format(marks=marks), [*chunk, queue, at])
+                rows = cursor.fetchall()
+                acked.extend(row[0] for row in rows)
+                if done is not None:
+                    kept = {returned_claim(row): done for row in rows}
+                    self._keep(connection, cursor, rows, kept, now)
         return acked
 
     def retry(
@@ -299,15 +364,22 @@ class SqliteDialect(Dialect):
         connection: BaseDatabaseWrapper,
         renewals: Sequence[tuple[Claim, datetime]],
         now: datetime,
+        progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
         at = self.param_datetime(connection, now)
         renewed: list[Claim] = []
+        reports = progress or {}
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             for claim, expires in renewals:
-                cursor.execute(
-                    _HEARTBEAT,
-                    [self.param_datetime(connection, expires), claim.id, claim.token.hex, at],
-                )
+                fence = [claim.id, claim.token.hex, at]
+                report = reports.get(claim)
+                if report is None:
+                    cursor.execute(_HEARTBEAT, [self.param_datetime(connection, expires), *fence])
+                else:
+                    cursor.execute(_HEARTBEAT_WITH_PROGRESS, [
+                        self.param_datetime(connection, expires), report.stored(),
+                        self.param_datetime(connection, report.updated_at), *fence,
+                    ])  # fmt: skip
                 renewed.extend(returned_claim(row) for row in cursor.fetchall())
         return renewed
 
@@ -369,7 +441,10 @@ class SqliteDialect(Dialect):
             taken = cursor.fetchall()
             if not taken:
                 return []
-            cursor.executemany(_INSERT_DEAD, [(*row, died_at, reason, error) for row in taken])
+            group = fingerprint(error)
+            cursor.executemany(
+                _INSERT_DEAD, [(*row, died_at, reason, error, group) for row in taken]
+            )
             dead: list[Row] = []
             for ids in chunked([row[0] for row in taken], self.ids_per_statement):
                 marks = ", ".join(["%s"] * len(ids))

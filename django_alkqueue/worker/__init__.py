@@ -2,18 +2,22 @@
 in one visible order (runner.py).
 
 acker.py          the service that groups the acks of finished jobs into one commit
+child.py          a process-pool child: runs the handler calls its worker sends (--pool process)
 claimer.py        claim up to the free capacity, dispatch; ClaimLoop, the main thread's service
 connections.py    connection hygiene for long-lived threads (instead of close_old_connections)
 consumer_table.py write the consumer registry to the Consumer table at start (--takeover)
 event_loop.py     the one asyncio loop on which `async def` handlers run
 executor.py       run one job's handler and turn its outcome into ack / retry / fail
 exits.py          the exit statuses (70: a loop died; 78: refused to start) and StartupRefused
+forkserver_setup.py imported by the process pool's fork server: Django set up once
+history_sweeper.py the leader's sweep of kept jobs past delete_after, and partitions ahead
 inflight.py       the jobs this worker holds: running, or awaiting their ack
 leader.py         which worker leads the cluster-wide maintenance (advisory lock on PostgreSQL)
 lease_keeper.py   the service that heartbeats the leases of held jobs, every lease/3
 listener.py       the service that LISTENs for enqueue wake-ups (PostgreSQL)
 maintenance.py    the leader's services (reclaim, sweep) and LeaderLoop, which runs them all
 pool.py           the handler threads
+process_pool.py   --pool process: each handler thread's child, terminated, replaced
 presence.py       the service that keeps this worker's row in the Worker table
 queue_stats.py    the QueueStat writers: the leader's minute counts, every worker's deltas
 reload.py         --reload: the worker as a child that Django's autoreloader restarts
@@ -23,6 +27,8 @@ runner.py         one worker process: its parts built from one settings read, th
 service.py        the one service shape (name, interval, run_once(now)), Loop and Backoff
 stats.py          what this worker did, per queue and outcome
 supervisor.py     --processes P: starts, restarts and stops child worker processes
+time_limits.py    the service that cancels, then abandons, handlers past their timeout
 units.py          how the jobs of one claim become handler calls (batch consumers)
 vacuumer.py       the leader's VACUUM of the live table when autovacuum falls behind
+wire.py           what crosses the pipe to and from a process-pool child: work, outcomes
 """

@@ -7,6 +7,7 @@ import threading
 import time
 from datetime import datetime
 
+from .. import limits as flow
 from .. import signals
 from ..jobs import Job
 from ..queues import JobHandle, ack_handles
@@ -20,10 +21,17 @@ MAX_BATCH = 1000
 IDLE_WAIT = 1.0
 
 
+def frees_a_wanted_slot(handle: JobHandle) -> bool:
+    """Whether the job's ack frees a slot of its queue's cap that a claim is waiting for."""
+    return flow.cache.slots_wanted(handle.queue.name, handle.queue.using)
+
+
 class Acker:
     """The service that acks finished jobs. An ack that finds none pending starts an
     ACK_WINDOW (so does the end of a flush that leaves some); the next flush comes when it
-    has passed, with every job finished meanwhile."""
+    has passed, with every job finished meanwhile. A job of a queue whose cap (`concurrency`,
+    `key_concurrency`) held its last claim back ends the window at once: it holds a slot
+    until its ack commits, and a slot idle in the window is time no claim can use."""
 
     name = "alk-acker"
 
@@ -40,24 +48,21 @@ class Acker:
         self.submitted = threading.Event()
 
     def submit(self, handle: JobHandle, started: float) -> None:
-        with self._lock:
-            first = not self._pending
-            self._pending.append((handle, started))
-            if first:
-                self._since = time.monotonic()
-        if first:
-            self.submitted.set()
+        self.submit_all([handle], started)
 
     def submit_all(self, handles: list[JobHandle], started: float) -> None:
         """submit() for the jobs of one batch handler call, under one lock."""
         if not handles:
             return
+        now_due = frees_a_wanted_slot(handles[0])  # one handler call: one queue
         with self._lock:
             first = not self._pending
             self._pending.extend((handle, started) for handle in handles)
             if first:
                 self._since = time.monotonic()
-        if first:
+            if now_due:
+                self._since = time.monotonic() - self.window
+        if first or now_due:
             self.submitted.set()
 
     def pending(self) -> int:
@@ -105,4 +110,6 @@ class Acker:
         with self._lock:
             if self._pending:  # they came during this flush: the next window starts now
                 self._since = time.monotonic()
+                if any(frees_a_wanted_slot(handle) for handle, _ in self._pending):
+                    self._since -= self.window
         return len(acked)

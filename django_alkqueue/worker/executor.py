@@ -1,11 +1,15 @@
 """Run one claimed job: call its handler, then turn the outcome into ack, retry or fail.
 
-- the handler returns            -> ack (grouped with other acks by the Acker)
+- the handler returns            -> ack (grouped with other acks by the Acker); a queue that
+                                    keeps history records the returned value (history.py)
 - it raises Retry(delay)         -> retry after delay, or the policy's curve
 - it raises Snooze(delay)        -> pending again after delay, the attempt refunded
 - it raises Fail(reason)         -> dead letter now
 - an exception outside retry_on  -> dead letter now
 - any other exception            -> retry on the policy's curve; dead letter when out of attempts
+- it raises Cancelled            -> no retry, no dead letter: the job is gone (job.cancelled)
+- it runs past its timeout       -> TimeLimitExceeded, settled by the time limits (time_limits.py)
+  like any other exception, while the handler still runs; what it does later is discarded
 A batch consumer's handler takes many jobs in one call, and the same rules apply to each job
 (see `run_batch`). Atomic consumers run the handler and the ack in one transaction (see
 `run_atomic`).
@@ -23,20 +27,22 @@ from typing import Any
 
 from django.db import transaction
 
-from .. import operations, signals, validation
+from .. import history, operations, signals, tracing, validation
 from ..consumers import ConsumerSpec
 from ..error_text import headline, private_error_text
-from ..exceptions import InvalidOption
+from ..exceptions import InvalidOption, TimeLimitExceeded, WorkerChildDied
 from ..jobs import Job
-from ..outcomes import Fail, Retry, Snooze
+from ..outcomes import Cancelled, Fail, Retry, Snooze
 from ..privacy import is_sensitive
 from ..queues import JobHandle
+from ..running import CANCELLED, CLAIM_LOST, Run, running_job
 from .acker import Acker
 from .connections import ThreadConnections, ages_connections
 from .event_loop import EventLoopThread
 from .inflight import InFlight
 from .report import job_fields, report_outcome
 from .stats import WorkerStats
+from .wire import child_error_text
 
 logger = logging.getLogger("django_alkqueue")
 
@@ -69,9 +75,14 @@ def _retry_delay(request: Retry, handle: JobHandle) -> float | None:
 
 def error_text(error: BaseException, sensitive: bool = False) -> str:
     """`ExceptionClass: message`, then the traceback. For a sensitive queue every exception
-    message is withheld (`private_error_text`)."""
+    message is withheld (`private_error_text`). An exception from a process-pool child
+    comes with the text the child wrote, where its traceback was (wire.py)."""
+    if (written := child_error_text(error)) is not None:
+        return written
     if sensitive:
         return private_error_text(error)
+    if isinstance(error, TimeLimitExceeded | WorkerChildDied):  # raised by nobody: no traceback
+        return headline(error)
     return headline(error) + "\n\n" + "".join(traceback.format_exception(error)).rstrip()
 
 
@@ -123,8 +134,21 @@ class Executor:
         """Stop the event loop of async handlers, if one started."""
         self.event_loop.stop()
 
-    def call(self, spec: ConsumerSpec, *args: Any) -> Any:
-        """Call the handler; an `async def` one runs on the worker's event loop meanwhile."""
+    def call(self, spec: ConsumerSpec, jobs: list[Job], *args: Any) -> Any:
+        """Call the handler about `jobs` with `args`, inside the consumer span when tracing
+        (tracing.py); its duration goes to the stats whatever it does."""
+        started = time.monotonic()
+        try:
+            if tracing.ENABLED and tracing.active():
+                with tracing.process_span(spec.queue, jobs, spec.batch is not None):
+                    return self._invoke(spec, jobs, *args)
+            return self._invoke(spec, jobs, *args)
+        finally:
+            self.stats.record_duration(spec.queue, time.monotonic() - started)
+
+    def _invoke(self, spec: ConsumerSpec, jobs: list[Job], *args: Any) -> Any:
+        """Call the handler; an `async def` one runs on the worker's event loop meanwhile.
+        (The process pool's executor sends the call to a child instead: process_pool.py.)"""
         if spec.queue in self.coroutine_queues:
             return self.event_loop.run(spec.handler(*args))
         return spec.handler(*args)
@@ -152,6 +176,8 @@ class Executor:
         if self.recycle_before:
             self.connections.recycle()
         jobs = [handle.job for handle in live]
+        begun = live
+        runs = [self._start(spec, handle, started) for handle in live]
         for job in jobs:
             signals.announce(signals.job_started, Job, job=job)
         unsettled = live  # until the handler's outcome is known: let go if anything raises
@@ -159,16 +185,22 @@ class Executor:
             try:
                 # The handler gets a list of its own: whatever it does to it, every job of
                 # the call is still settled here.
-                failures = batch_failures(self.call(spec, list(jobs)), jobs)
+                called = [running_job(job, run) for job, run in zip(jobs, runs, strict=True)]
+                failures = batch_failures(self.call(spec, jobs, called), jobs)
             except KeyboardInterrupt:
                 raise
             except HANDLER_ERRORS as error:
                 failures = dict.fromkeys([job.id for job in jobs], error)
+            # Jobs the time limits settled meanwhile are done with: what came back is late.
+            live = [h for h, run in zip(live, runs, strict=True) if self._settles(h, run)]
             if failures:
                 unsettled = [handle for handle in live if handle.job.id in failures]
                 acking = [handle for handle in live if handle.job.id not in failures]
             else:
                 unsettled, acking = [], live
+            ran = time.monotonic() - started
+            for handle in acking:  # a batch handler returns failures, not outputs
+                handle.record(None, ran)
             self.inflight.handlers_done(acking)
             self.acker.submit_all(acking, started)
             for handle in unsettled:
@@ -176,6 +208,7 @@ class Executor:
         finally:
             if unsettled:
                 self.inflight.remove_all(unsettled)
+            self._stopped(runs, begun)
             self.connections.recycle()
 
     def run(self, handle: JobHandle) -> None:
@@ -184,44 +217,133 @@ class Executor:
         reclaim with the attempt counted (a handler that always interrupts still ends dead)."""
         if not self.inflight.begin(handle):
             return  # released by a shutdown before a thread got to it: never start it
+        if self._cancelled_before_start(handle):
+            return
         job = handle.job
         spec = self.specs[job.queue]
         started = time.monotonic()
         if self.recycle_before:
             self.connections.recycle()
+        run = self._start(spec, handle, started)
         signals.announce(signals.job_started, Job, job=job)
         finished = False
         try:
             if spec.atomic:
-                finished = self._run_atomic(spec, handle, started)
+                finished = self._run_atomic(spec, handle, run, started)
             else:
-                finished = self._run_plain(spec, handle, started)
+                finished = self._run_plain(spec, handle, run, started)
         finally:
             if not finished:
                 self.inflight.remove(handle)
+            self._stopped([run], [handle])
             self.connections.recycle()
 
-    def _run_plain(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> bool:
+    def _cancelled_before_start(self, handle: JobHandle) -> bool:
+        """A job cancelled (or whose claim was lost) while it waited for a thread (--batch
+        prefetch) is not started: it is gone, and its outcome would be refused."""
+        run = self.inflight.run_of(handle)
+        if not run.cancelled:
+            return False
+        self.inflight.remove(handle)
+        self._report(handle, "cancelled", time.monotonic())
+        self._stopped([run], [handle])
+        return True
+
+    def _start(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> Run:
+        """The job's Run, its deadline counting from now."""
+        run = self.inflight.run_of(handle)
+        run.start(handle.queue.clock, spec.timeout, started)
+        return run
+
+    def _settles(self, handle: JobHandle, run: Run) -> bool:
+        """Take the right to settle the job's attempt; False (logged) when the time limits
+        settled it already: the handler came back after its limit, and what it did is
+        discarded."""
+        if run.settle():
+            return True
+        job = handle.job
+        logger.warning("%s job %s: the handler returned after its time limit (%g s); its "
+                       "outcome is discarded", job.queue, job.id, run.timeout or 0,
+                       extra=job_fields(job))  # fmt: skip
+        return False
+
+    def _stopped(self, runs: list[Run], handles: list[JobHandle]) -> None:
+        """The handler of these jobs has stopped: the cancel requests of those cancelled
+        while it ran go (the admin stops showing "cancel requested"), and those jobs are
+        kept as "cancelled" when their queue keeps history. A refused renewal does not tell
+        a cancel from a lost claim; the CancelRequest row does."""
+        stopped = time.monotonic()
+        flagged = {
+            handle.job.id: (handle, run)
+            for handle, run in zip(handles, runs, strict=True)
+            if run.cancel_reason in (CANCELLED, CLAIM_LOST)
+        }
+        if not flagged:
+            return
         try:
-            self.call(spec, handle.job.payload, handle.job)
+            cancelled = operations.clear_cancel_requests(self.using, list(flagged))
+        except Exception as exc:  # the leader's sweep clears them later
+            logger.warning("could not clear the cancel requests of jobs %s: %s",
+                           list(flagged), exc)  # fmt: skip
+            return
+        for job_id in cancelled:
+            handle, run = flagged[job_id]
+            self._keep_cancelled(handle, stopped - run.started if run.started else None)
+
+    def _keep_cancelled(self, handle: JobHandle, duration: float | None) -> None:
+        """Write a job cancelled while it ran to the history, outcome "cancelled", when its
+        queue keeps (history.py); its live row is gone already."""
+        done = history.finish(handle.job.queue, None, duration)
+        if done is None:
+            return
+        job = handle.job
+        try:
+            operations.keep_cancelled(self.using, job, handle.queue.clock(), done=done)
+        except Exception as exc:  # the job is gone either way; only its history row is lost
+            logger.warning("%s job %s: could not keep it as cancelled: %s", job.queue, job.id,
+                           exc, extra=job_fields(job))  # fmt: skip
+
+    def settle_overrun(self, handle: JobHandle, run: Run) -> None:
+        """The time limits' verdict on a job whose handler passed its timeout (and still
+        runs): the attempt fails with TimeLimitExceeded through the retry policy, and the
+        job leaves this worker's jobs in flight, freeing its slot."""
+        spec = self.specs[handle.job.queue]
+        try:
+            self._settle_failure(spec, handle, TimeLimitExceeded(run.timeout or 0), run.started)
+        finally:
+            self.inflight.remove(handle)
+
+    def _run_plain(self, spec: ConsumerSpec, handle: JobHandle, run: Run, started: float) -> bool:
+        try:
+            output = self.call(spec, [handle.job], handle.job.payload, running_job(handle.job, run))
         except KeyboardInterrupt:
             raise
         except HANDLER_ERRORS as error:
-            self._settle_failure(spec, handle, error, started)
+            if self._settles(handle, run):
+                self._settle_failure(spec, handle, error, started)
             return False
+        if not self._settles(handle, run):
+            return False
+        handle.record(output, time.monotonic() - started)
         self.inflight.handler_done(handle)
         self.acker.submit(handle, started)
         return True
 
-    def _run_atomic(self, spec: ConsumerSpec, handle: JobHandle, started: float) -> bool:
+    def _run_atomic(self, spec: ConsumerSpec, handle: JobHandle, run: Run, started: float) -> bool:
         job = handle.job
         self.inflight.hold_in_transaction(handle)
+        run.settle()  # the time limits never settle a job whose row a transaction holds
         try:
             with transaction.atomic(using=self.using):
                 if not operations.lock_claim(self.using, handle.claim, handle.queue.clock()):
                     raise LostClaim
-                spec.handler(job.payload, job)
-                acked = operations.ack(self.using, [handle.claim], handle.queue.clock())
+                output = self.call(spec, [job], job.payload, running_job(job, run))
+                if run.timed_out:  # past its limit: all it did rolls back
+                    raise TimeLimitExceeded(run.timeout or 0)
+                handle.record(output, time.monotonic() - started)
+                acked = operations.ack(
+                    self.using, [handle.claim], handle.queue.clock(), [handle.kept()]
+                )
                 if handle.claim not in acked:
                     raise LostClaim
         except LostClaim:
@@ -242,6 +364,13 @@ class Executor:
         self, spec: ConsumerSpec, handle: JobHandle, error: BaseException, started: float
     ) -> None:
         job = handle.job
+        if isinstance(error, Cancelled):
+            # Gone already when cancelled from outside (kept by `_stopped`); a handler's own
+            # Cancelled removes it, fenced by its claim, and keeps it as "cancelled".
+            if handle.remove():
+                self._keep_cancelled(handle, time.monotonic() - started)
+            self._report(handle, "cancelled", started)
+            return
         if isinstance(error, Snooze):
             done = handle.snooze(error.delay)
             self._report(handle, "snoozed" if done else "lost", started)

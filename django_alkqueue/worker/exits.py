@@ -8,6 +8,10 @@ from django.core.management.base import CommandError
 #: EX_SOFTWARE from sysexits.h: one of the worker's loops died of an unexpected error. The
 #: worker released its jobs and stopped; a restart gives it a fresh process.
 EXIT_SOFTWARE = 70
+#: EX_TEMPFAIL from sysexits.h: more than --max-stuck handler threads were stuck past their
+#: time limit. The worker finished its other jobs, released what it held and stopped; a
+#: restart gives it a fresh process, without the stuck threads (docs/running-jobs.md).
+EXIT_STUCK = 75
 #: EX_CONFIG from sysexits.h: the configuration is wrong; restarting will not help.
 EXIT_CONFIG = 78
 

@@ -13,16 +13,22 @@ from __future__ import annotations
 import threading
 
 from ..queues import JobHandle
+from ..running import Run
 
 
 class InFlight:
     def __init__(self, changed: threading.Event | None = None) -> None:
         self._lock = threading.Lock()
-        self._held: dict[JobHandle, None] = {}  # a dict for its order: oldest claim first
+        # Each held job's Run (its deadline, cancel flag, progress); a dict for its order:
+        # oldest claim first.
+        self._held: dict[JobHandle, Run] = {}
         self._atomic: set[JobHandle] = set()
         self._running: set[JobHandle] = set()
         #: Set whenever a job stops running: the claimer's wake-up.
         self.changed = changed or threading.Event()
+        #: Set when a running job first reports progress: the lease keeper's wake-up.
+        self.reported = threading.Event()
+        self._first_report = self.reported.set  # one bound method for every Run
 
     def add(self, handle: JobHandle) -> None:
         self.add_all([handle])
@@ -31,7 +37,7 @@ class InFlight:
         """Hold a claim's jobs, running from now: one lock for the claim, not one per job."""
         with self._lock:
             for handle in handles:
-                self._held[handle] = None
+                self._held[handle] = Run(self._first_report)
             self._running.update(handles)
 
     def begin_all(self, handles: list[JobHandle]) -> list[JobHandle]:
@@ -98,9 +104,30 @@ class InFlight:
             return len(self._running)
 
     def renewable(self) -> list[JobHandle]:
-        """Handles whose lease the keeper renews: all but those held in an atomic transaction."""
+        """Handles whose lease the keeper renews: all but those held in an atomic transaction
+        and those past their time limit (their lease is let go at once)."""
         with self._lock:
-            return [h for h in self._held if h not in self._atomic]
+            return [
+                h for h, run in self._held.items() if h not in self._atomic and not run.timed_out
+            ]
+
+    def run_of(self, handle: JobHandle) -> Run:
+        """The job's Run; a fresh one when the job is no longer held (it will not start)."""
+        with self._lock:
+            return self._held.get(handle) or Run()
+
+    def runs(self) -> list[tuple[JobHandle, Run]]:
+        """The running jobs (handler not returned yet) and their Runs, oldest claim first."""
+        with self._lock:
+            return [(h, run) for h, run in self._held.items() if h in self._running]
+
+    def cancel(self, job_id: int, reason: str) -> bool:
+        """Raise the cancel flag of the held job `job_id`; False when none is held."""
+        with self._lock:
+            runs = [run for h, run in self._held.items() if h.job.id == job_id]
+        for run in runs:
+            run.cancel(reason)
+        return bool(runs)
 
     def all(self) -> list[JobHandle]:
         with self._lock:

@@ -1,12 +1,21 @@
 """Renews the leases of this worker's running jobs, all in one UPDATE, every lease/3, so a job
-that runs longer than its lease is never reclaimed while its worker lives."""
+that runs longer than its lease is never reclaimed while its worker lives.
+
+The same UPDATE writes the progress running jobs reported since (job.progress()), at most
+once a second per job: while some is waiting, the keeper ticks at least once a second. A
+renewal refused for a running job means its row is gone (cancelled, purged) or was taken
+back: the keeper raises the job's cancel flag, which is how a worker without NOTIFY learns
+of a cancel (docs/running-jobs.md)."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
 
+from .. import defaults
+from ..jobs import Progress
 from ..queues import heartbeat_handles
+from ..running import CLAIM_LOST
 from ..sql import Claim
 from .inflight import InFlight
 from .report import job_fields
@@ -33,11 +42,22 @@ class LeaseKeeper:
         """Renew every renewable lease; returns the claims renewed. Refusals are logged: those
         jobs' results will be discarded, since their ack will be refused too."""
         handles = self.inflight.renewable()
+        runs = {handle: self.inflight.run_of(handle) for handle in handles}
+        reports: dict[Claim, Progress] = {}
+        for handle, run in runs.items():
+            report = run.progress_due()
+            if report is not None:
+                reports[handle.claim] = report
         # Each job is renewed with its own lease, so the next tick comes within a third of
-        # the shortest lease held (a job may carry a shorter lease than its queue's default).
+        # the shortest lease held (a job may carry a shorter lease than its queue's default),
+        # and every second while a job reports progress (the first report wakes the keeper).
         self.interval = keeper_interval([h.job.lease for h in handles])
-        renewed = heartbeat_handles(handles, self.using)
-        for handle in handles:
+        if any(run.progress is not None for run in runs.values()):
+            self.interval = min(self.interval, defaults.PROGRESS_EVERY)
+        renewed = heartbeat_handles(handles, self.using, reports)
+        for handle, run in runs.items():
+            if handle.claim in renewed and handle.claim in reports:
+                run.progress_written(reports[handle.claim])
             if (
                 # A job awaiting its ack may be acked between our UPDATE and now: only a
                 # job whose handler still runs has really lost its lease.
@@ -45,8 +65,10 @@ class LeaseKeeper:
                 and self.inflight.is_running(handle)
                 and not self.inflight.in_transaction(handle)
             ):
+                run.cancel(CLAIM_LOST)
                 logger.warning(
-                    "%s job %s: lease renewal refused (lease lost); its result will be discarded",
+                    "%s job %s: lease renewal refused (cancelled, or lease lost); its "
+                    "result will be discarded",
                     handle.job.queue, handle.job.id, extra=job_fields(handle.job),
                 )  # fmt: skip
         return renewed

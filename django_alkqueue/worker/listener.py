@@ -1,10 +1,12 @@
-"""LISTEN for enqueue wake-ups (PostgreSQL). One dedicated connection per worker process;
+"""LISTEN for enqueue wake-ups, and for the cancels of the jobs this worker runs (PostgreSQL).
+One dedicated connection per worker process;
 ALKQUEUE["LISTEN_DATABASE"] may name an alias that bypasses a transaction-mode pooler.
 A lost connection is re-established; polling stays the safety net meanwhile."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime
 
@@ -22,9 +24,16 @@ class Listener:
     interval = 0.0
 
     def __init__(
-        self, using: str, queues: set[str], wake: threading.Event, notified: threading.Event
+        self,
+        using: str,
+        queues: set[str],
+        wake: threading.Event,
+        notified: threading.Event,
+        cancels: tuple[str, Callable[[int], object]] | None = None,
     ) -> None:
         self.using = using
+        #: This worker's id and what to call with each job id cancelled while it runs.
+        self.cancels = cancels
         self.queues = queues
         self.wake = wake
         #: Tells the claim loop why it woke: a NOTIFY makes its next look a full one.
@@ -62,6 +71,6 @@ class Listener:
     def _open(self) -> Notifications:
         connection = connections[self.using]
         session = ExitStack()
-        wait = session.enter_context(dialect_for(connection).listen(connection))
+        wait = session.enter_context(dialect_for(connection).listen(connection, self.cancels))
         self._session = session
         return wait

@@ -15,6 +15,7 @@ from django.db import connections
 from .. import operations
 from ..conf import get_settings
 from ..models import TaskResult, Worker
+from ..workflows import sweep as workflow_sweep
 from .leader import Leadership
 from .service import Service
 
@@ -41,8 +42,8 @@ class Reclaimer:
 
 
 class Sweeper:
-    """Expired jobs -> dead letters; dead letters and task results past their retention, and
-    long-stale worker rows, deleted."""
+    """Expired jobs -> dead letters; dead letters and task results past their retention,
+    long-stale worker rows, and the cancel requests of workers gone, deleted."""
 
     name = "sweep"
 
@@ -57,7 +58,9 @@ class Sweeper:
         moved = operations.sweep_everywhere(self.using, now)
         prune_after = get_settings().WORKER_PRUNE_AFTER
         Worker.objects.using(self.using).stale(now, prune_after).delete()
+        operations.sweep_cancel_requests(self.using, now, get_settings().WORKER_STALE_AFTER)
         _close_orphaned_results(self.using, now)
+        workflow_sweep.run(self.using, now)
         TaskResult.objects.using(self.using).filter(expires_at__lte=now).delete()
         if moved:
             logger.info("swept %d expired jobs to the dead letters", moved)

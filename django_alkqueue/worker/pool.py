@@ -1,8 +1,14 @@
 """Handler threads. Daemon threads, so that a handler stuck past the shutdown timeout cannot
-keep the process alive once its claim has been released."""
+keep the process alive once its claim has been released.
+
+Python cannot stop a thread: a handler past its time limit keeps its thread until it
+returns. The pool then writes that thread off (`write_off`): a new thread takes its place, so
+the stuck one no longer counts as capacity, and it ends once its handler returns. The time
+limits count the written-off threads still running past their grace (`stuck`)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
@@ -25,11 +31,18 @@ class ThreadPool:
         self, size: int, run: Callable[[list[JobHandle]], None], name: str = "alk-handler"
     ) -> None:
         self._run = run
+        self._name = name
+        self._numbers = itertools.count(size)
         self._jobs: queue.SimpleQueue[list[JobHandle] | None] = queue.SimpleQueue()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
-            for i in range(size)
-        ]
+        self._lock = threading.Lock()
+        #: The unit each thread is running now.
+        self._current: dict[threading.Thread, list[JobHandle]] = {}
+        #: Threads written off, and the time.monotonic() from which each counts as stuck.
+        self._written_off: dict[threading.Thread, float] = {}
+        self._threads = [self._thread(i) for i in range(size)]
+
+    def _thread(self, number: int) -> threading.Thread:
+        return threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True)
 
     def start(self) -> None:
         for thread in self._threads:
@@ -54,6 +67,26 @@ class ThreadPool:
             self._jobs.put(None)
         return unstarted
 
+    def write_off(self, handle: JobHandle, stuck_at: float) -> bool:
+        """The thread running `handle` passed its time limit: start a thread in its place,
+        and let it end once its handler returns; it is stuck from `stuck_at` (monotonic)
+        if it has not by then. False when no thread runs `handle`, or it was written off."""
+        with self._lock:
+            thread = next((t for t, unit in self._current.items() if handle in unit), None)
+            if thread is None or thread in self._written_off:
+                return False
+            self._written_off[thread] = stuck_at
+            replacement = self._thread(next(self._numbers))
+            self._threads.append(replacement)
+        replacement.start()
+        return True
+
+    def stuck(self, at: float | None = None) -> int:
+        """Threads written off and still in their handler past their `stuck_at`."""
+        at = time.monotonic() if at is None else at
+        with self._lock:
+            return sum(1 for stuck_at in self._written_off.values() if at >= stuck_at)
+
     def join(self, timeout: float) -> None:
         """Wait up to `timeout` in all (not per thread) for the threads to end."""
         deadline = time.monotonic() + timeout
@@ -61,7 +94,10 @@ class ThreadPool:
             thread.join(max(deadline - time.monotonic(), 0))
 
     def _work(self) -> None:
+        me = threading.current_thread()
         while (unit := self._jobs.get()) is not None:
+            with self._lock:
+                self._current[me] = unit
             try:
                 self._run(unit)
             # BaseException, not Exception: whatever one job raises (a handler's
@@ -71,4 +107,8 @@ class ThreadPool:
                 job = unit[0].job  # a batch's jobs share the queue, the call and the worker
                 logger.exception("unexpected error in a handler thread running %s job %s",
                                  job.queue, job.id, extra=job_fields(job))  # fmt: skip
+            with self._lock:
+                del self._current[me]
+                if self._written_off.pop(me, None) is not None:
+                    break  # another thread took this one's place
         connections.close_all()

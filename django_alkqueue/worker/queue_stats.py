@@ -2,8 +2,9 @@
 
 - `QueueStatWriter` (leader only): the state counts read at that minute, the dead letters
   that died in it, and the pruning of minutes older than ALKQUEUE["STATS_RETENTION"].
-- `QueueStatDeltas` (every worker): what this worker finished and failed since its last
-  flush, added to the current minute's row.
+- `QueueStatDeltas` (every worker): what this worker finished, failed and retried, how
+  long its jobs waited and its handlers took, since its last flush, added to the current
+  minute's row.
 """
 
 from __future__ import annotations
@@ -11,16 +12,19 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from itertools import accumulate
 
 from django.db import connections, transaction
 from django.db.models import Count
 from django.db.models.functions import TruncMinute
 
+from .. import timings
 from ..conf import get_settings
 from ..models import DeadLetter, QueueStat
 from ..sql import dialect_for
+from ..sql.queue_stat_deltas import DELTA_COLUMNS, Delta
 from ..status import minute_of, queue_overview
-from .stats import WorkerStats
+from .stats import BOUNDS, WorkerStats
 
 #: Seconds between two readings of the leader: at least one lands in every minute.
 STATS_INTERVAL = 30.0
@@ -50,6 +54,10 @@ class QueueStatWriter:
                 claimed=row.claimed,
                 dead=row.dead,
                 dead_lettered=died[(row.queue, minute)],
+                read_at=now,
+                oldest_pending_at=(
+                    now - timedelta(seconds=row.oldest_pending_age) if row.pending else None
+                ),
             )
             for row in queue_overview(self.using, now)
         ]
@@ -62,7 +70,7 @@ class QueueStatWriter:
                 rows,
                 update_conflicts=True,
                 unique_fields=target,
-                update_fields=[*_COUNTS, "dead_lettered"],
+                update_fields=[*_COUNTS, "dead_lettered", "read_at", "oldest_pending_at"],
             )
             # The previous minute's count is final now; its row exists if it had a reading.
             for (name, at), count in previous.items():
@@ -87,11 +95,14 @@ class QueueStatWriter:
 
 
 class QueueStatDeltas:
-    """Every few seconds, add what this worker finished and failed to the current minute.
+    """Every few seconds, add what this worker did since its last flush to the current minute.
 
     finished = jobs that succeeded (acked); failed = attempts that failed (retried or
-    dead-lettered), as in the Worker row's jobs_failed; snoozed = jobs put back by Snooze.
-    A failed write keeps the deltas for the next flush.
+    dead-lettered), as in the Worker row's jobs_failed; retried = those of them put back for
+    another try; snoozed = jobs put back by Snooze; duration_* = its handler calls' durations,
+    the one run-time histogram (the queue page's chart and /metrics/); wait_* = the wait
+    histogram of its attempts (timings.py). All in DELTA_COLUMNS order, one upsert. A failed
+    write keeps the deltas for the next flush.
     """
 
     name = "alk-queue-stats"
@@ -100,26 +111,45 @@ class QueueStatDeltas:
         self.using = using
         self.stats = stats
         self.interval = interval
-        self._flushed: dict[str, Counter[str]] = {}
+        self._flushed: dict[str, tuple[float, ...]] = {}
         self._lock = threading.Lock()
 
     def run_once(self, now: datetime) -> int:
         """Returns the number of queues whose row was written."""
         with self._lock:
-            snapshot = self.stats.snapshot()
-            deltas = []
-            for name, outcomes in snapshot.items():
-                done = self._flushed.get(name, Counter())
-                finished = outcomes["succeeded"] - done["succeeded"]
-                failed = outcomes["retried"] + outcomes["dead"] - done["retried"] - done["dead"]
-                snoozed = outcomes["snoozed"] - done["snoozed"]
-                if finished or failed or snoozed:
-                    deltas.append((name, finished, failed, snoozed))
+            totals = self._totals()
+            deltas: list[Delta] = []
+            for name, values in sorted(totals.items()):
+                before = self._flushed.get(name, _NOTHING)
+                delta = tuple(a - b for a, b in zip(values, before, strict=True))
+                if any(delta):
+                    deltas.append((name, delta))
             if deltas:
                 self._write(minute_of(now), deltas)
-            self._flushed = {name: Counter(outcomes) for name, outcomes in snapshot.items()}
+            self._flushed = totals
             return len(deltas)
 
-    def _write(self, minute: datetime, deltas: list[tuple[str, int, int, int]]) -> None:
+    def _totals(self) -> dict[str, tuple[float, ...]]:
+        """Per queue, what this worker did since it started, in DELTA_COLUMNS order."""
+        outcomes = self.stats.snapshot()
+        durations = self.stats.duration_snapshot()
+        waits = self.stats.wait_snapshot()
+        totals = {}
+        for name in outcomes.keys() | durations.keys() | waits.keys():
+            done = outcomes.get(name, {})
+            runs, seconds = durations.get(name, (_NO_RUNS, 0.0))
+            totals[name] = (
+                done.get("succeeded", 0), done.get("retried", 0) + done.get("dead", 0),
+                done.get("snoozed", 0), done.get("retried", 0), sum(runs), seconds,
+                *list(accumulate(runs))[: len(BOUNDS)], *waits.get(name, _NO_WAITS),
+            )  # fmt: skip
+        return totals
+
+    def _write(self, minute: datetime, deltas: list[Delta]) -> None:
         connection = connections[self.using]
         dialect_for(connection).add_queue_stat_deltas(connection, minute, deltas)
+
+
+_NO_RUNS = [0] * (len(BOUNDS) + 1)
+_NO_WAITS = timings.empty()
+_NOTHING = (0,) * len(DELTA_COLUMNS)

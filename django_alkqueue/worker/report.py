@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from django.core.management.base import OutputWrapper
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from ..jobs import Job
 from .stats import OUTCOMES, WorkerStats
@@ -41,15 +43,54 @@ def job_fields(
     }
 
 
+#: The outcomes as the --burst table's header shows them.
+OUTCOME_LABELS = {
+    "succeeded": pgettext_lazy("outcome", "succeeded"),
+    "retried": pgettext_lazy("outcome", "retried"),
+    "snoozed": pgettext_lazy("outcome", "snoozed"),
+    "dead": pgettext_lazy("outcome", "dead"),
+    "lost": pgettext_lazy("outcome", "lost"),
+    "cancelled": pgettext_lazy("outcome", "cancelled"),
+}
+
+
 class Stream(Protocol):
     def write(self, text: str, /) -> Any: ...
     def flush(self) -> Any: ...
     def isatty(self) -> bool: ...
 
 
+#: The most jobs per queue of one ack batch whose times are read: in a larger batch every
+#: k-th job's times stand for k jobs, so a draining worker pays for at most this many.
+TIMED_PER_BATCH = 32
+
+
+def wait_and_run(job: Job, started: float, now: float, wall: float) -> tuple[float, float]:
+    """The job's wait (from its run_at, when it was due, to its handler's start) and run
+    (from that start to `now`) in seconds; `now` is monotonic, `wall` the epoch time."""
+    run = now - started
+    return max(wall - run - job.run_at.timestamp(), 0.0), run
+
+
+def sampled_times(
+    pairs: Sequence[tuple[Job, float]], now: float, wall: float
+) -> list[tuple[float, float, int]]:
+    """(wait, run, jobs it stands for) of at most TIMED_PER_BATCH evenly spaced jobs of one
+    queue's batch; the weights add up to the batch's size."""
+    step = -(-len(pairs) // TIMED_PER_BATCH)
+    chosen = pairs[::step]
+    weights = [step] * (len(chosen) - 1) + [len(pairs) - step * (len(chosen) - 1)]
+    return [
+        (*wait_and_run(job, started, now, wall), weight)
+        for (job, started), weight in zip(chosen, weights, strict=True)
+    ]
+
+
 def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -> None:
-    """Count the outcome and log one line for the job (cheap when INFO is off)."""
-    stats.record(job.queue, outcome)
+    """Count the outcome and its times and log one line for the job (cheap when INFO is
+    off)."""
+    times = wait_and_run(job, started, time.monotonic(), time.time())
+    stats.record(job.queue, outcome, times=[(*times, 1)])
     if outcome != "lost" and not logger.isEnabledFor(logging.INFO):
         return
     elapsed = (time.monotonic() - started) * 1000
@@ -64,8 +105,12 @@ def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -
 def report_successes(stats: WorkerStats, finished: Sequence[tuple[Job, float]]) -> None:
     """report_outcome(..., "succeeded", ...) for the jobs of one ack batch (each with the
     monotonic time its handler started): one count per queue, not a lock per job."""
-    for queue, count in Counter(job.queue for job, _ in finished).items():
-        stats.record(queue, "succeeded", count)
+    now, wall = time.monotonic(), time.time()
+    by_queue: dict[str, list[tuple[Job, float]]] = {}
+    for pair in finished:
+        by_queue.setdefault(pair[0].queue, []).append(pair)
+    for queue, pairs in by_queue.items():
+        stats.record(queue, "succeeded", len(pairs), sampled_times(pairs, now, wall))
     if logger.isEnabledFor(logging.INFO):
         now = time.monotonic()
         for job, started in finished:
@@ -76,13 +121,22 @@ def report_successes(stats: WorkerStats, finished: Sequence[tuple[Job, float]]) 
 
 def summary_line(stats: WorkerStats, in_flight: int, depth: int) -> str:
     """`processed` counts every finished attempt; `failed` those that raised (retried or
-    dead-lettered, WorkerStats.failed); `dead` those dead-lettered."""
+    dead-lettered, WorkerStats.failed); `dead` those dead-lettered. In the active language:
+    the live status line is for a person (the logged summary is English, StatusReporter)."""
     totals = stats.totals()
     elapsed = max(time.monotonic() - stats.started, 1e-9)
-    return (
-        f"processed {stats.finished()}, failed {stats.failed()}, dead {totals['dead']}, "
-        f"{stats.finished() / elapsed:.1f} jobs/s, in flight {in_flight}, depth {depth}"
+    text = _(
+        "processed %(processed)d, failed %(failed)d, dead %(dead)d, %(rate).1f jobs/s, "
+        "in flight %(in_flight)d, depth %(depth)d"
     )
+    return text % {
+        "processed": stats.finished(),
+        "failed": stats.failed(),
+        "dead": totals["dead"],
+        "rate": stats.finished() / elapsed,
+        "in_flight": in_flight,
+        "depth": depth,
+    }
 
 
 def write_raw(stream: Stream, text: str) -> None:
@@ -99,7 +153,7 @@ def burst_table(stats: WorkerStats, depths: dict[str, int]) -> str:
     """The per-queue table printed when a --burst worker exits."""
     rows = stats.snapshot()
     queues = sorted(set(rows) | set(depths))
-    header = ("queue", *OUTCOMES, "left")
+    header = (_("queue"), *(str(OUTCOME_LABELS[o]) for o in OUTCOMES), _("left"))
     body = [
         (q, *(str(rows.get(q, {}).get(o, 0)) for o in OUTCOMES), str(depths.get(q, 0)))
         for q in queues
@@ -138,10 +192,12 @@ class StatusReporter:
 
     def run_once(self, now: datetime) -> str:
         """Report once; returns the line."""
-        line = summary_line(self.stats, self.in_flight(), self.depth())
         if self.live:
+            line = summary_line(self.stats, self.in_flight(), self.depth())
             write_raw(self.stream, "\r\x1b[K" + line)  # back to the start, clear, rewrite
         else:
+            with translation.override(None):  # logs are for machines and grep: English
+                line = summary_line(self.stats, self.in_flight(), self.depth())
             logger.info("%s", line)
         return line
 

@@ -27,13 +27,15 @@ from ..consumers import ConsumerSpec, registry
 from ..models import QueueMessage
 from ..periodic import Scheduler
 from ..queues import JobHandle, queue
+from ..running import CANCELLED
 from ..sql import dialect_for, follow_up_delay
 from .acker import Acker
 from .claimer import Claimer, ClaimLoop, PausedQueues
 from .connections import ThreadConnections
 from .consumer_table import sync_consumers
 from .executor import Executor
-from .exits import EXIT_SOFTWARE, StartupRefused
+from .exits import EXIT_SOFTWARE, EXIT_STUCK, StartupRefused
+from .history_sweeper import HistorySweeper
 from .inflight import InFlight
 from .leader import Leadership
 from .lease_keeper import LeaseKeeper
@@ -41,10 +43,12 @@ from .listener import Listener
 from .maintenance import LeaderLoop, Reclaimer, Sweeper
 from .pool import ThreadPool
 from .presence import Presence
+from .process_pool import Children, ProcessExecutor, ProcessPool
 from .queue_stats import QueueStatDeltas, QueueStatWriter
 from .report import StatusReporter, Stream, burst_table
 from .service import Loop, Service
 from .stats import WorkerStats
+from .time_limits import TimeLimits
 from .units import Dispatch, worker_capacity
 from .vacuumer import Vacuumer
 
@@ -72,6 +76,14 @@ class WorkerOptions:
     using: str | None = None
     #: A file touched on every heartbeat, for liveness probes that read its age.
     health_file: str | None = None
+    #: Handler threads stuck past their time limit tolerated before the worker recycles.
+    max_stuck: int = defaults.WORKER_MAX_STUCK
+    #: Where handlers run: "thread" or "process" (docs/running-jobs.md).
+    pool: str = defaults.WORKER_POOL
+    #: Process pool: seconds between SIGTERM and SIGKILL, and a cancel's wait for a return.
+    kill_grace: float = defaults.WORKER_KILL_GRACE
+    #: Process pool: handler calls a child runs before it is replaced; None: no limit.
+    max_jobs_per_child: int | None = None
 
 
 def default_worker_id() -> str:
@@ -172,6 +184,8 @@ class Worker:
         self.wake = threading.Event()
         #: The name of the first loop that died, if one did: the worker then exits 70.
         self.died: str | None = None
+        #: Set when too many handler threads were stuck: the worker then exits 75.
+        self.recycled = False
         self._signals = 0
 
     # -- the sequence ----------------------------------------------------------------------
@@ -195,8 +209,9 @@ class Worker:
         parts.pool.start()
         for loop in parts.loops:
             loop.start()
-        logger.info("worker %s serving %s with %d threads", self.worker_id, ", ".join(names),
-                    self.options.concurrency)  # fmt: skip
+        logger.info("worker %s serving %s with %d %s", self.worker_id, ", ".join(names),
+                    self.options.concurrency,
+                    "processes" if self.options.pool == "process" else "threads")  # fmt: skip
 
         parts.claim.run()  # until a signal, the end of a burst, or a loop's death
 
@@ -231,9 +246,8 @@ class Worker:
         stats = WorkerStats()
         inflight = InFlight(changed=self.wake)
         acker = Acker(using, inflight, stats, settings.ACK_WINDOW)
-        executor = Executor({s.queue: s for s in specs}, acker, inflight, stats, using)
+        executor, pool = _executor_and_pool(options, specs, acker, inflight, stats, using)
         capacity = worker_capacity(options.concurrency, options.batch, specs)
-        pool = ThreadPool(options.concurrency, executor.run_unit)
         # The limits in force are read again once per poll interval at least, so that a
         # change (set_limits, the admin's "Set limits") applies within one.
         flow.cache.every = min(flow.REFRESH_EVERY, options.poll_interval)
@@ -250,14 +264,15 @@ class Worker:
         # direct LISTEN_DATABASE connection, never a pooled one.
         direct = settings.LISTEN_DATABASE or using
         leader_services: list[Service] = [Reclaimer(using), Sweeper(using), QueueStatWriter(using),
-                                          Vacuumer(using)]  # fmt: skip
+                                          Vacuumer(using), HistorySweeper(using)]  # fmt: skip
         if settings.PERIODIC:
             leader_services.append(Scheduler(using, clock))
         leader = LeaderLoop(Leadership(direct, self.worker_id), leader_services,
                             settings.WORKER_STALE_AFTER)  # fmt: skip
         listener = None
         if dialect_for(connections[direct]).supports_notify:
-            listener = Listener(direct, set(names), self.wake, claimer.notified)
+            cancels = (self.worker_id, lambda job_id: inflight.cancel(job_id, CANCELLED))
+            listener = Listener(direct, set(names), self.wake, claimer.notified, cancels)
         # With --burst too: a long drain reports as it goes, and ends with the table.
         reporter = StatusReporter(stats, inflight.count, lambda: _depth(using, names), self.stdout)
         keeper = LeaseKeeper(inflight, using)
@@ -266,10 +281,14 @@ class Worker:
             return Loop(service, clock, self._loop_died, **kwargs)
 
         acking = loop(acker, wake=acker.submitted, refresh=ThreadConnections().recycle)
-        loops = [acking, loop(keeper), loop(presence), loop(leader, refresh=None),
-                 loop(stat_deltas), loop(reporter)]  # fmt: skip
+        loops = [acking, loop(keeper, wake=inflight.reported), loop(presence),
+                 loop(leader, refresh=None), loop(stat_deltas), loop(reporter)]  # fmt: skip
         if listener is not None:
             loops.append(loop(listener))
+        if any(spec.timeout is not None for spec in specs):
+            limits = TimeLimits(inflight, pool, executor.settle_overrun, self._recycle,
+                                options.max_stuck)  # fmt: skip
+            loops.append(loop(limits, refresh=ThreadConnections().recycle))
         claim = ClaimLoop(claimer, acker.pending, options.burst, self.stop_claiming)
         return Parts(
             inflight=inflight, stats=stats, executor=executor, pool=pool, acker=acker,
@@ -314,9 +333,20 @@ class Worker:
 
     def _exit_status(self) -> int:
         if self.died is None:
+            if self.recycled:
+                logger.error("stopped with handler threads stuck past their time limit; "
+                             "exit status %d", EXIT_STUCK)  # fmt: skip
+                return EXIT_STUCK
             return 0
         logger.error("stopped because the %s loop died; exit status %d", self.died, EXIT_SOFTWARE)
         return EXIT_SOFTWARE
+
+    def _recycle(self, stuck: int) -> None:
+        """Too many handler threads are stuck (time_limits.py): finish the other jobs,
+        release what is held, and exit with EXIT_STUCK for a fresh process."""
+        self.recycled = True
+        self.stop_claiming.set()
+        self.wake.set()
 
     def _loop_died(self, name: str) -> None:
         """A loop's last word (worker/service.py): stop claiming and shut down."""
@@ -333,6 +363,25 @@ class Worker:
             logger.info("signal %d: finishing in-flight jobs, claiming no more", signum)
         self.stop_claiming.set()
         self.wake.set()
+
+
+def _executor_and_pool(
+    options: WorkerOptions,
+    specs: list[ConsumerSpec],
+    acker: Acker,
+    inflight: InFlight,
+    stats: WorkerStats,
+    using: str,
+) -> tuple[Executor, ThreadPool]:
+    """Where the handlers run: threads, or children of a process pool (process_pool.py)."""
+    by_queue = {s.queue: s for s in specs}
+    if options.pool == "process":
+        children = Children(using, options.kill_grace, options.max_jobs_per_child)
+        executor: Executor = ProcessExecutor(by_queue, acker, inflight, stats, using,
+                                             children=children)  # fmt: skip
+        return executor, ProcessPool(options.concurrency, executor.run_unit, children)
+    executor = Executor(by_queue, acker, inflight, stats, using)
+    return executor, ThreadPool(options.concurrency, executor.run_unit)
 
 
 def _depth(using: str, names: list[str]) -> int:
@@ -375,6 +424,10 @@ def _release(inflight: InFlight, handles: list[JobHandle]) -> int:
     `inflight` first, so a handler thread that has not begun it never will (InFlight.begin)."""
     released = 0
     for handle in handles:
+        if inflight.in_transaction(handle):
+            # Its own transaction locks the row, and a release would wait on that lock:
+            # the transaction rolls back when the process ends, and the lease lapses.
+            continue
         inflight.remove(handle)
         released += _quietly(handle.release)
     return released

@@ -14,6 +14,7 @@ import threading
 import time
 from types import FrameType
 
+from .. import defaults
 from .exits import EXIT_CONFIG
 from .runner import SUPERVISOR_STOP, WorkerOptions
 
@@ -49,6 +50,12 @@ def child_command(options: WorkerOptions, index: int, verbosity: int) -> list[st
         args += ["--max-jobs", str(options.max_jobs)]
     if options.worker_id:
         args += ["--worker-id", f"{options.worker_id}-{index}"]
+    if options.max_stuck != defaults.WORKER_MAX_STUCK:
+        args += ["--max-stuck", str(options.max_stuck)]
+    if options.pool != defaults.WORKER_POOL:
+        args += ["--pool", options.pool, "--kill-grace", str(options.kill_grace)]
+        if options.max_jobs_per_child is not None:
+            args += ["--max-jobs-per-child", str(options.max_jobs_per_child)]
     if options.burst:
         args.append("--burst")
     if options.takeover:

@@ -36,6 +36,17 @@ def positive_int(text: str) -> int:
     return number
 
 
+def non_negative_int(text: str) -> int:
+    """A whole number of 0 or more."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {number}")
+    return number
+
+
 def queue_name(text: str) -> str:
     """A valid queue name (validation.queue_name), so a typo is refused before the worker
     looks for its consumer."""

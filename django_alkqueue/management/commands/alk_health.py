@@ -3,11 +3,14 @@ problem and exit with the status of the most fundamental one (docs/operations.md
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import translation
+from django.utils.translation import gettext as _
 
 from django_alkqueue import health
 from django_alkqueue.clock import system_clock
@@ -59,7 +62,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["queues"] and options["max_age"] is None:
-            raise CommandError("--queue selects the queues of --max-age: give --max-age too")
+            raise CommandError(_("--queue selects the queues of --max-age: give --max-age too"))
         using = options["database"] or get_settings().DATABASE
         checks = health.HealthOptions(
             stale_after=get_settings().WORKER_STALE_AFTER,
@@ -68,9 +71,11 @@ class Command(BaseCommand):
             workers=tuple(options["workers"]),
             this_host=options["this_host"],
         )
-        problems = health.run_checks(using, system_clock(), checks)
-        code = health.exit_status(problems)
-        self.stdout.write(render(problems, code, options["json"]))
+        # --json is for machines: English whatever LANGUAGE_CODE, like the logs.
+        with translation.override(None) if options["json"] else contextlib.nullcontext():
+            problems = health.run_checks(using, system_clock(), checks)
+            code = health.exit_status(problems)
+            self.stdout.write(render(problems, code, options["json"]))
         if code:
             raise SystemExit(code)
 
@@ -85,5 +90,5 @@ def render(problems: list[health.Problem], code: int, as_json: bool) -> str:
             }
         )
     if not problems:
-        return "healthy"
+        return _("healthy")
     return "\n".join(p.message for p in problems)

@@ -6,6 +6,8 @@ from datetime import datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
@@ -26,16 +28,16 @@ class Command(BaseCommand):
         now = system_clock()
         ticks = PeriodicTick.objects.using(using).values_list("name", "last_tick", "paused")
         last = {name: (tick, paused) for name, tick, paused in ticks}
-        rows = [("name", "cron", "queue", "target", "last tick", "next run")]
+        rows = [(_("name"), _("cron"), _("queue"), _("target"), _("last tick"), _("next run"))]
         for s in schedules():
             previous, paused = last.get(s.name, (None, False))
             rows.append((
-                s.name, s.cron, s.queue or "(task's)", s.describe(),
+                s.name, s.cron, s.queue or _("(task's)"), s.describe(),
                 previous.isoformat(timespec="seconds") if previous else "-",
-                "paused" if paused else _next_run(s.cron, now),
+                pgettext("state", "paused") if paused else _next_run(s.cron, now),
             ))  # fmt: skip
         if len(rows) == 1:
-            self.stdout.write("no periodic schedules (ALKQUEUE['PERIODIC'] is empty)")
+            self.stdout.write(_("no periodic schedules (ALKQUEUE['PERIODIC'] is empty)"))
             return
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         for row in rows:
@@ -45,5 +47,5 @@ class Command(BaseCommand):
 def _next_run(cron: str, now: datetime) -> str:
     """The next tick, or "never" for a cron with no date (the system check reports it)."""
     if never_fires(cron):
-        return "never"
+        return _("never")
     return next_tick(cron, now).isoformat(timespec="seconds")

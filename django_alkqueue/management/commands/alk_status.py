@@ -10,56 +10,77 @@ from datetime import datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext, pgettext_lazy
 
 from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
 from django_alkqueue.flow_status import FlowFigures
+from django_alkqueue.jobs import Progress
 from django_alkqueue.status import (
     QueueRow,
+    RunningRow,
     WorkerRow,
     flow_overview,
     queue_overview,
+    running_overview,
     worker_overview,
 )
 
 from ._arguments import database_alias, positive_seconds
 
-QUEUE_COLUMNS = ("queue", "pending", "scheduled", "claimed", "dead", "oldest", "paused", "handler")
+QUEUE_COLUMNS = (
+    gettext_lazy("queue"),
+    pgettext_lazy("state", "pending"),
+    pgettext_lazy("state", "scheduled"),
+    pgettext_lazy("state", "claimed"),
+    pgettext_lazy("state", "dead"),
+    gettext_lazy("oldest"),
+    pgettext_lazy("state", "paused"),
+    gettext_lazy("handler"),
+)
 
 
 def queue_table(rows: list[QueueRow]) -> str:
     body = [
         (r.queue, str(r.pending), str(r.scheduled), str(r.claimed), str(r.dead),
-         f"{r.oldest_pending_age:.1f}s" if r.pending else "-", "yes" if r.paused else "no",
+         f"{r.oldest_pending_age:.1f}s" if r.pending else "-", _("yes") if r.paused else _("no"),
          r.handler or "-")
         for r in rows
     ]  # fmt: skip
-    return _table(QUEUE_COLUMNS, body)
+    return _table(tuple(map(str, QUEUE_COLUMNS)), body)
 
 
 def worker_table(rows: list[WorkerRow]) -> str:
     body = [
         (w.worker_id, w.hostname, str(w.pid), ",".join(w.queues),
          w.last_heartbeat_at.isoformat(timespec="seconds"),
-         "stale" if w.stale else "live", "leader" if w.is_leader else "",
+         pgettext("worker", "stale") if w.stale else pgettext("worker", "live"),
+         _("leader") if w.is_leader else "",
          str(w.jobs_processed), str(w.jobs_failed))
         for w in rows
     ]  # fmt: skip
     header = (
-        "worker",
-        "host",
-        "pid",
-        "queues",
-        "last heartbeat",
-        "state",
-        "role",
-        "done",
-        "failed",
+        _("worker"),
+        _("host"),
+        _("pid"),
+        _("queues"),
+        _("last heartbeat"),
+        pgettext("worker", "state"),
+        _("role"),
+        _("done"),
+        pgettext("outcome", "failed"),
     )
     return _table(header, body)
 
 
-FLOW_COLUMNS = ("queue", "limits (from)", "claimed/concurrency", "throttled", "busiest keys")
+FLOW_COLUMNS = (
+    gettext_lazy("queue"),
+    gettext_lazy("limits (from)"),
+    gettext_lazy("claimed/concurrency"),
+    gettext_lazy("throttled"),
+    gettext_lazy("busiest keys"),
+)
 
 
 def flow_table(flows: list[FlowFigures]) -> str:
@@ -73,7 +94,35 @@ def flow_table(flows: list[FlowFigures]) -> str:
          ", ".join(f"{k.key} {k.running}/{k.pending}" for k in f.busiest_keys) or "-")
         for f in flows
     ]  # fmt: skip
-    return _table(FLOW_COLUMNS, body)
+    return _table(tuple(map(str, FLOW_COLUMNS)), body)
+
+
+RUNNING_COLUMNS = (
+    gettext_lazy("job"),
+    gettext_lazy("queue"),
+    gettext_lazy("worker"),
+    gettext_lazy("progress"),
+    gettext_lazy("note"),
+    gettext_lazy("reported"),
+)
+
+
+def running_table(rows: list[RunningRow]) -> str:
+    """The running jobs that report progress: done/total (percent), the note, and when."""
+    body = [
+        (str(r.job_id), r.queue, r.worker_id or "-", progress_text(r.progress),
+         r.progress.note or "-", r.progress.updated_at.isoformat(timespec="seconds"))
+        for r in rows
+    ]  # fmt: skip
+    return _table(tuple(map(str, RUNNING_COLUMNS)), body)
+
+
+def progress_text(progress: Progress) -> str:
+    if progress.total is None:
+        return f"{progress.done:g}"
+    fraction = progress.fraction()
+    percent = "" if fraction is None else f" ({round(fraction * 100)}%)"
+    return f"{progress.done:g}/{progress.total:g}{percent}"
 
 
 def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
@@ -130,17 +179,21 @@ class Command(BaseCommand):
         queues = queue_overview(using, now)
         flows = flow_overview(using, now, queues)
         workers = worker_overview(using, now)
+        running = running_overview(using)
         if as_json:
             data = {
                 "queues": [
                     dataclasses.asdict(q) | {"flow": _flow_json(flows.get(q.queue))} for q in queues
                 ],
                 "workers": [dataclasses.asdict(w) for w in workers],
+                "running": [dataclasses.asdict(r) for r in running],
             }
             return json.dumps(data, default=_json_value, indent=2)
         text = queue_table(queues)
         if flows:
-            text += f"\n\nflow control\n{flow_table(list(flows.values()))}"
+            text += "\n\n" + _("flow control") + "\n" + flow_table(list(flows.values()))
+        if running:
+            text += "\n\n" + _("running") + "\n" + running_table(running)
         if not workers:  # no empty table: one line says it
-            return f"{text}\n\nno worker is registered\n"
-        return f"{text}\n\nworkers\n{worker_table(workers)}\n"
+            return text + "\n\n" + _("no worker is registered") + "\n"
+        return text + "\n\n" + _("workers") + "\n" + worker_table(workers) + "\n"

@@ -9,13 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext as _
 
 from django_alkqueue import defaults
 from django_alkqueue.worker.reload import run_with_reload
 from django_alkqueue.worker.runner import Worker, WorkerOptions
 from django_alkqueue.worker.supervisor import Supervisor
 
-from ._arguments import database_alias, positive_int, positive_seconds, queue_name, seconds
+from ._arguments import (
+    database_alias,
+    non_negative_int,
+    positive_int,
+    positive_seconds,
+    queue_name,
+    seconds,
+)  # fmt: skip
 
 
 def freeze_startup_heap() -> None:
@@ -54,7 +62,8 @@ class Command(BaseCommand):
             "--concurrency",
             type=positive_int,
             default=defaults.WORKER_CONCURRENCY,
-            help=f"handler threads per process (default {defaults.WORKER_CONCURRENCY})",
+            help="handler threads (with --pool process: children) per process "
+            f"(default {defaults.WORKER_CONCURRENCY})",
         )
         parser.add_argument(
             "--processes",
@@ -92,6 +101,34 @@ class Command(BaseCommand):
             help="exit after finishing this many jobs",
         )
         parser.add_argument(
+            "--max-stuck",
+            type=non_negative_int,
+            default=defaults.WORKER_MAX_STUCK,
+            help="handler threads stuck past their time limit tolerated; one more and the "
+            "worker exits with status 75 for its supervisor to restart it "
+            f"(default {defaults.WORKER_MAX_STUCK})",
+        )
+        parser.add_argument(
+            "--pool",
+            choices=("thread", "process"),
+            default=defaults.WORKER_POOL,
+            help="run handlers in threads, or in child processes that a time limit or a cancel "
+            f"can stop (default {defaults.WORKER_POOL})",
+        )
+        parser.add_argument(
+            "--kill-grace",
+            type=seconds,
+            default=defaults.WORKER_KILL_GRACE,
+            help="process pool: seconds between a child's SIGTERM and its SIGKILL, and a "
+            f"cancelled handler's time to return (default {defaults.WORKER_KILL_GRACE:g})",
+        )
+        parser.add_argument(
+            "--max-jobs-per-child",
+            type=positive_int,
+            default=None,
+            help="process pool: replace a child after this many handler calls (default: never)",
+        )
+        parser.add_argument(
             "--takeover",
             action="store_true",
             help="take queues whose Consumer row names another handler",
@@ -121,7 +158,8 @@ class Command(BaseCommand):
         ensure_console_handler(logger)
         health_file = options["health_file"]
         if health_file and not Path(health_file).resolve().parent.is_dir():
-            raise CommandError(f"--health-file: the directory of {health_file!r} does not exist")
+            text = _("--health-file: the directory of %(path)r does not exist")
+            raise CommandError(text % {"path": health_file})
         worker_options = WorkerOptions(
             queues=tuple(options["queues"]),
             concurrency=options["concurrency"],
@@ -134,6 +172,10 @@ class Command(BaseCommand):
             takeover=options["takeover"],
             using=options["database"],
             health_file=options["health_file"],
+            max_stuck=options["max_stuck"],
+            pool=options["pool"],
+            kill_grace=options["kill_grace"],
+            max_jobs_per_child=options["max_jobs_per_child"],
         )
         if options["processes"] > 1:
             code = Supervisor(worker_options, options["processes"], options["verbosity"]).run()
@@ -143,5 +185,7 @@ class Command(BaseCommand):
             # This process is the worker's own; the supervisor above only waits on its children.
             freeze_startup_heap()
             code = Worker(worker_options, stdout=self.stdout).run()
-            if code:  # a loop died (EXIT_SOFTWARE): the supervisor or systemd restarts us
+            # A loop died (EXIT_SOFTWARE) or threads were stuck (EXIT_STUCK): the supervisor
+            # or systemd restarts us.
+            if code:
                 raise SystemExit(code)

@@ -11,6 +11,15 @@ Importing this package imports no psycopg; its modules do (sql/__init__.py loads
 dialect only for a PostgreSQL connection).
 """
 
+import hashlib
+
 #: Channel of the wake-up NOTIFY sent by enqueues (wake_pacing.py says which); the payload is
 #: the queue name. Documented in docs/reference.md, "Other names".
 NOTIFY_CHANNEL = "alkqueue"
+
+
+def cancel_channel(worker_id: str) -> str:
+    """The channel on which `worker_id` hears that a job it runs was cancelled; the payload
+    is the job id. Hashed: a worker id may be longer than a channel name (63 bytes) and hold
+    any character. Documented in docs/reference.md, "Other names"."""
+    return "alkqueue_cancel_" + hashlib.sha256(worker_id.encode()).hexdigest()[:24]

@@ -19,9 +19,9 @@ from ..base import INSERT_FIELDS, insert_values
 
 # Each field's binary form must be its column's type (models.QueueMessage), in INSERT_FIELDS
 # order: queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention,
-# run_at, enqueued_at, expires_at, unique_key.
+# run_at, enqueued_at, expires_at, trace_context, unique_key.
 _BINARY_TYPES = ("text", "text", "int2", "int4", "int4", "float8", "float8", "float8",
-                 "timestamptz", "timestamptz", "timestamptz", "text")  # fmt: skip
+                 "timestamptz", "timestamptz", "timestamptz", "text", "text")  # fmt: skip
 assert len(_BINARY_TYPES) == len(INSERT_FIELDS)
 
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)  # no flags, no extension

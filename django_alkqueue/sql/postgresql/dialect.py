@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
@@ -14,7 +14,10 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...conf import get_settings
-from ...jobs import MAX_ATTEMPTS_EXCEEDED, Job, Stamps, make_job
+from ...error_groups import fingerprint
+from ...history import Finish
+from ...jobs import MAX_ATTEMPTS_EXCEEDED, Job, Progress, Stamps, make_job
+from ...limits import Limits
 from ...payload import decode
 from ..base import (
     KEYLESS_INSERT_FIELDS,
@@ -28,6 +31,7 @@ from ..base import (
     returned_claim,
 )
 from ..locks import POSTGRES_LOCK
+from . import cancel_channel, history, limited_claim
 from . import statements as sql
 from .copy_rows import CopyRows
 from .listen import listening
@@ -88,12 +92,28 @@ class PostgresDialect(Dialect):
             wake_sent(connection, queue, time.monotonic())
         return job_id
 
+    def prepare_history(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        return history.prepare(connection, now)
+
+    def sweep_history(self, connection: BaseDatabaseWrapper, now: datetime, batch: int) -> int:
+        return history.sweep(connection, now, batch)
+
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, %s)", [sql.NOTIFY_CHANNEL, queue])
 
-    def listen(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[Notifications]:
-        return listening(connection, sql.NOTIFY_CHANNEL)
+    def listen(
+        self,
+        connection: BaseDatabaseWrapper,
+        cancels: tuple[str, Callable[[int], object]] | None = None,
+    ) -> AbstractContextManager[Notifications]:
+        if cancels is not None:
+            cancels = (cancel_channel(cancels[0]), cancels[1])
+        return listening(connection, sql.NOTIFY_CHANNEL, cancels)
+
+    def notify_cancel(self, connection: BaseDatabaseWrapper, worker_id: str, job_id: int) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [cancel_channel(worker_id), str(job_id)])
 
     def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
         with connection.cursor() as cursor:
@@ -117,7 +137,7 @@ class PostgresDialect(Dialect):
         for (
             job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention,
             run_at, enqueued_at, expires_at, unique_key, lease_expires_at, last_error,
-            concurrency_key, dead_claimed_by, dead_claimed_at,
+            concurrency_key, trace_context, requeued_at, dead_claimed_by, dead_claimed_at,
         ) in rows:  # fmt: skip
             fields = {
                 "id": job_id, "queue": queue, "payload": decode(payload), "state": "claimed",
@@ -127,6 +147,7 @@ class PostgresDialect(Dialect):
                 "claimed_by": worker_id, "lease_expires_at": lease_expires_at,
                 "last_error": last_error, "died_at": None, "claimed_at": now, "reason": None,
                 "retention": retention, "concurrency_key": concurrency_key,
+                "trace_context": trace_context, "requeued_at": requeued_at,
             }  # fmt: skip
             if lease_expires_at is not None:
                 handed.append((make_job(fields), Claim(job_id, token)))
@@ -137,9 +158,27 @@ class PostgresDialect(Dialect):
                 dead.append(make_job(fields))
         return handed, dead
 
+    def limited_claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        worker_id: str,
+        n: int,
+        now: datetime,
+        limits: Limits,
+        clock: Callable[[], datetime] | None,
+    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
+        return limited_claim.claim(connection, queue, worker_id, n, now, limits, clock)
+
     def ack(
-        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+        self,
+        connection: BaseDatabaseWrapper,
+        claims: Sequence[Claim],
+        now: datetime,
+        finishes: Sequence[Finish | None] | None = None,
     ) -> list[Claim]:
+        if finishes is not None and any(done is not None for done in finishes):
+            return self._ack_keeping(connection, claims, now, finishes)
         done: list[Claim] = []
         for chunk in chunked(claims, self.ids_per_statement):
             ids, tokens = (
@@ -150,13 +189,40 @@ class PostgresDialect(Dialect):
             done.extend(chunk[place - 1] for (place,) in rows)
         return done
 
+    def _ack_keeping(
+        self,
+        connection: BaseDatabaseWrapper,
+        claims: Sequence[Claim],
+        now: datetime,
+        finishes: Sequence[Finish | None],
+    ) -> list[Claim]:
+        done: list[Claim] = []
+        with self.all_or_nothing(connection, len(claims)):
+            for start in range(0, len(claims), self.ids_per_statement):
+                chunk = claims[start : start + self.ids_per_statement]
+                kept = finishes[start : start + self.ids_per_statement]
+                params = [
+                    sql.bigint_array(c.id for c in chunk), sql.uuid_array(c.token for c in chunk),
+                    [None if f is None else f.keep for f in kept],
+                    [None if f is None else f.duration for f in kept],
+                    [None if f is None else f.output for f in kept],
+                    [None if f is None else f.output_error for f in kept],
+                    now, now, now,
+                ]  # fmt: skip
+                rows = fetch_all(connection, sql.ACK_KEEPING, params, generic_plan=True)
+                done.extend(chunk[place - 1] for (place,) in rows)
+        return done
+
     def ack_batch(
-        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime
-    ) -> list[int]:
+        self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
+        done: Finish | None = None,
+    ) -> list[int]:  # fmt: skip
         acked: list[int] = []
+        statement = sql.ACK_BATCH if done is None else sql.ACK_BATCH_KEEPING
+        kept: list[Any] = [] if done is None else [now, now, done.keep]
         with self.all_or_nothing(connection, len(ids)), connection.cursor() as cursor:
             for chunk in chunked(ids, self.ids_per_statement):
-                cursor.execute(sql.ACK_BATCH, [sql.bigint_array(chunk), queue, now])
+                cursor.execute(statement, [sql.bigint_array(chunk), queue, now, *kept])
                 acked.extend(row[0] for row in cursor.fetchall())
         return acked
 
@@ -189,14 +255,22 @@ class PostgresDialect(Dialect):
         connection: BaseDatabaseWrapper,
         renewals: Sequence[tuple[Claim, datetime]],
         now: datetime,
+        progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
         renewed: list[Claim] = []
         for chunk in chunked(renewals, self.ids_per_statement):
             ids = [claim.id for claim, _ in chunk]
             tokens = [claim.token for claim, _ in chunk]
             expiries = [expires for _, expires in chunk]
-            params = [ids, tokens, expiries, ids, now]
-            rows = fetch_all(connection, sql.HEARTBEAT, params, generic_plan=True)
+            if progress:
+                reports = [progress.get(claim) for claim, _ in chunk]
+                texts = [None if p is None else p.stored() for p in reports]
+                times = [None if p is None else p.updated_at for p in reports]
+                params = [ids, tokens, expiries, texts, times, ids, now]
+                statement = sql.HEARTBEAT_WITH_PROGRESS
+            else:
+                params, statement = [ids, tokens, expiries, ids, now], sql.HEARTBEAT
+            rows = fetch_all(connection, statement, params, generic_plan=True)
             renewed.extend(returned_claim(row) for row in rows)
         return renewed
 
@@ -242,5 +316,5 @@ class PostgresDialect(Dialect):
         error: str,
     ) -> list[Row]:
         with connection.cursor() as cursor:
-            cursor.execute(statement, [*params, now, reason, error])
+            cursor.execute(statement, [*params, now, reason, error, fingerprint(error)])
             return list(cursor.fetchall())

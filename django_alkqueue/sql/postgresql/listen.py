@@ -16,20 +16,33 @@ T = TypeVar("T")
 
 
 @contextmanager
-def listening(connection: BaseDatabaseWrapper, channel: str) -> Iterator[Notifications]:
+def listening(
+    connection: BaseDatabaseWrapper,
+    channel: str,
+    cancels: tuple[str, Callable[[int], object]] | None = None,
+) -> Iterator[Notifications]:
     """A new session with `connection`'s settings, LISTENing on `channel`; yields a function
     that waits up to `timeout` seconds and returns the payloads (queue names) as soon as
     some came: the packet that brings the first one, not everything until the timeout.
+    With `cancels` (a worker's cancel channel and a callback) it LISTENs there too, and
+    passes each job id cancelled to the callback as it comes.
     Not Django's connection: a LISTEN lasts the session, which Django may close or pool."""
     conn = _django_errors(lambda: connection.get_new_connection(connection.get_connection_params()))
     try:
         conn.autocommit = True
         _django_errors(lambda: conn.execute(f"LISTEN {channel}"))
+        if cancels is not None:
+            _django_errors(lambda: conn.execute(f"LISTEN {cancels[0]}"))
 
         def wait(timeout: float) -> list[str]:
-            return _django_errors(
-                lambda: [notify.payload for notify in conn.notifies(timeout=timeout, stop_after=1)]
-            )
+            notices = _django_errors(lambda: list(conn.notifies(timeout=timeout, stop_after=1)))
+            woken = []
+            for notice in notices:
+                if notice.channel == channel:
+                    woken.append(notice.payload)
+                elif cancels is not None and notice.payload.isdigit():
+                    cancels[1](int(notice.payload))
+            return woken
 
         yield wait
     finally:

@@ -4,13 +4,14 @@ Django's psycopg backend binds parameters on the client (`ClientCursor`) and kee
 from preparing statements, so the server parses and plans each call anew; for the claim,
 planning costs more than running it. So the hot statements run on a `psycopg.RawCursor`
 over Django's own connection (`connection.connection`), with server-side binding and
-`execute(prepare=True)`. One such cursor is kept per psycopg connection: a new cursor looks
-its parameter dumpers up again. A raw cursor takes PostgreSQL's own `$1` placeholders, so
-psycopg does not parse the statement's text on every call; the statements are written once,
-with Django's `%s` and `%(name)s` (which its own cursor, below, still runs), and numbered
-here once per statement (`raw_statement`). They share Django's session and transaction, so
-`transaction.atomic()` and rollbacks apply exactly as to `connection.cursor()`, and psycopg's
-errors are raised as Django's database exceptions.
+`execute(prepare=True)`. One such cursor is kept per psycopg connection and statement: a
+psycopg cursor looks its parameter dumpers and result loaders up again whenever it runs
+another statement than its last one, as a new cursor does. A raw cursor takes PostgreSQL's
+own `$1` placeholders, so psycopg does not parse the statement's text on every call; the
+statements are written once, with Django's `%s` and `%(name)s` (which its own cursor, below,
+still runs), and numbered here once per statement (`raw_statement`). They share Django's
+session and transaction, so `transaction.atomic()` and rollbacks apply exactly as to
+`connection.cursor()`, and psycopg's errors are raised as Django's database exceptions.
 
 Django's checks apply as to its own queries. `ensure_connection()` opens the connection and
 refuses a call from inside an event loop, every time; the rest (the health check that
@@ -100,13 +101,15 @@ def fetch_all(
         with connection.cursor() as django_cursor:
             django_cursor.execute(sql, params)
             return list(django_cursor.fetchall())
-    cursor = _kept_cursor(conn, connection.timezone)
     sql, params = _numbered(sql, params)
+    zone = connection.timezone
+    cursor = _kept_cursor(conn, zone, sql)
+    plan = _kept_cursor(conn, zone, _GENERIC_PLAN) if generic_plan else None
     try:
         if not _may_prepare(connection, conn):
             return _unprepared(cursor, sql, params)
         try:
-            return _prepared(conn, cursor, sql, params, generic_plan)
+            return _prepared(conn, cursor, sql, params, plan)
         except psycopg.Error as exc:
             # Inside the caller's transaction the refusal has aborted it: nothing to rerun.
             if not (conn.autocommit and _lost_prepared_statement(exc)):
@@ -191,11 +194,12 @@ def _prepared(
     cursor: psycopg.RawCursor[tuple[Any, ...]],
     sql: str,
     params: Sequence[Any],
-    generic_plan: bool,
+    plan: psycopg.RawCursor[tuple[Any, ...]] | None,
 ) -> Rows:
-    if generic_plan and conn.autocommit and psycopg.Pipeline.is_supported():
+    """`plan`: the cursor that asks for the generic plan first, if the statement wants it."""
+    if plan is not None and conn.autocommit and psycopg.Pipeline.is_supported():
         with conn.pipeline():
-            cursor.execute(_GENERIC_PLAN, prepare=True)
+            plan.execute(_GENERIC_PLAN, prepare=True)
             cursor.execute(sql, params, prepare=True)
     else:
         cursor.execute(sql, params, prepare=True)
@@ -261,26 +265,29 @@ def _stop_preparing(conn: psycopg.Connection[Any], exc: Exception) -> None:
     logger.warning(LOST_STATEMENT_WARNING, str(exc).strip())
 
 
-#: Each psycopg connection's kept cursor and the time zone it reads timestamps in; an entry
-#: goes with its connection when Django closes or replaces it. Django gives each thread its
-#: own connection, so a cursor is never shared between threads.
+#: Each psycopg connection's kept cursors, one per statement, and the time zone they read
+#: timestamps in; an entry goes with its connection when Django closes or replaces it. Django
+#: gives each thread its own connection, so a cursor is never shared between threads.
 _KEPT: weakref.WeakKeyDictionary[
-    psycopg.Connection[Any], tuple[psycopg.RawCursor[tuple[Any, ...]], datetime.tzinfo | None]
+    psycopg.Connection[Any],
+    tuple[dict[str, psycopg.RawCursor[tuple[Any, ...]]], datetime.tzinfo | None],
 ] = weakref.WeakKeyDictionary()
 
 
 def _kept_cursor(
-    conn: psycopg.Connection[Any], zone: datetime.tzinfo | None
+    conn: psycopg.Connection[Any], zone: datetime.tzinfo | None, sql: str
 ) -> psycopg.RawCursor[tuple[Any, ...]]:
-    """The raw cursor of this psycopg connection, made once and reused. `zone` is Django's
-    time zone for the connection (None: naive datetimes); a cursor made for another one
-    (USE_TZ changed, as tests do) is replaced, as Django's own cursors follow it."""
+    """The raw cursor of this psycopg connection for the statement `sql`, made once and
+    reused. `zone` is Django's time zone for the connection (None: naive datetimes); cursors
+    made for another one (USE_TZ changed, as tests do) are replaced, as Django's own cursors
+    follow it."""
     kept = _KEPT.get(conn)
-    if kept is not None and not kept[0].closed and kept[1] is zone:
-        return kept[0]
-    cursor: psycopg.RawCursor[tuple[Any, ...]] = psycopg.RawCursor(conn)
-    _read_timestamps_in(zone, cursor)
-    _KEPT[conn] = (cursor, zone)
+    if kept is None or kept[1] is not zone:
+        kept = _KEPT[conn] = ({}, zone)
+    cursor = kept[0].get(sql)
+    if cursor is None or cursor.closed:
+        cursor = kept[0][sql] = psycopg.RawCursor(conn)
+        _read_timestamps_in(zone, cursor)
     return cursor
 
 

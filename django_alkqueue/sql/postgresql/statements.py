@@ -12,26 +12,27 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from ...error_groups import fingerprint
 from ...jobs import MAX_ATTEMPTS_EXCEEDED
-from ...models import DEAD_LETTER_TABLE, MESSAGE_TABLE
-from ..base import BURIED_FIELDS, INSERT_FIELDS, KEYLESS_INSERT_FIELDS
+from ...models import DEAD_LETTER_TABLE, FINISHED_TABLE, MESSAGE_TABLE
+from ..base import BURIED_FIELDS, INSERT_FIELDS, KEPT_FIELDS, KEYLESS_INSERT_FIELDS
 from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 
 _DEAD_AS_ROW = (
     "job_id, queue, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
     "run_at, enqueued_at, expires_at, unique_key, NULL::uuid, claimed_by, claimed_at, "
-    "NULL::timestamptz, last_error, died_at, reason, concurrency_key"
+    "NULL::timestamptz, last_error, died_at, reason, concurrency_key, trace_context, requeued_at"
 )
 _BURIED = ", ".join(BURIED_FIELDS)
 _CLAIMED_AS_ROW = (
     "m.id, m.payload, m.priority, m.attempts, m.max_attempts, m.backoff_base, m.lease, "
     "m.retention, m.run_at, m.enqueued_at, m.expires_at, m.unique_key, m.lease_expires_at, "
-    "m.last_error, m.concurrency_key"
+    "m.last_error, m.concurrency_key, m.trace_context, m.requeued_at"
 )
 _DEAD_AS_CLAIMED = (
     "job_id, payload, priority, attempts, max_attempts, backoff_base, lease, retention, "
     "run_at, enqueued_at, expires_at, unique_key, NULL::timestamptz, last_error, "
-    "concurrency_key, claimed_by, claimed_at"
+    "concurrency_key, trace_context, requeued_at, claimed_by, claimed_at"
 )
 
 
@@ -135,8 +136,10 @@ WITH due AS (
     WHERE m.id = lapsed.id AND lapsed.exhausted
     RETURNING m.*
 ), dead AS (
-    INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
-    SELECT id, {_BURIED}, %(now)s, %(reason)s::text, %(reason)s::text FROM buried
+    INSERT INTO {DEAD_LETTER_TABLE}
+        (job_id, {_BURIED}, died_at, reason, last_error, error_fingerprint)
+    SELECT id, {_BURIED}, %(now)s, %(reason)s::text, %(reason)s::text, %(fingerprint)s::text
+    FROM buried
     RETURNING {_DEAD_AS_CLAIMED}
 )
 SELECT *, NULL::varchar, NULL::timestamptz FROM claimed
@@ -153,7 +156,12 @@ def claim_params(
     the claim's: a fencing token only has to differ between two claims of one job, and a
     job is handed out at most once by one claim."""
     return {"queue": queue, "now": now, "n": n, "worker": worker_id, "token": token,
-            "reason": MAX_ATTEMPTS_EXCEEDED}  # fmt: skip
+            "reason": MAX_ATTEMPTS_EXCEEDED, "fingerprint": EXHAUSTED_FINGERPRINT}  # fmt: skip
+
+
+#: The error group of a job whose lease lapsed with no attempt left (its error text is the
+#: reason alone).
+EXHAUSTED_FINGERPRINT = fingerprint(MAX_ATTEMPTS_EXCEEDED)
 
 
 # The ack's arrays go out as array literals made in one join: psycopg's list dumper runs in
@@ -177,12 +185,50 @@ WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
 RETURNING c.place
 """
 
+# The ack of a batch holding jobs of queues that keep history: the same DELETE, and the rows
+# it deleted with a keep (NULL: not kept) written to the history in the same statement, so
+# in the same transaction. Each claim's place also picks its keep, duration and output. The
+# insert goes to the finished day's partition, or to the default one (migration 0002).
+ACK_KEEPING = f"""
+WITH acked AS (
+    DELETE FROM {MESSAGE_TABLE} m
+    USING unnest(%s::bigint[], %s::uuid[], %s::float8[], %s::float8[], %s::text[], %s::text[])
+        WITH ORDINALITY AS c(id, token, keep, duration, output, output_error, place)
+    WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
+    RETURNING c.place, c.keep, c.duration, c.output, c.output_error, m.*
+), kept AS (
+    INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
+    SELECT id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
+        unique_key, concurrency_key, last_error, enqueued_at, claimed_at, %s, duration,
+        claimed_by, 'succeeded', output, output_error, %s + make_interval(secs => keep)
+    FROM acked WHERE keep IS NOT NULL
+)
+SELECT place FROM acked
+"""
+
 # ack_batch: by id, whoever holds the claim, as long as its lease is live.
 ACK_BATCH = f"""
 DELETE FROM {MESSAGE_TABLE}
 WHERE id = ANY(%s::bigint[]) AND queue = %s AND claim_token IS NOT NULL
   AND lease_expires_at > %s
 RETURNING id
+"""
+
+# The same for a queue that keeps history: each acked row is also kept, without output.
+ACK_BATCH_KEEPING = f"""
+WITH acked AS (
+    DELETE FROM {MESSAGE_TABLE}
+    WHERE id = ANY(%s::bigint[]) AND queue = %s AND claim_token IS NOT NULL
+      AND lease_expires_at > %s
+    RETURNING *
+), kept AS (
+    INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
+    SELECT id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
+        unique_key, concurrency_key, last_error, enqueued_at, claimed_at, %s, NULL,
+        claimed_by, 'succeeded', NULL, NULL, %s + make_interval(secs => %s)
+    FROM acked
+)
+SELECT id FROM acked
 """
 
 # A retry keeps the attempt counted; a release (graceful shutdown) refunds it.
@@ -210,13 +256,31 @@ WHERE m.id = c.id AND m.id IN (
 RETURNING m.id, m.claim_token
 """
 
-# Live rows to the dead letters in one statement. Each use names its rows' index.
+# The same, writing running jobs' progress as well (docs/running-jobs.md): a NULL progress_at
+# in the arrays leaves that row's progress as it was. Used only on ticks with progress to
+# write, so the plain renewal keeps its three arrays.
+HEARTBEAT_WITH_PROGRESS = f"""
+UPDATE {MESSAGE_TABLE} m SET lease_expires_at = c.expires,
+    progress = CASE WHEN c.progress_at IS NULL THEN m.progress ELSE c.progress END,
+    progress_at = COALESCE(c.progress_at, m.progress_at)
+FROM unnest(%s::bigint[], %s::uuid[], %s::timestamptz[], %s::text[], %s::timestamptz[])
+    AS c(id, token, expires, progress, progress_at)
+WHERE m.id = c.id AND m.id IN (
+    SELECT id FROM {MESSAGE_TABLE}
+    WHERE id = ANY(%s::bigint[]) AND claim_token IS NOT NULL AND lease_expires_at > %s
+    FOR NO KEY UPDATE SKIP LOCKED
+) AND m.claim_token = c.token
+RETURNING m.id, m.claim_token
+"""
+
+# Live rows to the dead letters in one statement, with the error text's group
+# (error_groups.py). Each use names its rows' index.
 _BURY = f"""
 WITH buried AS (
     DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING *
 )
-INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error)
-SELECT id, {_BURIED}, %s, %s, %s FROM buried
+INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error, error_fingerprint)
+SELECT id, {_BURIED}, %s, %s, %s, %s FROM buried
 RETURNING {_DEAD_AS_ROW}
 """
 # fail: one validly claimed job (alkqueue_message_pkey).

@@ -1,0 +1,44 @@
+"""The leader's history sweep: kept jobs past their delete_after go, and on PostgreSQL the
+coming days' partitions are made ahead (docs/running-jobs.md, "Kept history and recorded
+output")."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import NamedTuple
+
+from .. import operations
+from ..conf import get_settings
+
+logger = logging.getLogger("django_alkqueue")
+
+#: Rows one delete statement removes: each batch is its own short transaction.
+BATCH = 5_000
+
+
+class HistorySweep(NamedTuple):
+    partitions_created: int
+    deleted: int
+
+
+class HistorySweeper:
+    """Each tick: make the history's room ahead (PostgreSQL's day partitions), then delete
+    what is past its keep (PostgreSQL drops whole day partitions where it can)."""
+
+    name = "history"
+
+    def __init__(self, using: str, batch: int = BATCH) -> None:
+        self.using = using
+        self.batch = batch
+
+    @property
+    def interval(self) -> float:
+        return get_settings().SWEEP_INTERVAL
+
+    def run_once(self, now: datetime) -> HistorySweep:
+        created = operations.prepare_history(self.using, now)
+        deleted = operations.sweep_history(self.using, now, self.batch)
+        if deleted:
+            logger.info("history sweep: deleted %d kept jobs past their keep", deleted)
+        return HistorySweep(created, deleted)
