@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils.translation import pgettext_lazy
 
 from . import limits as flow
 from .limits import Limits, LimitsInForce, Rate
@@ -19,6 +20,19 @@ from .models import ClaimLedger, QueueMessage
 BUSIEST_KEYS = 20
 #: The ledger's key for the queue's own rate count (a concurrency key is never empty).
 QUEUE_WIDE = ""
+
+
+#: Where a limit comes from, as the pages and alk_status show it; JSON keeps the stored word.
+SOURCE_LABELS = {
+    flow.CODE: pgettext_lazy("limit source", "code"),
+    flow.SETTINGS: pgettext_lazy("limit source", "settings"),
+    flow.OVERRIDE: pgettext_lazy("limit source", "override"),
+}
+
+
+def source_label(source: str | None) -> str:
+    """A limit's source in the active language ("-" for none)."""
+    return "-" if source is None else str(SOURCE_LABELS.get(source, source))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +60,11 @@ class FlowFigures:
 
     @property
     def table(self) -> list[tuple[str, str | None, str | None]]:
-        """(limit, value as text or None, where it comes from or None) for each limit."""
-        return [(name, value, self.sources.get(name)) for name, value in self.limits.items()]
+        """(limit, value as text or None, where it comes from in words or None) for each."""
+        return [
+            (name, value, source_label(self.sources[name]) if name in self.sources else None)
+            for name, value in self.limits.items()
+        ]
 
 
 #: The limits in force from a Consumer row's two columns already read (no query).

@@ -3,8 +3,9 @@ problems it found, each problem carries the exit status documented for its kind.
 
 The database and its migrations are checked first: while either fails, the other checks
 could only report the same outage again, so they are left out. Every check is a read of an
-index or of the Worker table, which holds one row per worker process, so a probe every few
-seconds costs nothing.
+index, of the Worker table (one row per worker process) or of the leader's last readings
+(a few QueueStat minutes), so a probe every few seconds costs nothing, with 1,000 queues
+and 1M live jobs too (docs/benchmarks.md, "The scrape and alk_health").
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from datetime import datetime
 
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from .models import Consumer, Worker
-from .status import oldest_pending_ages
+from .status import latest_readings, oldest_pending_ages
 
 # The exit statuses, one per kind of problem; 1 and 2 stay Django's (an error, bad usage).
 HEALTHY = 0
@@ -104,7 +107,8 @@ def database_problem(using: str) -> Problem | None:
         return Problem(
             "database",
             DATABASE_UNREACHABLE,
-            f"database {using!r} unreachable: {type(exc).__name__}: {first_line}",
+            _("database %(using)r unreachable: %(error)s: %(detail)s")
+            % {"using": using, "error": type(exc).__name__, "detail": first_line},
         )
     return None
 
@@ -117,10 +121,18 @@ def migration_problem(using: str) -> Problem | None:
         return None
     names = [f"{m.app_label}.{m.name}" for m, _ in plan]
     shown = ", ".join(names[:MIGRATIONS_SHOWN])
-    more = f" and {len(names) - MIGRATIONS_SHOWN} more" if len(names) > MIGRATIONS_SHOWN else ""
-    noun = "migration" if len(names) == 1 else "migrations"
+    more = ""
+    if len(names) > MIGRATIONS_SHOWN:
+        more = _(" and %(n)d more") % {"n": len(names) - MIGRATIONS_SHOWN}
+    text = ngettext(
+        "%(n)d unapplied migration: %(names)s%(more)s",
+        "%(n)d unapplied migrations: %(names)s%(more)s",
+        len(names),
+    )
     return Problem(
-        "migrations", MIGRATIONS_UNAPPLIED, f"{len(names)} unapplied {noun}: {shown}{more}"
+        "migrations",
+        MIGRATIONS_UNAPPLIED,
+        text % {"n": len(names), "names": shown, "more": more},
     )
 
 
@@ -132,7 +144,7 @@ def leader_problems(using: str, now: datetime, stale_after: float) -> list[Probl
         Problem(
             "leader",
             NO_LEADER,
-            "no live leader: no worker is running reclaim, sweep and the periodic schedules",
+            _("no live leader: no worker is running reclaim, sweep and the periodic schedules"),
         )
     ]
 
@@ -141,8 +153,10 @@ def queue_problems(
     using: str, now: datetime, max_age: float, queues: Collection[str] = ()
 ) -> list[Problem]:
     """Queues whose oldest pending job has waited more than `max_age` seconds past its run_at.
-    Paused queues are left out: their jobs wait on purpose."""
-    ages = oldest_pending_ages(using, now, queues or None)
+    Paused queues are left out: their jobs wait on purpose. Only the queues that may be
+    behind (behind_suspects) are probed, so the check stays a few index probes with 1,000
+    queues."""
+    ages = oldest_pending_ages(using, now, behind_suspects(using, now, max_age, queues))
     paused = set(
         Consumer.objects.using(using)
         .filter(paused=True, queue__in=list(ages))
@@ -152,13 +166,36 @@ def queue_problems(
         Problem(
             "queue",
             QUEUE_BEHIND,
-            f"queue {name!r}: oldest pending job waiting "
-            f"{_seconds(age)} (more than {_seconds(max_age)})",
+            _("queue %(name)r: oldest pending job waiting %(age)s (more than %(max)s)")
+            % {"name": name, "age": _seconds(age), "max": _seconds(max_age)},
             name,
         )
         for name, age in sorted(ages.items())
         if age > max_age and name not in paused
     ]
+
+
+def behind_suspects(
+    using: str, now: datetime, max_age: float, queues: Collection[str] = ()
+) -> Collection[str] | None:
+    """The queues (of `queues`, or all) whose oldest pending job may have waited more than
+    `max_age` now, from the leader's last readings (status.latest_readings): its age then
+    plus the time since, or the time since for a queue it read no due job in. A queue named
+    in `queues` that the leader has not read is a suspect; None (every queue) when there is
+    no recent reading at all (no live leader: that check reports it)."""
+    readings = latest_readings(using, now)
+    if not readings:
+        return list(queues) or None
+    suspects = []
+    for name in queues or readings:
+        reading = readings.get(name)
+        if reading is None:
+            suspects.append(name)
+            continue
+        since = max((now - reading.read_at).total_seconds(), 0.0)
+        if reading.oldest_pending_age() + since > max_age:
+            suspects.append(name)
+    return suspects
 
 
 def worker_problems(
@@ -175,7 +212,12 @@ def worker_problems(
         beat = beats.get(worker_id)
         if beat is None:
             problems.append(
-                Problem("worker", WORKER_STALE, f"worker {worker_id!r}: not registered", worker_id)
+                Problem(
+                    "worker",
+                    WORKER_STALE,
+                    _("worker %(id)r: not registered") % {"id": worker_id},
+                    worker_id,
+                )
             )
         elif (now - beat).total_seconds() > stale_after:
             problems.append(_stale(worker_id, now, beat, stale_after))
@@ -198,7 +240,8 @@ def host_problems(
     )
     live = [w for w, _, beat in rows if (now - beat).total_seconds() <= stale_after]
     if not live:
-        return [Problem("worker", WORKER_STALE, f"no live worker on host {hostname!r}", hostname)]
+        text = _("no live worker on host %(host)r") % {"host": hostname}
+        return [Problem("worker", WORKER_STALE, text, hostname)]
     return [
         _stale(worker_id, now, beat, stale_after)
         for worker_id, pid, beat in rows
@@ -211,13 +254,14 @@ def _stale(worker_id: str, now: datetime, beat: datetime, stale_after: float) ->
     return Problem(
         "worker",
         WORKER_STALE,
-        f"worker {worker_id!r}: last heartbeat {age} ago (stale after {_seconds(stale_after)})",
+        _("worker %(id)r: last heartbeat %(age)s ago (stale after %(after)s)")
+        % {"id": worker_id, "age": age, "after": _seconds(stale_after)},
         worker_id,
     )
 
 
 def _seconds(value: float) -> str:
-    return f"{value:.0f} s"
+    return _("%(seconds).0f s") % {"seconds": value}
 
 
 def pid_exists(pid: int) -> bool:

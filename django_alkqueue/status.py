@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, Min, Q, Sum
-from django.db.models.functions import Substr
+from django.db.models import Count, Max, Min, Q, Subquery, Sum
 from django.utils.dateparse import parse_datetime
+from django.utils.http import urlencode
 
-from . import flow_status
+from . import error_groups, flow_status, timings
 from .conf import get_settings
 from .consumers import registry
 from .flow_status import FlowFigures, in_force
+from .jobs import Progress, stored_progress
 from .models import (
     CONSUMER_TABLE,
     DEAD_LETTER_TABLE,
@@ -185,6 +185,39 @@ def worker_overview(using: str, now: datetime) -> list[WorkerRow]:
     ]
 
 
+@dataclasses.dataclass(frozen=True)
+class RunningRow:
+    """A claimed job whose handler reported progress (job.progress())."""
+
+    job_id: int
+    queue: str
+    worker_id: str | None
+    claimed_at: datetime | None
+    progress: Progress
+
+
+#: The most running jobs alk_status lists.
+RUNNING_SHOWN = 20
+
+
+def running_overview(using: str, limit: int = RUNNING_SHOWN) -> list[RunningRow]:
+    """The running jobs with progress, the latest reports first; claimed rows only
+    (alkqueue_lease_idx holds them)."""
+    rows = (
+        QueueMessage.objects.using(using)
+        .claimed()
+        .filter(progress_at__isnull=False)
+        .order_by("-progress_at")
+        .values_list("id", "queue", "claimed_by", "claimed_at", "progress", "progress_at")
+    )
+    running = []
+    for job_id, queue, worker_id, claimed_at, stored, at in rows[:limit]:
+        progress = stored_progress(stored, at)
+        if progress is not None:
+            running.append(RunningRow(job_id, queue, worker_id, claimed_at, progress))
+    return running
+
+
 # -- figures over the QueueStat minutes (the admin overview and its charts) -------------------
 
 
@@ -243,6 +276,17 @@ class StatPoint:
     finished: int
     failed: int
     dead_lettered: int
+    pending: int = 0
+    scheduled: int = 0
+    claimed: int = 0
+    #: The wait and run histograms (timings.py: BOUNDS and RUN_BOUNDS bins, the run's from
+    #: the handler duration columns that /metrics/ reads too); empty when not read.
+    wait: tuple[int, ...] = ()
+    run: tuple[int, ...] = ()
+
+
+_POINT_FIELDS = ("queue", "minute", "pending", "scheduled", "claimed", "finished", "failed",
+                 "dead_lettered", *timings.WAIT_FIELDS, *timings.RUN_FIELDS)  # fmt: skip
 
 
 def history(
@@ -251,60 +295,144 @@ def history(
     hours: float = 24,
     queue: str | None = None,
     queues: Collection[str] | None = None,
+    with_times: bool = False,
 ) -> dict[str, list[StatPoint]]:
     """Per queue (`queue` alone, or those in `queues`), its QueueStat minutes of the last
-    `hours`, oldest first (index on minute)."""
+    `hours`, oldest first (index on minute); `with_times` reads the wait and run
+    histograms too."""
     stats = QueueStat.objects.using(using).filter(minute__gt=now - timedelta(hours=hours))
     if queue is not None:
         stats = stats.filter(queue=queue)
     if queues is not None:
         stats = stats.filter(queue__in=list(queues))
     series: dict[str, list[StatPoint]] = {}
-    for name, minute, pending, scheduled, claimed, finished, failed, dead in stats.order_by(
-        "queue", "minute"
-    ).values_list(
-        "queue", "minute", "pending", "scheduled", "claimed", "finished", "failed", "dead_lettered"
-    ):
-        point = StatPoint(minute, pending + scheduled + claimed, finished, failed, dead)
+    bins = timings.BINS
+    fields = _POINT_FIELDS if with_times else _POINT_FIELDS[:8]
+    for row in stats.order_by("queue", "minute").values_list(*fields):
+        name, minute, pending, scheduled, claimed, finished, failed, dead = row[:8]
+        runs = row[8 + bins :]
+        point = StatPoint(
+            minute, pending + scheduled + claimed, finished, failed, dead, pending, scheduled,
+            claimed, tuple(row[8 : 8 + bins]),
+            timings.run_bins(runs[0], runs[1:]) if runs else (),
+        )  # fmt: skip
         series.setdefault(name, []).append(point)
     return series
 
 
-# -- the dead letters of one queue --------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """The leader's last reading of one queue (QueueStatWriter, every 30 s): its state counts
+    and the run_at of its oldest due job then."""
 
-#: Dead letters read to group a queue's errors: its most recent ones (index (queue, died_at)).
-ERROR_SAMPLE = 1000
+    queue: str
+    read_at: datetime
+    pending: int
+    scheduled: int
+    claimed: int
+    dead: int
+    oldest_pending_at: datetime | None
+
+    def oldest_pending_age(self) -> float:
+        """Seconds the oldest due job had waited past its run_at when read; 0 when none."""
+        if self.oldest_pending_at is None:
+            return 0.0
+        return max((self.read_at - self.oldest_pending_at).total_seconds(), 0.0)
+
+
+#: How far back a reading is looked for: the leader reads every queue twice a minute.
+READINGS_WITHIN = timedelta(minutes=2)
+
+
+def latest_readings(using: str, now: datetime) -> dict[str, Reading]:
+    """Per queue, the leader's newest reading: the rows of the newest minute of the last
+    READINGS_WITHIN that has one (the leader writes every queue's reading in one
+    transaction), so as many rows as queues, found over alkqueue_stat_minute_idx whatever
+    the size of the live table. Empty when no leader has read the queues lately."""
+    read = QueueStat.objects.using(using).filter(read_at__isnull=False)
+    newest = read.filter(minute__gte=minute_of(now) - READINGS_WITHIN).order_by("-minute")
+    rows = read.filter(minute=Subquery(newest.values("minute")[:1])).values_list(
+        "queue", "read_at", "pending", "scheduled", "claimed", "dead", "oldest_pending_at"
+    )
+    return {
+        name: Reading(name, read_at, pending, scheduled, claimed, dead, oldest)
+        for name, read_at, pending, scheduled, claimed, dead, oldest in rows
+        if read_at is not None
+    }
+
+
+# -- error groups --------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
 class ErrorGroup:
-    headline: str  # the first line of the error: "ExceptionClass: message"
+    """Dead letters with one error fingerprint (error_groups.py)."""
+
+    fingerprint: str
+    #: "ExceptionClass: message" with the message's variable parts as placeholders.
+    title: str
+    #: The application frame that raised ("shop/emails.py in send"), "" when unknown.
+    frame: str
+    #: The reason of the group's latest dead letter.
     reason: str
     count: int
+    first_seen: datetime
     last_seen: datetime
+    #: The queues holding the group's dead letters, most dead letters first.
+    queues: list[str]
+    #: The queue the group was counted in; None: every queue.
+    scope: str | None = None
+
+    @property
+    def group_query(self) -> str:
+        """The dead letter changelist's query that selects exactly the group's letters."""
+        scope = {} if self.scope is None else {"queue": self.scope}
+        return urlencode({**scope, "error": self.fingerprint})
 
 
-def frequent_errors(using: str, queue: str, limit: int = 10) -> tuple[list[ErrorGroup], int]:
-    """The most frequent first lines of error among the queue's latest ERROR_SAMPLE dead
-    letters, with counts; and how many dead letters were read."""
-    rows = list(
-        DeadLetter.objects.using(using)
-        .filter(queue=queue)
-        .order_by("-died_at")
-        .annotate(head=Substr("last_error", 1, 300))
-        .values_list("head", "reason", "died_at")[:ERROR_SAMPLE]
+def frequent_errors(using: str, queue: str | None = None, limit: int = 10) -> list[ErrorGroup]:
+    """The `limit` largest error groups among the dead letters of `queue` (or of every
+    queue), largest first. One GROUP BY over alkqueue_dead_error_idx (queue,
+    error_fingerprint, died_at), whose rows are (queue, group) pairs, then one index probe
+    per group shown for its latest dead letter, whose error text names the group."""
+    dead = DeadLetter.objects.using(using).filter(error_fingerprint__isnull=False)
+    if queue is not None:
+        dead = dead.filter(queue=queue)
+    pairs = (
+        dead.values_list("error_fingerprint", "queue")
+        .annotate(n=Count("*"), first=Min("died_at"), last=Max("died_at"))
+        .order_by()
     )
-    counts: Counter[tuple[str, str]] = Counter()
-    last_seen: dict[tuple[str, str], datetime] = {}
-    for head, reason, died_at in rows:
-        key = ((head or reason).split("\n", 1)[0].strip(), reason)
-        counts[key] += 1
-        last_seen.setdefault(key, died_at)
-    groups = [
-        ErrorGroup(headline, reason, n, last_seen[(headline, reason)])
-        for (headline, reason), n in counts.most_common(limit)
-    ]
-    return groups, len(rows)
+    merged: dict[str, list[tuple[int, str, datetime, datetime]]] = {}
+    for print_, name, n, first, last in pairs:
+        merged.setdefault(print_, []).append((n, name, first, last))
+    largest = sorted(merged.items(), key=lambda item: -sum(n for n, *_ in item[1]))[:limit]
+    return [_error_group(using, print_, parts, queue) for print_, parts in largest]
+
+
+def _error_group(
+    using: str, print_: str, parts: list[tuple[int, str, datetime, datetime]], scope: str | None
+) -> ErrorGroup:
+    latest_queue = max(parts, key=lambda part: part[3])[1]
+    text, reason = (
+        DeadLetter.objects.using(using)
+        .filter(queue=latest_queue, error_fingerprint=print_)
+        .order_by("-died_at")
+        .values_list("last_error", "reason")
+        .first()
+    ) or ("", "")
+    found = error_groups.signature(text or reason)
+    return ErrorGroup(
+        fingerprint=print_,
+        title=found.title,
+        frame=found.frame,
+        reason=reason,
+        count=sum(n for n, *_ in parts),
+        first_seen=min(first for _, _, first, _ in parts),
+        last_seen=max(last for *_, last in parts),
+        queues=[name for _, name, *_ in sorted(parts, key=lambda part: (-part[0], part[1]))],
+        scope=scope,
+    )
 
 
 # -- queue names, cheaply --------------------------------------------------------------------

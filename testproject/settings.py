@@ -17,7 +17,7 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "django_alkqueue.admin_site.AdminConfig",  # the Queue overview first (docs/admin.md)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -34,6 +34,8 @@ if os.environ.get("ALKQUEUE_DEMO"):  # make demo: the shop's queues only, not th
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin in the browser's language (Accept-Language), German included (docs/admin.md).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -107,6 +109,10 @@ if os.environ.get("ALKQUEUE_BAD_CRON"):  # used by the test of the periodic syst
     ALKQUEUE["PERIODIC"] = {"nightly-broken": {"cron": "61 * * * *", "payload": {}}}
 if os.environ.get("ALKQUEUE_VACUUM_DEAD_TUPLES"):  # used by the test of the leader's vacuum
     ALKQUEUE["VACUUM_DEAD_TUPLES"] = int(os.environ["ALKQUEUE_VACUUM_DEAD_TUPLES"])
+if os.environ.get("ALKQUEUE_OTEL_SPANS"):  # the trace tests' workers (testproject/otel.py)
+    from testproject.otel import export_spans_to
+
+    export_spans_to(os.environ["ALKQUEUE_OTEL_SPANS"])
 if os.environ.get("ALKQUEUE_LISTEN_URL"):  # used by the PgBouncer tests: LISTEN bypasses it
     DATABASES["direct"] = dj_database_url.parse(os.environ["ALKQUEUE_LISTEN_URL"])
     DATABASES["direct"]["TEST"] = {"MIRROR": "default"}

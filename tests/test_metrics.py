@@ -12,8 +12,10 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_alkqueue.metrics.collector import hour_of
+from django_alkqueue.metrics.hour_sums import hour_sums
 from django_alkqueue.models import QueueStat, Worker
 from django_alkqueue.sql import dialect_name
+from django_alkqueue.worker.queue_stats import QueueStatWriter
 from tests.admin_helpers import Seeded, add_worker, client_for, make_user
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +77,15 @@ def test_no_token_is_accepted_when_none_is_configured():
 # -- what it exposes -------------------------------------------------------------------------
 
 
-def test_depth_by_state_and_paused_match_the_tables(root: Client, seeded: Seeded):
+@pytest.fixture(autouse=True)
+def no_kept_sums() -> None:
+    """The scrape keeps the settled minutes' sums per process (hour_sums): each test's
+    database starts without them."""
+    hour_sums.clear()
+
+
+def test_depth_by_state_and_paused_are_the_leaders_last_reading(root: Client, seeded: Seeded):
+    QueueStatWriter("default").run_once(timezone.now())
     got = scrape(root)
     emails, webhooks = (("queue", "shop-emails"),), (("queue", "shop-webhooks"),)
     for state, ids in [
@@ -104,6 +114,47 @@ def test_the_job_counters_sum_this_hours_minutes_and_start_at_the_hour(root: Cli
     assert got[("alkqueue_jobs_failed_total", q)] == 2
     assert got[("alkqueue_jobs_dead_lettered_total", q)] == 1
     assert got[("alkqueue_jobs_finished_created", q)] == hour.timestamp()
+
+
+def test_the_retried_counter_sums_this_hours_minutes(root: Client):
+    hour = hour_of(timezone.now())
+    QueueStat.objects.create(queue="q", minute=hour, failed=7, retried=4)
+    QueueStat.objects.create(queue="q", minute=hour + timedelta(minutes=1), failed=2, retried=2)
+    QueueStat.objects.create(queue="q", minute=hour - timedelta(minutes=1), retried=1000)
+    if hour_of(timezone.now()) != hour:
+        pytest.skip("the hour turned during the test")
+
+    got = scrape(root)
+
+    assert got[("alkqueue_jobs_retried_total", (("queue", "q"),))] == 6
+
+
+def test_the_handler_duration_histogram_sums_this_hours_minutes_into_cumulative_buckets(
+    root: Client,
+):
+    hour = hour_of(timezone.now())
+    # Three calls: 3 ms, 40 ms and 2 s; then one of 400 s (past every bound) a minute later.
+    QueueStat.objects.create(
+        queue="q", minute=hour, duration_count=3, duration_sum=2.043, duration_le_5ms=1,
+        duration_le_25ms=1, duration_le_100ms=2, duration_le_500ms=2, duration_le_1s=2,
+        duration_le_5s=3, duration_le_30s=3, duration_le_300s=3,
+    )  # fmt: skip
+    QueueStat.objects.create(
+        queue="q", minute=hour + timedelta(minutes=1), duration_count=1, duration_sum=400.0
+    )
+    if hour_of(timezone.now()) != hour:
+        pytest.skip("the hour turned during the test")
+
+    got = scrape(root)
+
+    def bucket(le: str) -> float:
+        return got[("alkqueue_handler_duration_seconds_bucket", (("le", le), ("queue", "q")))]
+
+    assert [bucket(le) for le in ("0.005", "0.1", "1.0", "5.0", "300.0", "+Inf")] == [
+        1, 2, 2, 3, 3, 4,
+    ]  # fmt: skip
+    assert got[("alkqueue_handler_duration_seconds_count", (("queue", "q"),))] == 4
+    assert got[("alkqueue_handler_duration_seconds_sum", (("queue", "q"),))] == 402.043
 
 
 def test_workers_by_state_and_the_leader(root: Client):

@@ -3,35 +3,44 @@ are the cluster's, however many worker processes there are, and nothing is kept 
 process (docs/operations.md, "Metrics", says why this over prometheus_client's
 multiprocess mode).
 
-The job counters come from the QueueStat minutes of the current hour: each minute's row only
-grows while its hour lasts, so the sums are counters that start again at every full hour,
-with that hour as their created time. A query over one hour of minutes stays small whatever
-the retention, and Prometheus's rate() and increase() read the restart as a counter reset.
+Nothing here counts the live table: the depth by state and the oldest pending age are the
+leader's last reading of each queue (QueueStat, every 30 s; status.latest_readings), so a
+scrape costs the same at 1,000 rows or 1M (docs/benchmarks.md, "The scrape").
+
+The job counters and the handler duration histogram come from the QueueStat minutes of the
+current hour: each minute's row only grows while its hour lasts, so the sums are counters
+that start again at every full hour, with that hour as their created time. A query over one
+hour of minutes stays small whatever the retention, and Prometheus's rate() and increase()
+read the restart as a counter reset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
 
 from django.db import connections
-from django.db.models import Sum
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from django.db.models import Count, Q
 
-from ..clock import Clock
 from ..conf import get_settings
-from ..models import MESSAGE_TABLE, QueueStat, Worker
+from ..models import DURATION_BUCKETS, MESSAGE_TABLE, Consumer, Worker
 from ..sql import dialect_for
-from ..status import queue_overview
+from ..status import latest_readings
+from .exposition import Exposition, label
+from .hour_sums import hour_sums
 
 #: The QueueStat columns exposed as counters, with what each counts.
 COUNTERS = {
     "finished": "Jobs that succeeded (acked), this hour.",
     "failed": "Attempts that failed (retried or dead-lettered by a worker), this hour.",
+    "retried": "Failed attempts put back for another try (a part of failed), this hour.",
     "dead_lettered": "Jobs that became dead letters (failed, out of attempts, expired), this hour.",
 }
+#: The QueueStat columns of the handler duration histogram besides its buckets.
+HISTOGRAM_COLUMNS = ("duration_count", "duration_sum", *(c for _, c in DURATION_BUCKETS))
+#: Each bucket's `le` label, as prometheus_client writes a bound (0.005, 1.0, 300.0).
+_BUCKET_LABELS = tuple((label("le", repr(bound)), column) for bound, column in DURATION_BUCKETS)
+_STATES = ("pending", "scheduled", "claimed", "dead")
+_STATE_LABELS = tuple((state, label("state", state)) for state in _STATES)
 
 
 def hour_of(now: datetime) -> datetime:
@@ -39,83 +48,97 @@ def hour_of(now: datetime) -> datetime:
     return now.replace(minute=0, second=0, microsecond=0)
 
 
-class QueueCollector(Collector):
-    def __init__(self, using: str, clock: Clock) -> None:
-        self.using = using
-        self.clock = clock
+def scrape(using: str, now: datetime) -> str:
+    """The whole exposition: queues, job counters, workers, tables."""
+    out = Exposition()
+    queue_metrics(out, using, now)
+    counters(out, using, now)
+    worker_metrics(out, using, now)
+    table_metrics(out, using)
+    return out.text()
 
-    def collect(self) -> Iterator[Metric]:
-        now = self.clock()
-        yield from self.queue_metrics(now)
-        yield from self.counters(now)
-        yield from self.worker_metrics(now)
-        yield from self.table_metrics()
 
-    def queue_metrics(self, now: datetime) -> Iterator[Metric]:
-        """Depth by state, the oldest pending job's age and the paused flag, per queue."""
-        depth = GaugeMetricFamily(
-            "alkqueue_jobs", "Jobs per queue and state.", labels=["queue", "state"]
-        )
-        oldest = GaugeMetricFamily(
-            "alkqueue_oldest_pending_age_seconds",
-            "Seconds the oldest due job has waited past its run_at; 0 when none waits.",
-            labels=["queue"],
-        )
-        paused = GaugeMetricFamily(
-            "alkqueue_queue_paused", "1 while the queue's consumer is paused.", labels=["queue"]
-        )
-        for row in queue_overview(self.using, now):
-            for state in ("pending", "scheduled", "claimed", "dead"):
-                depth.add_metric([row.queue, state], getattr(row, state))
-            oldest.add_metric([row.queue], row.oldest_pending_age)
-            paused.add_metric([row.queue], int(row.paused))
-        yield from (depth, oldest, paused)
+def queue_metrics(out: Exposition, using: str, now: datetime) -> None:
+    """Depth by state and the oldest pending job's age, per queue, as the leader last read
+    them (at most READINGS_WITHIN old); the paused flag from the Consumer rows."""
+    readings = sorted(latest_readings(using, now).items())
+    out.family("alkqueue_jobs", "gauge",
+               "Jobs per queue and state, at the leader's last reading (every 30 s).")  # fmt: skip
+    for name, reading in readings:
+        queue = label("queue", name)
+        for state, state_label in _STATE_LABELS:
+            out.sample("alkqueue_jobs", f"{queue},{state_label}", getattr(reading, state))
+    out.family("alkqueue_oldest_pending_age_seconds", "gauge",
+               "Seconds the oldest due job had waited past its run_at at the leader's last "
+               "reading; 0 when none waited.")  # fmt: skip
+    for name, reading in readings:
+        out.sample("alkqueue_oldest_pending_age_seconds", label("queue", name),
+                   reading.oldest_pending_age())  # fmt: skip
+    out.family("alkqueue_queue_read_age_seconds", "gauge",
+               "Seconds since the leader's last reading of the queue.")  # fmt: skip
+    for name, reading in readings:
+        out.sample("alkqueue_queue_read_age_seconds", label("queue", name),
+                   max((now - reading.read_at).total_seconds(), 0.0))  # fmt: skip
+    out.family("alkqueue_queue_paused", "gauge", "1 while the queue's consumer is paused.")
+    consumers = Consumer.objects.using(using).order_by("queue")
+    for name, paused in consumers.values_list("queue", "paused"):
+        out.sample("alkqueue_queue_paused", label("queue", name), int(paused))
 
-    def counters(self, now: datetime) -> Iterator[Metric]:
-        """The QueueStat sums of this hour (index alkqueue_stat_minute_idx: one hour of it)."""
-        hour = hour_of(now)
-        families = {
-            column: CounterMetricFamily(f"alkqueue_jobs_{column}", help_text, labels=["queue"])
-            for column, help_text in COUNTERS.items()
-        }
-        rows = (
-            QueueStat.objects.using(self.using)
-            .filter(minute__gte=hour)
-            .values("queue")
-            .annotate(**{column: Sum(column) for column in COUNTERS})
-            .order_by("queue")
-        )
-        for row in rows:
-            sums: dict[str, Any] = dict(row)
-            for column, family in families.items():
-                family.add_metric([sums["queue"]], sums[column] or 0, created=hour.timestamp())
-        yield from families.values()
 
-    def worker_metrics(self, now: datetime) -> Iterator[Metric]:
-        """Worker processes by heartbeat state, and whether a live one leads (Worker table)."""
-        stale_after = get_settings().WORKER_STALE_AFTER
-        workers = Worker.objects.using(self.using)
-        live = workers.live(now, stale_after)
-        states = GaugeMetricFamily(
-            "alkqueue_workers", "Worker processes by heartbeat state.", labels=["state"]
-        )
-        states.add_metric(["live"], live.count())
-        states.add_metric(["stale"], workers.stale(now, stale_after).count())
-        leader = GaugeMetricFamily("alkqueue_leader", "1 while a live worker is the leader.")
-        leader.add_metric([], int(live.filter(is_leader=True).exists()))
-        yield from (states, leader)
+def counters(out: Exposition, using: str, now: datetime) -> None:
+    """The QueueStat sums of this hour (hour_sums: the last few minutes read, the settled
+    ones kept): the job counters and the handler duration histogram."""
+    hour = hour_of(now)
+    created = hour.timestamp()
+    columns = [*COUNTERS, *HISTOGRAM_COLUMNS]
+    sums = [
+        (label("queue", name), values)
+        for name, values in sorted(hour_sums.read(using, hour, now, columns).items())
+    ]
+    for column, help_text in COUNTERS.items():
+        name = f"alkqueue_jobs_{column}"
+        out.family(f"{name}_total", "counter", help_text)
+        for queue, values in sums:
+            out.sample(f"{name}_total", queue, values[column])
+        out.family(f"{name}_created", "gauge", help_text)
+        for queue, _ in sums:
+            out.sample(f"{name}_created", queue, created)
+    name = "alkqueue_handler_duration_seconds"
+    out.family(name, "histogram",
+               "Seconds each handler call took (a batch consumer's call counts once), "
+               "this hour.")  # fmt: skip
+    for queue, values in sums:
+        for le, column in _BUCKET_LABELS:
+            out.sample(f"{name}_bucket", f"{le},{queue}", values[column])
+        out.sample(f"{name}_bucket", f'le="+Inf",{queue}', values["duration_count"])
+        out.sample(f"{name}_count", queue, values["duration_count"])
+        out.sample(f"{name}_sum", queue, values["duration_sum"])
 
-    def table_metrics(self) -> Iterator[Metric]:
-        """Dead row versions of the live table where the server counts them (PostgreSQL: the
-        statistic the leader's vacuum reads)."""
-        connection = connections[self.using]
-        dead = dialect_for(connection).dead_tuples(connection)
-        if dead is None:
-            return
-        family = GaugeMetricFamily(
-            "alkqueue_dead_tuples",
-            "Dead row versions in a queue table, as the server counts them.",
-            labels=["table"],
-        )
-        family.add_metric([MESSAGE_TABLE], dead)
-        yield family
+
+def worker_metrics(out: Exposition, using: str, now: datetime) -> None:
+    """Worker processes by heartbeat state, and whether a live one leads: one query of the
+    Worker table (a row per worker process)."""
+    stale_after = get_settings().WORKER_STALE_AFTER
+    fresh = Q(last_heartbeat_at__gte=now - timedelta(seconds=stale_after))
+    counts = Worker.objects.using(using).aggregate(
+        live=Count("id", filter=fresh),
+        stale=Count("id", filter=~fresh),
+        leaders=Count("id", filter=fresh & Q(is_leader=True)),
+    )
+    out.family("alkqueue_workers", "gauge", "Worker processes by heartbeat state.")
+    out.sample("alkqueue_workers", 'state="live"', counts["live"])
+    out.sample("alkqueue_workers", 'state="stale"', counts["stale"])
+    out.family("alkqueue_leader", "gauge", "1 while a live worker is the leader.")
+    out.sample("alkqueue_leader", "", int(counts["leaders"] > 0))
+
+
+def table_metrics(out: Exposition, using: str) -> None:
+    """Dead row versions of the live table where the server counts them (PostgreSQL: the
+    statistic the leader's vacuum reads)."""
+    connection = connections[using]
+    dead = dialect_for(connection).dead_tuples(connection)
+    if dead is None:
+        return
+    out.family("alkqueue_dead_tuples", "gauge",
+               "Dead row versions in a queue table, as the server counts them.")  # fmt: skip
+    out.sample("alkqueue_dead_tuples", label("table", MESSAGE_TABLE), dead)

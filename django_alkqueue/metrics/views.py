@@ -42,14 +42,13 @@ def metrics(request: HttpRequest) -> HttpResponse:
             refused["WWW-Authenticate"] = 'Bearer realm="alkqueue"'
         return refused
     try:
-        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+        from prometheus_client import CONTENT_TYPE_LATEST
     except ImportError:
         raise ImproperlyConfigured(
             "django_alkqueue.metrics needs prometheus_client: "
             "pip install 'django-alkqueue[metrics]'"
         ) from None
-    from .collector import QueueCollector
+    from .collector import scrape
 
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueCollector(get_settings().DATABASE, system_clock))
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    body = scrape(get_settings().DATABASE, system_clock())
+    return HttpResponse(body.encode(), content_type=CONTENT_TYPE_LATEST)

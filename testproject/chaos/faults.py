@@ -3,7 +3,8 @@ from environment variables that only the suite's worker subprocesses carry)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -20,7 +21,9 @@ def stop_lease_keeper_for(queues: set[str]) -> None:
             "chaos: lease_keeper.heartbeat_handles is gone; update faults.py"
         )
 
-    def renew_others(handles: Sequence[JobHandle], using: str) -> set[int]:
-        return renew([h for h in handles if h.job.queue not in queues], using)
+    def renew_others(
+        handles: Sequence[JobHandle], using: str, progress: Mapping[Any, Any] | None = None
+    ) -> set[Any]:
+        return renew([h for h in handles if h.job.queue not in queues], using, progress)
 
     lease_keeper.heartbeat_handles = renew_others
