@@ -16,29 +16,41 @@ from .exceptions import (
     InvalidName,
     InvalidOption,
     PayloadError,
+    TimeLimitExceeded,
     UnsupportedDatabase,
+    WorkerChildDied,
 )
-from .jobs import Job, QueueStats
-from .outcomes import Fail, Retry, Snooze
+from .jobs import Job, Progress, QueueStats
+from .outcomes import Cancelled, Fail, Retry, Snooze
 
 if TYPE_CHECKING:
     from .queues import JobHandle, Queue, aenqueue, enqueue, queue
+    from .workflows.batches import batch
+    from .workflows.chains import chain
+    from .workflows.specs import JobSpec
 
 __all__ = [
     "AlkQueueError",
+    "Cancelled",
     "Fail",
     "InvalidName",
     "InvalidOption",
     "Job",
     "JobHandle",
+    "JobSpec",
     "PayloadError",
+    "Progress",
     "Queue",
     "QueueStats",
     "Retry",
     "RetryPolicy",
     "Snooze",
+    "TimeLimitExceeded",
     "UnsupportedDatabase",
+    "WorkerChildDied",
     "aenqueue",
+    "batch",
+    "chain",
     "consumer",
     "enqueue",
     "queue",
@@ -50,6 +62,9 @@ _LAZY = {
     "queue": "django_alkqueue.queues",
     "enqueue": "django_alkqueue.queues",
     "aenqueue": "django_alkqueue.queues",
+    "batch": "django_alkqueue.workflows.batches",
+    "chain": "django_alkqueue.workflows.chains",
+    "JobSpec": "django_alkqueue.workflows.specs",
 }
 
 

@@ -4,19 +4,53 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
-from .payload import decode
+from .payload import decode, encode
 
-State = Literal["pending", "scheduled", "claimed", "dead"]
-LIVE_STATES: tuple[State, ...] = ("pending", "scheduled", "claimed")
+State = Literal["waiting", "pending", "scheduled", "claimed", "dead", "succeeded", "cancelled"]
+#: The states of live rows: "waiting" for its dependencies (docs/workflows.md), then due later,
+#: due now, running.
+LIVE_STATES: tuple[State, ...] = ("waiting", "pending", "scheduled", "claimed")
 STATES: tuple[State, ...] = (*LIVE_STATES, "dead")
+#: The outcomes a kept job (docs/running-jobs.md, "Kept history") finished with.
+KEPT_STATES: tuple[State, ...] = ("succeeded", "cancelled")
 
 # Pinned reasons: they appear verbatim in dead letters, signals, the admin and the docs.
 MAX_ATTEMPTS_EXCEEDED = "max attempts exceeded"
 FAILED = "failed"
 EXPIRED = "expired"
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """What a running job last reported with `job.progress(done, total, note)`."""
+
+    done: float
+    total: float | None
+    note: str
+    updated_at: datetime
+
+    def fraction(self) -> float | None:
+        """done / total between 0 and 1; None without a total."""
+        if not self.total:
+            return None
+        return min(max(self.done / self.total, 0.0), 1.0)
+
+    def stored(self) -> str:
+        """The JSON text the live row's `progress` column holds (its time is a column too)."""
+        return encode({"done": self.done, "total": self.total, "note": self.note},
+                              max_bytes=4096)  # fmt: skip
+
+
+def stored_progress(value: Any, at: datetime | None) -> Progress | None:
+    """The Progress a live row holds (its `progress` and `progress_at`); None when none."""
+    if value is None or at is None:
+        return None
+    if isinstance(value, str):
+        value = decode(value)
+    return Progress(value["done"], value.get("total"), value.get("note", ""), at)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +79,21 @@ class Job:
     retention: float | None = None
     #: What the queue's key_concurrency and key_rate count by (docs/flow-control.md).
     concurrency_key: str | None = None
+    #: What a running job last reported (job.progress(); docs/running-jobs.md); read by
+    #: get_job for a claimed job, None otherwise.
+    progress: Progress | None = None
+    #: A kept job's (state "succeeded" or "cancelled"): when it finished, how long its last
+    #: attempt's handler ran (seconds), its recorded output, and why none was recorded.
+    finished_at: datetime | None = None
+    duration: float | None = None
+    output: Any = None
+    output_error: str | None = None
+    #: The W3C trace context of the span that enqueued it (tracing.py), as stored: a JSON
+    #: object of its headers; None when nothing traced the enqueue.
+    trace_context: str | None = None
+    #: When a requeue last brought it back from the dead letters (None if never): its
+    #: enqueued_at stays the first enqueue's.
+    requeued_at: datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +104,8 @@ class QueueStats:
     dead: int
     #: Seconds the longest-waiting due job has waited past its run_at; 0.0 when none waits.
     oldest_pending_age: float
+    #: Jobs waiting for their dependencies (docs/workflows.md); not counted as scheduled.
+    waiting: int = 0
 
 
 class Stamps(NamedTuple):
@@ -69,6 +120,7 @@ class Stamps(NamedTuple):
     enqueued_at: datetime
     expires_at: datetime | None
     unique_key: str | None
+    trace_context: str | None = None
 
     def new_job(self, job_id: int, queue: str, payload: Any, now: datetime) -> Job:
         """The Job a fresh row holds: built from what was written, without reading it back."""
@@ -97,19 +149,48 @@ class Stamps(NamedTuple):
             "unique_key": self.unique_key, "claimed_by": None, "lease_expires_at": None,
             "last_error": None, "died_at": None, "claimed_at": None, "reason": None,
             "retention": self.retention, "concurrency_key": None,
+            "trace_context": self.trace_context, "requeued_at": None,
         }  # fmt: skip
 
 
 def make_job(fields: dict[str, Any]) -> Job:
-    """A Job holding exactly `fields` (every field of Job), made without the frozen
+    """A Job holding `fields` and the defaults of the fields it leaves out, made without the frozen
     constructor's one object.__setattr__ per field, which is most of the Python cost of a new
     job, paid once per enqueued row and once per claimed one (docs/benchmarks.md)."""
     job = object.__new__(Job)
-    object.__setattr__(job, "__dict__", fields)
+    object.__setattr__(job, "__dict__", _DEFAULTED | fields)
     return job
+
+
+#: The fields of Job that have a default, so that a Job from make_job holds every field even
+#: where its caller reads no column for it (a fresh row's progress, a live row's output).
+_DEFAULTED = {
+    field.name: field.default
+    for field in dataclasses.fields(Job)
+    if field.default is not dataclasses.MISSING
+}
 
 
 def live_state(claimed: bool, run_at: datetime, now: datetime) -> State:
     if claimed:
         return "claimed"
-    return "pending" if run_at <= now else "scheduled"
+    if run_at <= now:
+        return "pending"
+    return "waiting" if is_parked(run_at) else "scheduled"
+
+
+#: The year a waiting job's run_at is parked at (workflows/dependencies.py): never due, and
+#: far below 9999-12-31 so that no time zone conversion of it overflows a DATETIME.
+PARKED_YEAR = 9000
+
+
+def parked_at() -> datetime:
+    """The run_at of a waiting job's row: aware or naive as USE_TZ says."""
+    from django.conf import settings
+
+    at = datetime(PARKED_YEAR, 1, 1)
+    return at.replace(tzinfo=UTC) if settings.USE_TZ else at
+
+
+def is_parked(run_at: datetime) -> bool:
+    return run_at.year >= PARKED_YEAR

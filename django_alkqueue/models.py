@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from .fields import PayloadField
+from .jobs import parked_at
 
 MESSAGE_TABLE = "alkqueue_message"
 DEAD_LETTER_TABLE = "alkqueue_deadletter"
@@ -18,6 +21,18 @@ TASK_RESULT_TABLE = "alkqueue_taskresult"
 PERIODIC_TICK_TABLE = "alkqueue_periodictick"
 CLAIM_GATE_TABLE = "alkqueue_claimgate"
 CLAIM_LEDGER_TABLE = "alkqueue_claimledger"
+CANCEL_REQUEST_TABLE = "alkqueue_cancelrequest"
+#: Kept history (docs/running-jobs.md): on PostgreSQL a table partitioned by finished day.
+FINISHED_TABLE = "alkqueue_finishedjob"
+# Workflows (docs/workflows.md).
+BATCH_TABLE = "alkqueue_batch"
+BATCH_MEMBER_TABLE = "alkqueue_batchmember"
+DEPENDENCY_TABLE = "alkqueue_dependency"
+WAITING_TABLE = "alkqueue_waitingjob"
+#: A batch's members by outcome: its counts, and the probe for an unfinished member.
+BATCH_MEMBER_INDEX = "alkqueue_batch_member_idx"
+#: A job's dependents: what its ack releases and its death fails.
+DEPENDENCY_INDEX = "alkqueue_dependency_on_idx"
 
 # Index names are referenced from the SQL that relies on them (see sql/postgresql/statements.py).
 PENDING_INDEX = "alkqueue_pending_idx"
@@ -26,6 +41,8 @@ EXPIRY_INDEX = "alkqueue_expiry_idx"
 UNIQUE_KEY_CONSTRAINT = "alkqueue_live_unique_key"
 CONCURRENCY_KEY_INDEX = "alkqueue_concurrency_key_idx"
 CLAIM_LEDGER_INDEX = "alkqueue_claimledger_idx"
+ERROR_GROUP_INDEX = "alkqueue_dead_error_idx"
+ERROR_FINGERPRINT_INDEX = "alkqueue_dead_fingerprint_idx"
 
 
 class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
@@ -37,7 +54,12 @@ class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
         return self.unclaimed().filter(run_at__lte=now)
 
     def scheduled(self, now: datetime) -> QueueMessageQuerySet:
-        return self.unclaimed().filter(run_at__gt=now)
+        """Due later: waiting jobs (parked, docs/workflows.md) are not scheduled."""
+        return self.unclaimed().filter(run_at__gt=now, run_at__lt=parked_at())
+
+    def waiting(self) -> QueueMessageQuerySet:
+        """Waiting for their dependencies (workflows/dependencies.py): parked, never due."""
+        return self.unclaimed().filter(run_at__gte=parked_at())
 
     def claimed(self) -> QueueMessageQuerySet:
         return self.filter(claim_token__isnull=False)
@@ -53,6 +75,8 @@ class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
             return self.pending(now)
         if state == "scheduled":
             return self.scheduled(now)
+        if state == "waiting":
+            return self.waiting()
         if state == "claimed":
             return self.claimed()
         raise ValueError(f"unknown live state {state!r}")
@@ -62,31 +86,55 @@ class QueueMessage(models.Model):
     """One live job: pending (due, unclaimed), scheduled (run_at ahead) or claimed."""
 
     id = models.BigAutoField(primary_key=True)
-    queue = models.CharField(max_length=100)
-    payload = PayloadField()
-    priority = models.SmallIntegerField(default=0)
-    attempts = models.IntegerField(default=0)
-    max_attempts = models.IntegerField()
-    backoff_base = models.FloatField(help_text="seconds")
-    lease = models.FloatField(help_text="seconds")
-    retention = models.FloatField(null=True, blank=True, help_text="seconds a dead letter is kept")
-    run_at = models.DateTimeField()
-    enqueued_at = models.DateTimeField()
-    expires_at = models.DateTimeField(null=True, blank=True)
-    unique_key = models.CharField(max_length=255, null=True, blank=True)
+    queue = models.CharField(max_length=100, verbose_name=_("queue"))
+    payload = PayloadField(verbose_name=_("payload"))
+    priority = models.SmallIntegerField(default=0, verbose_name=_("priority"))
+    attempts = models.IntegerField(default=0, verbose_name=_("attempts"))
+    max_attempts = models.IntegerField(verbose_name=_("max attempts"))
+    backoff_base = models.FloatField(help_text=_("seconds"), verbose_name=_("backoff base"))
+    lease = models.FloatField(help_text=_("seconds"), verbose_name=_("lease"))
+    retention = models.FloatField(
+        null=True,
+        blank=True,
+        help_text=_("seconds a dead letter is kept"),
+        verbose_name=_("retention"),
+    )
+    run_at = models.DateTimeField(verbose_name=_("run at"))
+    enqueued_at = models.DateTimeField(verbose_name=_("enqueued at"))
+    #: When a requeue last brought it back from the dead letters; enqueued_at stays the
+    #: first enqueue's, and its lifetime (expires_at) counts from here.
+    requeued_at = models.DateTimeField(null=True, blank=True, verbose_name=_("requeued at"))
+    expires_at = models.DateTimeField(null=True, blank=True, verbose_name=_("expires at"))
+    unique_key = models.CharField(
+        max_length=255, null=True, blank=True, verbose_name=_("unique key")
+    )
     #: What `key_concurrency` and `key_rate` count by (docs/flow-control.md).
-    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
-    claim_token = models.UUIDField(null=True, blank=True)
-    claimed_by = models.CharField(max_length=255, null=True, blank=True)
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(null=True, blank=True)
+    concurrency_key = models.CharField(
+        max_length=255, null=True, blank=True, verbose_name=_("concurrency key")
+    )
+    claim_token = models.UUIDField(null=True, blank=True, verbose_name=_("claim token"))
+    claimed_by = models.CharField(
+        max_length=255, null=True, blank=True, verbose_name=_("claimed by")
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("claimed at"))
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=_("lease expires at")
+    )
+    last_error = models.TextField(null=True, blank=True, verbose_name=_("last error"))
+    #: The W3C trace context of the enqueue's span (tracing.py; docs/operations.md, "Traces"),
+    #: as a JSON object of its headers ({"traceparent": ...}); None when nothing traced it.
+    trace_context = models.TextField(null=True, blank=True, verbose_name=_("trace context"))
+    #: What the running job last reported, as JSON text {"done", "total", "note"}, written
+    #: with the lease renewals (docs/running-jobs.md); `progress_at` is when it reported it.
+    progress = models.TextField(null=True, blank=True, verbose_name=_("progress"))
+    progress_at = models.DateTimeField(null=True, blank=True, verbose_name=_("progress at"))
 
     objects = QueueMessageQuerySet.as_manager()
 
     class Meta:
         db_table = MESSAGE_TABLE
-        verbose_name = "job"
+        verbose_name = _("job")
+        verbose_name_plural = _("jobs")
         permissions = [
             ("cancel_queuemessage", "Can cancel jobs"),
             ("run_now_queuemessage", "Can run jobs now"),
@@ -138,59 +186,150 @@ class DeadLetter(models.Model):
     """A job that died: out of attempts, failed on purpose, or expired. Requeue brings it back."""
 
     id = models.BigAutoField(primary_key=True)
-    job_id = models.BigIntegerField(unique=True, help_text="the id the job had while live")
-    queue = models.CharField(max_length=100)
-    payload = PayloadField()
-    priority = models.SmallIntegerField(default=0)
-    attempts = models.IntegerField()
-    max_attempts = models.IntegerField()
-    backoff_base = models.FloatField()
-    lease = models.FloatField()
-    retention = models.FloatField(null=True, blank=True)
-    run_at = models.DateTimeField()
-    enqueued_at = models.DateTimeField()
-    expires_at = models.DateTimeField(null=True, blank=True)
-    unique_key = models.CharField(max_length=255, null=True, blank=True)
-    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
-    claimed_by = models.CharField(max_length=255, null=True, blank=True)
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    died_at = models.DateTimeField()
-    reason = models.CharField(max_length=100)
-    last_error = models.TextField(null=True, blank=True)
+    job_id = models.BigIntegerField(
+        unique=True, help_text=_("the id the job had while live"), verbose_name=_("job id")
+    )
+    queue = models.CharField(max_length=100, verbose_name=_("queue"))
+    payload = PayloadField(verbose_name=_("payload"))
+    priority = models.SmallIntegerField(default=0, verbose_name=_("priority"))
+    attempts = models.IntegerField(verbose_name=_("attempts"))
+    max_attempts = models.IntegerField(verbose_name=_("max attempts"))
+    backoff_base = models.FloatField(verbose_name=_("backoff base"))
+    lease = models.FloatField(verbose_name=_("lease"))
+    retention = models.FloatField(null=True, blank=True, verbose_name=_("retention"))
+    run_at = models.DateTimeField(verbose_name=_("run at"))
+    enqueued_at = models.DateTimeField(verbose_name=_("enqueued at"))
+    #: Kept from the live row: a second requeue counts the lifetime from the first one.
+    requeued_at = models.DateTimeField(null=True, blank=True, verbose_name=_("requeued at"))
+    expires_at = models.DateTimeField(null=True, blank=True, verbose_name=_("expires at"))
+    unique_key = models.CharField(
+        max_length=255, null=True, blank=True, verbose_name=_("unique key")
+    )
+    concurrency_key = models.CharField(
+        max_length=255, null=True, blank=True, verbose_name=_("concurrency key")
+    )
+    claimed_by = models.CharField(
+        max_length=255, null=True, blank=True, verbose_name=_("claimed by")
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("claimed at"))
+    died_at = models.DateTimeField(verbose_name=_("died at"))
+    reason = models.CharField(max_length=100, verbose_name=_("reason"))
+    last_error = models.TextField(null=True, blank=True, verbose_name=_("last error"))
+    #: The error group (error_groups.fingerprint of last_error), written when the job dies.
+    error_fingerprint = models.CharField(
+        max_length=32, null=True, blank=True, verbose_name=_("error fingerprint")
+    )
+    #: Kept from the live row, so a requeued job's run still links to its enqueue.
+    trace_context = models.TextField(null=True, blank=True, verbose_name=_("trace context"))
 
     class Meta:
         db_table = DEAD_LETTER_TABLE
-        verbose_name = "dead letter"
+        verbose_name = _("dead letter")
+        verbose_name_plural = _("dead letters")
         permissions = [("requeue_deadletter", "Can requeue dead letters")]
         indexes = [
             models.Index(fields=["queue", "died_at"], name="alkqueue_dead_queue_idx"),
             models.Index(fields=["died_at"], name="alkqueue_dead_died_idx"),
             models.Index(fields=["reason", "died_at"], name="alkqueue_dead_reason_idx"),
+            # The error groups: GROUP BY (queue, fingerprint) with the first and last death,
+            # from the index alone; a group's dead letters, newest first.
+            models.Index(fields=["queue", "error_fingerprint", "died_at"], name=ERROR_GROUP_INDEX),
+            # One group's dead letters across queues (the changelist's error group filter).
+            models.Index(fields=["error_fingerprint", "died_at"], name=ERROR_FINGERPRINT_INDEX),
         ]
 
     def __str__(self) -> str:
         return f"{self.queue}#{self.job_id} ({self.reason})"
 
 
+class FinishedJob(models.Model):
+    """A finished job kept for its queue's `keep` (docs/running-jobs.md, "Kept history and
+    recorded output"): written in the transaction of its ack, deleted by the leader's
+    history sweep once past `delete_after`.
+
+    On PostgreSQL the table is partitioned by the day of `finished_at` (migration 0002), and
+    its primary key is (job_id, finished_at), since a partitioned table's must include the
+    partition key; Django still reads `job_id` as the primary key, which holds: a job id is
+    handed out once, and a job finishes once.
+    """
+
+    job_id = models.BigIntegerField(primary_key=True, verbose_name=_("job id"))
+    queue = models.CharField(max_length=100, verbose_name=_("queue"))
+    payload = PayloadField(verbose_name=_("payload"))
+    priority = models.SmallIntegerField(default=0, verbose_name=_("priority"))
+    attempts = models.IntegerField(verbose_name=_("attempts"))
+    max_attempts = models.IntegerField(verbose_name=_("max attempts"))
+    backoff_base = models.FloatField(verbose_name=_("backoff base"))
+    lease = models.FloatField(verbose_name=_("lease"))
+    unique_key = models.CharField(
+        max_length=255, null=True, blank=True, verbose_name=_("unique key")
+    )
+    concurrency_key = models.CharField(
+        max_length=255, null=True, blank=True, verbose_name=_("concurrency key")
+    )
+    #: The error of the attempt before the last, if the job was retried.
+    last_error = models.TextField(null=True, blank=True, verbose_name=_("last error"))
+    enqueued_at = models.DateTimeField(verbose_name=_("enqueued at"))
+    #: When the last attempt was claimed.
+    started_at = models.DateTimeField(null=True, blank=True, verbose_name=_("started at"))
+    finished_at = models.DateTimeField(verbose_name=_("finished at"))
+    #: Seconds the last attempt's handler ran (the worker's clock); None when not measured.
+    duration = models.FloatField(null=True, blank=True, verbose_name=_("duration"))
+    worker_id = models.CharField(max_length=255, null=True, blank=True, verbose_name=_("worker id"))
+    #: "succeeded" or "cancelled" (jobs.KEPT_STATES).
+    outcome = models.CharField(max_length=20, verbose_name=_("outcome"))
+    #: The handler's return value as JSON text, at most ALKQUEUE["MAX_OUTPUT_BYTES"].
+    output = PayloadField(null=True, blank=True, verbose_name=_("output"))
+    #: Why the output was not recorded (too large, not JSON); None when it was, or was None.
+    output_error = models.TextField(null=True, blank=True, verbose_name=_("output error"))
+    delete_after = models.DateTimeField(verbose_name=_("delete after"))
+
+    class Meta:
+        db_table = FINISHED_TABLE
+        verbose_name = _("finished job")
+        verbose_name_plural = _("finished jobs")
+        indexes = [
+            models.Index(fields=["finished_at"], name="alkqueue_finished_at_idx"),
+            models.Index(fields=["queue", "finished_at"], name="alkqueue_finished_queue_idx"),
+            models.Index(fields=["delete_after"], name="alkqueue_finished_expiry_idx"),
+            # Few rows: most jobs succeed, and most have no concurrency key.
+            models.Index(
+                fields=["finished_at"], condition=~Q(outcome="succeeded"),
+                name="alkqueue_finished_other_idx",
+            ),
+            models.Index(
+                fields=["concurrency_key"], condition=Q(concurrency_key__isnull=False),
+                name="alkqueue_finished_key_idx",
+            ),
+        ]  # fmt: skip
+
+    def __str__(self) -> str:
+        return f"{self.queue}#{self.job_id} ({self.outcome})"
+
+
 class Consumer(models.Model):
     """The handler bound to a queue. Unique on queue: the database refuses a second one."""
 
-    queue = models.CharField(max_length=100, unique=True)
-    handler = models.CharField(max_length=255, help_text="dotted path of the handler")
-    lease = models.FloatField()
-    max_attempts = models.IntegerField()
-    retry_policy = models.JSONField(default=dict)
-    paused = models.BooleanField(default=False)
+    queue = models.CharField(max_length=100, unique=True, verbose_name=_("queue"))
+    handler = models.CharField(
+        max_length=255, help_text=_("dotted path of the handler"), verbose_name=_("handler")
+    )
+    lease = models.FloatField(verbose_name=_("lease"))
+    max_attempts = models.IntegerField(verbose_name=_("max attempts"))
+    retry_policy = models.JSONField(default=dict, verbose_name=_("retry policy"))
+    paused = models.BooleanField(default=False, verbose_name=_("paused"))
     #: The limits the code declares (@consumer), written by the worker at start-up, and the
     #: operator's overrides, which win until reset (limits.py; docs/flow-control.md). Both
     #: map a limit's name to its stored form; an override of None means "no limit".
-    code_limits = models.JSONField(default=dict, blank=True)
-    limit_overrides = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    code_limits = models.JSONField(default=dict, blank=True, verbose_name=_("code limits"))
+    limit_overrides = models.JSONField(default=dict, blank=True, verbose_name=_("limit overrides"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
     class Meta:
         db_table = CONSUMER_TABLE
+        verbose_name = _("consumer")
+        verbose_name_plural = _("consumers")
         permissions = [
             ("pause_consumer", "Can pause and resume consumers"),
             ("resume_consumer", "Can resume consumers"),
@@ -212,28 +351,44 @@ class WorkerQuerySet(models.QuerySet["Worker"]):
 class Worker(models.Model):
     """One running worker process, refreshed every few seconds by its registry loop."""
 
-    worker_id = models.CharField(max_length=255, unique=True)
-    hostname = models.CharField(max_length=255)
-    pid = models.IntegerField()
-    queues = models.JSONField(default=list)
-    concurrency = models.IntegerField()
-    started_at = models.DateTimeField()
-    last_heartbeat_at = models.DateTimeField()
-    jobs_processed = models.BigIntegerField(default=0)
-    jobs_failed = models.BigIntegerField(default=0)
-    is_leader = models.BooleanField(default=False)
+    worker_id = models.CharField(max_length=255, unique=True, verbose_name=_("worker id"))
+    hostname = models.CharField(max_length=255, verbose_name=_("hostname"))
+    pid = models.IntegerField(verbose_name=_("pid"))
+    queues = models.JSONField(default=list, verbose_name=_("queues"))
+    concurrency = models.IntegerField(verbose_name=_("concurrency"))
+    started_at = models.DateTimeField(verbose_name=_("started at"))
+    last_heartbeat_at = models.DateTimeField(verbose_name=_("last heartbeat at"))
+    jobs_processed = models.BigIntegerField(default=0, verbose_name=_("jobs processed"))
+    jobs_failed = models.BigIntegerField(default=0, verbose_name=_("jobs failed"))
+    is_leader = models.BooleanField(default=False, verbose_name=_("is leader"))
 
     objects = WorkerQuerySet.as_manager()
 
     class Meta:
         db_table = WORKER_TABLE
+        verbose_name = _("worker")
+        verbose_name_plural = _("workers")
 
     def __str__(self) -> str:
         return self.worker_id
 
 
+#: The handler duration histogram's upper bounds (seconds), each with the QueueStat column
+#: that counts the runs that took at most that long (a cumulative bucket, as Prometheus's).
+DURATION_BUCKETS: tuple[tuple[float, str], ...] = (
+    (0.005, "duration_le_5ms"),
+    (0.025, "duration_le_25ms"),
+    (0.1, "duration_le_100ms"),
+    (0.5, "duration_le_500ms"),
+    (1.0, "duration_le_1s"),
+    (5.0, "duration_le_5s"),
+    (30.0, "duration_le_30s"),
+    (300.0, "duration_le_300s"),
+)
+
+
 class QueueStat(models.Model):
-    """One row per queue per minute: the chart data of the admin overview.
+    """One row per queue per minute: the chart data of the admin overview and the metrics.
 
     Every worker adds what it finished in that minute (an upsert that adds deltas); the
     leader's stats loop writes the state counts it read at that minute.
@@ -250,11 +405,48 @@ class QueueStat(models.Model):
     dead_lettered = models.IntegerField(default=0)
     #: Jobs put back for later by a handler's Snooze (not failures, not finished).
     snoozed = models.IntegerField(default=0)
+    #: When the leader read the state counts above (None in a row only workers wrote), and
+    #: the run_at of the oldest due job it found then: what the scrape reports per queue
+    #: instead of counting the live table (docs/operations.md, "Metrics").
+    read_at = models.DateTimeField(null=True, blank=True)
+    oldest_pending_at = models.DateTimeField(null=True, blank=True)
+    #: Failed attempts put back for another try (part of `failed`; the rest died).
+    retried = models.IntegerField(default=0)
+    #: Handler calls that ended in the minute (a batch consumer's call counts once), the
+    #: seconds they took in all, and how many took at most each DURATION_BUCKETS bound: the
+    #: one run-time histogram, read by /metrics/ and by the queue page's chart (timings.py).
+    duration_count = models.IntegerField(default=0)
+    duration_sum = models.FloatField(default=0.0)
+    duration_le_5ms = models.IntegerField(default=0)
+    duration_le_25ms = models.IntegerField(default=0)
+    duration_le_100ms = models.IntegerField(default=0)
+    duration_le_500ms = models.IntegerField(default=0)
+    duration_le_1s = models.IntegerField(default=0)
+    duration_le_5s = models.IntegerField(default=0)
+    duration_le_30s = models.IntegerField(default=0)
+    duration_le_300s = models.IntegerField(default=0)
+    # The wait histogram (timings.py): attempts whose wait (from due to handler start) was
+    # at most the bin's bound; wait_over: over an hour. Added by every worker with the
+    # finished and failed counts. The run time is the duration_* histogram above.
+    wait_10ms = models.IntegerField(default=0)
+    wait_30ms = models.IntegerField(default=0)
+    wait_100ms = models.IntegerField(default=0)
+    wait_300ms = models.IntegerField(default=0)
+    wait_1s = models.IntegerField(default=0)
+    wait_3s = models.IntegerField(default=0)
+    wait_10s = models.IntegerField(default=0)
+    wait_30s = models.IntegerField(default=0)
+    wait_1m = models.IntegerField(default=0)
+    wait_5m = models.IntegerField(default=0)
+    wait_15m = models.IntegerField(default=0)
+    wait_1h = models.IntegerField(default=0)
+    wait_over = models.IntegerField(default=0)
 
     class Meta:
         db_table = QUEUE_STAT_TABLE
         # The admin index names the model after the page it opens: the queue overview.
-        verbose_name_plural = "queue overview"
+        verbose_name = _("queue stat")
+        verbose_name_plural = _("queue overview")
         permissions = [("view_session_sql", "Can view other sessions' SQL in the health checks")]
         constraints = [
             models.UniqueConstraint(fields=["queue", "minute"], name="alkqueue_stat_minute")
@@ -307,16 +499,17 @@ class PeriodicTick(models.Model):
     """The last tick enqueued for each periodic schedule. Advanced in the same transaction as
     the enqueue, so a tick is enqueued once even after its job has run and left the table."""
 
-    name = models.CharField(max_length=200, unique=True)
+    name = models.CharField(max_length=200, unique=True, verbose_name=_("name"))
     #: None: the schedule is listed (the admin made its row) but has not ticked yet.
-    last_tick = models.DateTimeField(null=True, blank=True)
+    last_tick = models.DateTimeField(null=True, blank=True, verbose_name=_("last tick"))
     #: A paused schedule's ticks pass without a job; resuming does not fire the missed ones.
-    paused = models.BooleanField(default=False)
-    updated_at = models.DateTimeField(auto_now=True)
+    paused = models.BooleanField(default=False, verbose_name=_("paused"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
     class Meta:
         db_table = PERIODIC_TICK_TABLE
-        verbose_name = "periodic schedule"
+        verbose_name = _("periodic schedule")
+        verbose_name_plural = _("periodic schedules")
         permissions = [("pause_periodictick", "Can pause and resume periodic schedules")]
 
     def __str__(self) -> str:
@@ -357,3 +550,152 @@ class ClaimLedger(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue}/{self.concurrency_key} {self.count} @ {self.claimed_at}"
+
+
+class CancelRequest(models.Model):
+    """A claimed job cancelled while its handler runs: the live row is gone, and this marker
+    stays until the worker's handler has stopped (the admin shows "cancel requested"). The
+    worker deletes it; the leader's sweep deletes those of workers that are gone."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_id = models.BigIntegerField(unique=True, verbose_name=_("job id"))
+    queue = models.CharField(max_length=100, verbose_name=_("queue"))
+    #: The worker that held the claim (the live row's claimed_by).
+    worker_id = models.CharField(max_length=255, verbose_name=_("worker id"))
+    requested_at = models.DateTimeField(verbose_name=_("requested at"))
+
+    class Meta:
+        db_table = CANCEL_REQUEST_TABLE
+        verbose_name = _("cancel request")
+        verbose_name_plural = _("cancel requests")
+
+    def __str__(self) -> str:
+        return f"{self.queue}#{self.job_id}"
+
+
+class Batch(models.Model):
+    """Jobs enqueued together in a `batch()` block, and the callbacks to enqueue when the last
+    of them finishes. Members finish on their own rows (BatchMember): no ack writes here; the
+    transaction that finishes the last member locks this row once, to fire (docs/workflows.md).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200, blank=True, default="", verbose_name=_("name"))
+    created_at = models.DateTimeField(verbose_name=_("created at"))
+    #: When the block ended: no member joins after it, and only then can the batch fire.
+    sealed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("sealed at"))
+    #: The callbacks, as workflows.specs.JobSpec.stored(); None when not given.
+    on_success = models.JSONField(null=True, blank=True, verbose_name=_("on success"))
+    on_finish = models.JSONField(null=True, blank=True, verbose_name=_("on finish"))
+    #: When the last member finished and the callbacks were enqueued (once: never again).
+    fired_at = models.DateTimeField(null=True, blank=True, verbose_name=_("fired at"))
+    success_job_id = models.BigIntegerField(null=True, blank=True, verbose_name=_("on success job"))
+    finish_job_id = models.BigIntegerField(null=True, blank=True, verbose_name=_("on finish job"))
+
+    class Meta:
+        db_table = BATCH_TABLE
+        verbose_name = _("batch")
+        verbose_name_plural = _("batches")
+        indexes = [
+            # Open batches: what the leader's workflow sweep looks at.
+            models.Index(
+                fields=["created_at"],
+                name="alkqueue_batch_open_idx",
+                condition=Q(fired_at__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name or _('batch')} #{self.id}"
+
+    def counts(self) -> BatchCounts:
+        """How its members stand now: one query over the member index."""
+        members = BatchMember.objects.using(self._state.db or "default").filter(batch_id=self.id)
+        by_outcome = dict(
+            members.values_list("outcome").annotate(n=models.Count("job_id")).order_by()
+        )
+        return BatchCounts(
+            total=sum(by_outcome.values()),
+            succeeded=by_outcome.get("succeeded", 0),
+            dead=by_outcome.get("dead", 0),
+            cancelled=by_outcome.get("cancelled", 0),
+            pending=by_outcome.get(None, 0),
+        )
+
+
+class BatchCounts(NamedTuple):
+    """A batch's members by how they stand: `pending` are still live (waiting, pending,
+    scheduled or claimed)."""
+
+    total: int
+    succeeded: int
+    dead: int
+    cancelled: int
+    pending: int
+
+
+class BatchMember(models.Model):
+    """One job of a batch, and how it finished: None while it is live, else "succeeded",
+    "dead" or "cancelled". Written by the transaction that finishes the job."""
+
+    job_id = models.BigIntegerField(primary_key=True, verbose_name=_("job id"))
+    # No constraint in the database: MariaDB's check of one takes a shared lock on the Batch
+    # row with every member update, and two last finishers then deadlock upgrading it.
+    batch = models.ForeignKey(
+        Batch,
+        on_delete=models.CASCADE,
+        related_name="members",
+        db_constraint=False,
+        verbose_name=_("batch"),
+    )
+    outcome = models.CharField(max_length=20, null=True, blank=True, verbose_name=_("outcome"))
+
+    class Meta:
+        db_table = BATCH_MEMBER_TABLE
+        verbose_name = _("batch member")
+        verbose_name_plural = _("batch members")
+        indexes = [models.Index(fields=["batch", "outcome"], name=BATCH_MEMBER_INDEX)]
+
+    def __str__(self) -> str:
+        return f"{self.batch_id}/{self.job_id}"
+
+
+class Dependency(models.Model):
+    """Job `job_id` runs only once job `depends_on` has succeeded (`met`). Kept while the
+    dependent is live or dead, so that a requeue can make it wait again."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_id = models.BigIntegerField(verbose_name=_("job id"))
+    depends_on = models.BigIntegerField(verbose_name=_("depends on"))
+    met = models.BooleanField(default=False, verbose_name=_("met"))
+
+    class Meta:
+        db_table = DEPENDENCY_TABLE
+        verbose_name = _("dependency")
+        verbose_name_plural = _("dependencies")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job_id", "depends_on"], name="alkqueue_dependency_edge"
+            )
+        ]
+        indexes = [models.Index(fields=["depends_on"], name=DEPENDENCY_INDEX)]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} after {self.depends_on}"
+
+
+class WaitingJob(models.Model):
+    """A live job waiting for its dependencies: its row's run_at is parked at
+    workflows.dependencies.PARKED (never due, so never claimed) and its own run_at is kept
+    here until the release puts it back."""
+
+    job_id = models.BigIntegerField(primary_key=True, verbose_name=_("job id"))
+    run_at = models.DateTimeField(verbose_name=_("run at"))
+
+    class Meta:
+        db_table = WAITING_TABLE
+        verbose_name = _("waiting job")
+        verbose_name_plural = _("waiting jobs")
+
+    def __str__(self) -> str:
+        return str(self.job_id)

@@ -8,23 +8,35 @@ The SQL itself lives in `sql/`, once per vendor; this module adds the rules arou
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, Min, Q
+from django.utils import timezone
 
+from . import history, signals, validation
 from . import limits as flow
-from . import signals, validation
 from .error_text import capped, capped_or_none
 from .exceptions import AlkQueueError, InvalidOption
-from .jobs import EXPIRED, Job, QueueStats, Stamps, make_job
+from .history import Finish
+from .jobs import (
+    EXPIRED,
+    Job,
+    Progress,
+    QueueStats,
+    Stamps,
+    make_job,
+    parked_at,
+    stored_progress,
+)  # fmt: skip
 from .limits import LimitsInForce
-from .models import Consumer, DeadLetter, QueueMessage
+from .models import CancelRequest, Consumer, DeadLetter, QueueMessage, Worker
 from .payload import decode
-from .sql import Claim, Dialect, Row, chunked, dialect_for, limited_claim
+from .sql import Claim, Dialect, Row, chunked, dialect_for
+from .workflows import dependencies, finishing, sweep
 
 _KEY_RACE_RETRIES = 5
 #: Rows per write of a bulk enqueue: small enough that the work on the next chunk overlaps
@@ -160,23 +172,61 @@ def claim(
 ) -> list[tuple[Job, Claim]]:
     """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered.
 
-    A queue with limits is claimed through the gate (sql/limited_claim.py); one without
+    A queue with limits is claimed through its gate (Dialect.limited_claim); one without
     keeps its dialect's one-statement claim; it reads `clock` again once it holds the gate."""
     dialect, connection = _dialect_and_connection(using)
     if limits.any():
-        handed, dead = limited_claim.claim(connection, queue, worker_id, n, now, limits, clock)
+        handed, dead = dialect.limited_claim(connection, queue, worker_id, n, now, limits, clock)
     else:
         handed, dead = dialect.claim(connection, queue, worker_id, n, now)
     _announce_deaths(dead)
+    _workflows_after_deaths(using, dead, now)
     return handed
 
 
-def ack(using: str, claims: Sequence[Claim], now: datetime) -> set[Claim]:
-    """The jobs are done: delete each whose claim is still valid. Returns the claims acked."""
+def _workflows_after_deaths(using: str, dead: Sequence[Job], now: datetime) -> None:
+    """Dead letters a statement of its own made (claim, reclaim, sweep): their workflows
+    follow in a transaction right after; the leader's workflow sweep repairs a crash between."""
+    if dead:
+        with transaction.atomic(using=using):
+            finishing.died(using, dead, now)
+
+
+def ack(
+    using: str,
+    claims: Sequence[Claim],
+    now: datetime,
+    finishes: Sequence[Finish | None] | None = None,
+) -> set[Claim]:
+    """The jobs are done: delete each whose claim is still valid. Returns the claims acked.
+
+    The workflows they are in (workflows/finishing.py) are settled in the same transaction,
+    looked up after the DELETE: an enqueue with after= that locked one of these rows first
+    has committed its edges by then, so the lookup sees them.
+
+    `finishes` (one per claim; None for a job its queue does not keep) writes each acked job
+    that has one to the history, outcome "succeeded", in the ack's own transaction."""
     if not claims:
         return set()
     dialect, connection = _dialect_and_connection(using)
-    return set(dialect.ack(connection, claims, now))
+    with transaction.atomic(using=using):
+        acked = dialect.ack(connection, claims, now, finishes)
+        finishing.succeeded(using, [claim.id for claim in acked], now)
+    return set(acked)
+
+
+def keep_cancelled(using: str, job: Job, now: datetime, done: Finish | None = None) -> bool:
+    """A job cancelled while it ran has stopped: write it to the history, outcome
+    "cancelled", when its queue keeps (its live row went with the cancel). `done` carries
+    how long its handler ran; without one the queue's keep applies, with no output. Returns
+    whether a row was written."""
+    if done is None:
+        done = history.finish(job.queue, None, None)
+        if done is None:
+            return False
+    dialect, connection = _dialect_and_connection(using)
+    dialect.keep_finished(connection, [job], "cancelled", now, [done])
+    return True
 
 
 def ack_batch(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
@@ -184,7 +234,11 @@ def ack_batch(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
     if not ids:
         return 0
     dialect, connection = _dialect_and_connection(using)
-    return len(dialect.ack_batch(connection, queue, list(dict.fromkeys(ids)), now))
+    done = history.finish(queue, None, None)  # kept without output when the queue keeps
+    with transaction.atomic(using=using):
+        acked = dialect.ack_batch(connection, queue, list(dict.fromkeys(ids)), now, done)
+        finishing.succeeded(using, acked, now)
+    return len(acked)
 
 
 def retry(using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None) -> bool:
@@ -209,29 +263,74 @@ def snooze(using: str, claim: Claim, now: datetime, run_at: datetime) -> bool:
 def fail(using: str, claim: Claim, now: datetime, reason: str, error: str) -> Job | None:
     """Move a validly claimed job to the dead letters now; None when the claim was lost."""
     dialect, connection = _dialect_and_connection(using)
-    row = dialect.fail(connection, claim, now, reason, capped(error))
-    if row is None:
-        return None
-    job = dialect.to_job(row, now)
+    with transaction.atomic(using=using):
+        row = dialect.fail(connection, claim, now, reason, capped(error))
+        if row is None:
+            return None
+        job = dialect.to_job(row, now)
+        finishing.died(using, [job], now)
     _announce_deaths([job])
     return job
 
 
-def heartbeat(using: str, renewals: Sequence[tuple[Claim, datetime]], now: datetime) -> set[Claim]:
-    """Reset each valid claim's lease to its new expiry; returns the claims renewed."""
+def heartbeat(
+    using: str,
+    renewals: Sequence[tuple[Claim, datetime]],
+    now: datetime,
+    progress: Mapping[Claim, Progress] | None = None,
+) -> set[Claim]:
+    """Reset each valid claim's lease to its new expiry, writing the running jobs' new
+    progress in the same statement; returns the claims renewed."""
     if not renewals:
         return set()
     dialect, connection = _dialect_and_connection(using)
-    return set(dialect.heartbeat(connection, renewals, now))
+    return set(dialect.heartbeat(connection, renewals, now, progress))
 
 
-def cancel(using: str, job_id: int, queue: str | None = None) -> bool:
-    """Remove a live job in any state, unconditionally. Its claimer's ack will be refused."""
+def cancel(using: str, job_id: int, queue: str | None = None, now: datetime | None = None) -> bool:
+    """Remove a live job in any state, unconditionally. Its claimer's ack will be refused.
+
+    A claimed job also leaves a CancelRequest until its handler has stopped, and its worker
+    is told: at once by NOTIFY where the database has it (sent at commit), else at its next
+    lease renewal, which finds the row gone (docs/running-jobs.md)."""
+    dialect, connection = _dialect_and_connection(using)
     jobs = QueueMessage.objects.using(using).filter(pk=job_id)
     if queue is not None:
         jobs = jobs.filter(queue=queue)
-    deleted, _ = jobs.delete()
+    with transaction.atomic(using=using):
+        held = jobs.claimed().select_for_update().values_list("queue", "claimed_by").first()
+        deleted, _ = jobs.delete()
+        if deleted:
+            finishing.cancelled(using, [job_id], now or timezone.now())
+        if deleted and held is not None and held[1]:
+            CancelRequest.objects.using(using).update_or_create(
+                job_id=job_id,
+                defaults={"queue": held[0], "worker_id": held[1],
+                          "requested_at": now or timezone.now()},
+            )  # fmt: skip
+            dialect.notify_cancel(connection, held[1], job_id)
     return deleted > 0
+
+
+def clear_cancel_requests(using: str, job_ids: Sequence[int]) -> list[int]:
+    """The handlers of these jobs have stopped: their CancelRequests go. Returns the ids of
+    those that had one: the jobs cancelled while they ran (not merely whose claim was lost)."""
+    if not job_ids:
+        return []
+    requests = CancelRequest.objects.using(using).filter(job_id__in=job_ids)
+    cleared = list(requests.values_list("job_id", flat=True))
+    if cleared:
+        CancelRequest.objects.using(using).filter(job_id__in=cleared).delete()
+    return cleared
+
+
+def sweep_cancel_requests(using: str, now: datetime, stale_after: float) -> int:
+    """CancelRequests of workers that are gone (no heartbeat for `stale_after` seconds):
+    nobody is left to clear them. Returns how many were deleted."""
+    cutoff = now - timedelta(seconds=stale_after)
+    alive = Worker.objects.using(using).live(now, stale_after).values("worker_id")
+    requests = CancelRequest.objects.using(using).filter(requested_at__lt=cutoff)
+    return requests.exclude(worker_id__in=alive).delete()[0]
 
 
 def run_now(using: str, job_ids: Sequence[int], now: datetime) -> int:
@@ -241,9 +340,9 @@ def run_now(using: str, job_ids: Sequence[int], now: datetime) -> int:
     moved, queues = 0, set[str]()
     with transaction.atomic(using=using):
         for ids in chunked(job_ids, dialect.ids_per_statement):
-            waiting = QueueMessage.objects.using(using).filter(pk__in=ids).scheduled(now)
-            queues.update(waiting.values_list("queue", flat=True))
-            moved += waiting.update(run_at=now)
+            later = QueueMessage.objects.using(using).filter(pk__in=ids).scheduled(now)
+            queues.update(later.values_list("queue", flat=True))
+            moved += later.update(run_at=now)
         for name in sorted(queues):
             dialect.notify(connection, name)
     return moved
@@ -293,9 +392,21 @@ def purge_dead_letters(using: str, dead_letter_ids: Sequence[int]) -> int:
 
 
 def get_job(using: str, job_id: int, now: datetime, queue: str | None = None) -> Job | None:
+    """The live job, else the dead letter, else the kept job with this id; a claimed job with
+    the progress it last reported."""
     dialect, connection = _dialect_and_connection(using)
     row = dialect.select_job(connection, job_id, queue)
-    return None if row is None else dialect.to_job(row, now)
+    if row is None:
+        return dialect.select_kept(connection, job_id, queue)
+    job = dialect.to_job(row, now)
+    if job.state == "waiting":
+        return dependencies.restore_run_at(using, job)
+    if job.state != "claimed":
+        return job
+    reported = QueueMessage.objects.using(using).filter(pk=job_id)
+    stored = reported.values_list("progress", "progress_at").first()
+    progress = None if stored is None else stored_progress(*stored)
+    return job if progress is None else make_job({**job.__dict__, "progress": progress})
 
 
 class _KeyTaken(Exception):
@@ -315,8 +426,11 @@ def requeue(using: str, job_id: int, now: datetime, queue: str | None = None) ->
             row = dialect.take_dead_letter(connection, job_id, queue)
             if row is None:
                 return None
-            _revive(using, dialect.to_job(row, now), now)
+            dead = dialect.to_job(row, now)
+            _revive(using, dead, now)
             dialect.notify(connection, row[1])
+            for dependent in finishing.requeued(using, dead, now):
+                requeue(using, dependent, now)  # the jobs that died for it wait again
     except _KeyTaken as taken:
         return get_job(using, taken.holder, now)
     job = get_job(using, job_id, now)
@@ -332,10 +446,11 @@ def _revive(using: str, dead: Job, now: datetime) -> None:
                 QueueMessage.objects.using(using).create(
                     id=dead.id, queue=dead.queue, payload=dead.payload, priority=dead.priority,
                     attempts=0, max_attempts=dead.max_attempts, backoff_base=dead.backoff_base,
-                    lease=dead.lease, retention=dead.retention, run_at=now, enqueued_at=now,
+                    lease=dead.lease, retention=dead.retention, run_at=now,
+                    enqueued_at=dead.enqueued_at, requeued_at=now,
                     expires_at=_same_lifetime(dead, now),
                     unique_key=dead.unique_key, last_error=dead.last_error,
-                    concurrency_key=dead.concurrency_key,
+                    concurrency_key=dead.concurrency_key, trace_context=dead.trace_context,
                 )  # fmt: skip
             return
         except IntegrityError:
@@ -354,14 +469,17 @@ def _same_lifetime(dead: Job, now: datetime) -> datetime | None:
     """A requeued job gets the lifetime it was enqueued with, counted from now."""
     if dead.expires_at is None:
         return None
-    return now + (dead.expires_at - dead.enqueued_at)
+    return now + (dead.expires_at - (dead.requeued_at or dead.enqueued_at))
 
 
 def sweep_expired(using: str, queue: str, now: datetime, retention: float | None) -> int:
     """Expired live jobs (any state) -> dead letters; dead letters past retention deleted."""
     dialect, connection = _dialect_and_connection(using)
-    rows = dialect.sweep_expired(connection, queue, now, EXPIRED)
-    _announce_deaths(_jobs(using, rows, now))
+    with transaction.atomic(using=using):
+        rows = dialect.sweep_expired(connection, queue, now, EXPIRED)
+        dead = _jobs(using, rows, now)
+        finishing.died(using, dead, now)
+    _announce_deaths(dead)
     if retention is not None:
         cutoff = now - timedelta(seconds=retention)
         DeadLetter.objects.using(using).filter(queue=queue, died_at__lt=cutoff).delete()
@@ -374,20 +492,28 @@ def purge(using: str, queue: str, states: Iterable[str], now: datetime) -> int:
     for state in dict.fromkeys(states):
         if state == "dead":
             removed += DeadLetter.objects.using(using).filter(queue=queue).delete()[0]
-        else:
+        elif not sweep.any_open(using):
             removed += live.in_state(state, now).delete()[0]
+        else:  # a purged job is a cancelled one to the workflows it is in
+            with transaction.atomic(using=using):
+                ids = list(live.in_state(state, now).values_list("id", flat=True))
+                for chunk in chunked(ids, _ids_per_statement(using)):
+                    removed += live.filter(id__in=chunk).delete()[0]
+                finishing.cancelled(using, ids, now)
     return removed
 
 
 def stats(using: str, queue: str, now: datetime) -> QueueStats:
     unclaimed = Q(claim_token__isnull=True)
     due = unclaimed & Q(run_at__lte=now)
+    parked = parked_at()
     live = (
         QueueMessage.objects.using(using)
         .filter(queue=queue)
         .aggregate(
             pending=Count("id", filter=due),
-            scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now)),
+            scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now, run_at__lt=parked)),
+            waiting=Count("id", filter=unclaimed & Q(run_at__gte=parked)),
             claimed=Count("id", filter=Q(claim_token__isnull=False)),
             oldest=Min("run_at", filter=due),
         )
@@ -395,7 +521,9 @@ def stats(using: str, queue: str, now: datetime) -> QueueStats:
     dead = DeadLetter.objects.using(using).filter(queue=queue).count()
     oldest = live["oldest"]
     age = max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0
-    return QueueStats(live["pending"], live["scheduled"], live["claimed"], dead, age)
+    return QueueStats(
+        live["pending"], live["scheduled"], live["claimed"], dead, age, live["waiting"]
+    )
 
 
 def depth(using: str, queue: str) -> int:
@@ -412,8 +540,10 @@ def reclaim(using: str, now: datetime) -> tuple[list[int], list[Job]]:
     The lapsed attempt stays counted (attempts are counted at claim time, never refunded).
     """
     dialect, connection = _dialect_and_connection(using)
-    pending, rows = dialect.reclaim(connection, now)
-    dead = _jobs(using, rows, now)
+    with transaction.atomic(using=using):
+        pending, rows = dialect.reclaim(connection, now)
+        dead = _jobs(using, rows, now)
+        finishing.died(using, dead, now)
     _announce_deaths(dead)
     return pending, dead
 
@@ -422,10 +552,27 @@ def sweep_everywhere(using: str, now: datetime) -> int:
     """The worker's sweep: expired jobs of every queue -> dead letters; each dead letter is
     deleted once older than the retention stamped on its job. Returns the number moved."""
     dialect, connection = _dialect_and_connection(using)
-    rows = dialect.sweep_expired(connection, None, now, EXPIRED)
-    _announce_deaths(_jobs(using, rows, now))
+    with transaction.atomic(using=using):
+        rows = dialect.sweep_expired(connection, None, now, EXPIRED)
+        dead = _jobs(using, rows, now)
+        finishing.died(using, dead, now)
+    _announce_deaths(dead)
     dialect.delete_old_dead_letters(connection, now)
     return len(rows)
+
+
+def sweep_history(using: str, now: datetime, batch: int) -> int:
+    """Delete the kept jobs past their delete_after, `batch` at a time (PostgreSQL: drops
+    each day partition whose rows are all past it). Returns how many rows went."""
+    dialect, connection = _dialect_and_connection(using)
+    return dialect.sweep_history(connection, now, batch)
+
+
+def prepare_history(using: str, now: datetime) -> int:
+    """Create the history's room ahead of `now` (PostgreSQL: the coming days' partitions);
+    returns how many partitions were created."""
+    dialect, connection = _dialect_and_connection(using)
+    return dialect.prepare_history(connection, now)
 
 
 def lock_claim(using: str, claim: Claim, now: datetime) -> bool:

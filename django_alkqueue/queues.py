@@ -6,23 +6,38 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
 from . import defaults as _defaults
+from . import history, operations, tracing, validation
 from . import limits as flow
-from . import operations, validation
 from .backoff import exponential_delay
 from .clock import Clock, system_clock
 from .conf import get_settings
 from .exceptions import InvalidOption, PayloadError
-from .jobs import FAILED, LIVE_STATES, MAX_ATTEMPTS_EXCEEDED, STATES, Job, QueueStats, Stamps
+from .history import Finish
+from .jobs import (
+    FAILED,
+    LIVE_STATES,
+    MAX_ATTEMPTS_EXCEEDED,
+    STATES,
+    Job,
+    Progress,
+    QueueStats,
+    Stamps,
+    make_job,
+    parked_at,
+)  # fmt: skip
 from .payload import encode
 from .sql import Claim
 from .validation import Duration
+from .workflows import batches, dependencies
+from .workflows.specs import ENQUEUE_OPTIONS, JobSpec, spec_of
 
 #: One claim call hands out at most this many jobs, whatever n asks for (the rule lives with
 #: the other input rules, in validation.py, where a batch consumer's size is checked too).
@@ -71,7 +86,10 @@ class Queue:
         return f"<Queue {self.name!r} using={self.using!r}>"
 
     def _now(self) -> datetime:
-        """The queue's clock, read and checked: a bad reading raises before anything is written."""
+        """The queue's clock, read and checked: a bad reading raises before anything is written.
+        The system clock's reading follows USE_TZ by construction, so only another's is checked."""
+        if self.clock is system_clock:
+            return system_clock()
         return validation.clock_reading(self.clock())
 
     # -- enqueue ---------------------------------------------------------------------------
@@ -87,12 +105,25 @@ class Queue:
         priority: int | None = None,
         unique_key: str | None = None,
         concurrency_key: str | None = None,
+        after: Iterable[Any] | None = None,
     ) -> Job:
-        """Write one job in the caller's transaction; see docs/queues.md for every rule."""
+        """Write one job in the caller's transaction; see docs/queues.md for every rule, and
+        docs/workflows.md for `after` (the jobs or ids it waits for)."""
         key = validation.concurrency_key(concurrency_key)
         text = encode(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES)
         options = (delay, run_at, expires, max_attempts, priority, unique_key)
-        return self._insert([text], 1, *options, keys=None if key is None else [key])[0]
+        keys: list[str | None] | None = None if key is None else [key]
+        return self._insert([text], 1, *options, keys=keys, after=after)[0]
+
+    def job(self, payload: Any, **options: Any) -> JobSpec:
+        """A job described, not sent (no query): for batch callbacks and chain(). Its payload
+        and options are checked now, as enqueue() would check them."""
+        encode(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES)
+        spec = spec_of(self, payload, options)
+        given = {name: options.get(name) for name in ENQUEUE_OPTIONS}
+        validation.concurrency_key(given.pop("concurrency_key"))
+        self._stamps(self._now(), *given.values())
+        return spec
 
     def enqueue_many(
         self,
@@ -105,6 +136,7 @@ class Queue:
         priority: int | None = None,
         unique_key: str | None = None,
         concurrency_key: str | Callable[[Any], str | None] | None = None,
+        after: Iterable[Any] | None = None,
     ) -> list[Job]:
         """Many jobs, one clock read, one statement (COPY on PostgreSQL); all or nothing.
 
@@ -123,7 +155,7 @@ class Queue:
         # Encoded lazily, chunk by chunk, while the rows before are written (operations.enqueue)
         texts = (encode(p, max_bytes=limit, path=f"payloads[{i}]") for i, p in enumerate(items))
         options = (delay, run_at, expires, max_attempts, priority, unique_key)
-        return self._insert(texts, len(items), *options, keys=keys)
+        return self._insert(texts, len(items), *options, keys=keys, after=after)
 
     def _insert(
         self,
@@ -137,16 +169,70 @@ class Queue:
         unique_key: object,
         *,
         keys: list[str | None] | None = None,
+        after: Iterable[Any] | None = None,
     ) -> list[Job]:
         now = self._now()
         stamps = self._stamps(now, delay, run_at, expires, max_attempts, priority, unique_key)
+        waits_for = dependencies.dependency_ids(after)
         if not count:  # validated all the same: a bad option is refused whatever the batch
             return []
-        jobs = operations.enqueue(self.using, self.name, texts, count, stamps, now, keys)
+        in_batch = batches.open_batch(self.using)
+        if waits_for or in_batch is not None:
+            with transaction.atomic(using=self.using):
+                jobs = self._insert_in_workflow(
+                    texts, count, stamps, now, keys, waits_for, in_batch
+                )
+        else:
+            jobs = self._write(texts, count, stamps, now, keys)
         if get_settings().RUN_ON_COMMIT:
             from .testing import run_on_commit
 
-            run_on_commit(jobs, self.using)
+            run_on_commit([job for job in jobs if job.state != "waiting"], self.using)
+        return jobs
+
+    def _write(
+        self,
+        texts: Iterable[str],
+        count: int,
+        stamps: Stamps,
+        now: datetime,
+        keys: list[str | None] | None,
+    ) -> list[Job]:
+        if tracing.ENABLED and tracing.active():
+            with tracing.enqueue_span(self.name, count) as span:
+                stamps = stamps._replace(trace_context=span.trace_context)
+                jobs = operations.enqueue(self.using, self.name, texts, count, stamps, now, keys)
+                span.written(jobs)
+            return jobs
+        return operations.enqueue(self.using, self.name, texts, count, stamps, now, keys)
+
+    def _insert_in_workflow(
+        self,
+        texts: Iterable[str],
+        count: int,
+        stamps: Stamps,
+        now: datetime,
+        keys: list[str | None] | None,
+        waits_for: list[int],
+        in_batch: int | None,
+    ) -> list[Job]:
+        """Inside one transaction: the jobs, parked while any dependency is live, their edges,
+        and their batch membership. A job a unique key found already live joins nothing."""
+        live = dependencies.live_dependencies(self.using, waits_for)
+        due = stamps.run_at
+        if live:
+            stamps = stamps._replace(run_at=parked_at())
+        jobs = self._write(texts, count, stamps, now, keys)
+        written = [job for job in jobs if job.enqueued_at == now]
+        if live and written:
+            dependencies.wait_for(self.using, written, live, due)
+            jobs = [
+                make_job({**job.__dict__, "state": "waiting", "run_at": due})
+                if job.enqueued_at == now else job
+                for job in jobs
+            ]  # fmt: skip
+        if in_batch is not None and written:
+            batches.join(self.using, in_batch, [job.id for job in written])
         return jobs
 
     def _stamps(
@@ -200,6 +286,8 @@ class Queue:
         handed = operations.claim(
             self.using, self.name, worker_id, min(n, MAX_CLAIM), now, limits, self._now
         )
+        if limits.holds_slots():  # the acker frees the slots of a short claim's queue at once
+            flow.cache.note_short(self.name, self.using, len(handed) < n)
         return [JobHandle(self, job, claim) for job, claim in handed]
 
     def claim_one(self, worker_id: str) -> JobHandle | None:
@@ -216,11 +304,14 @@ class Queue:
         return operations.ack_batch(self.using, self.name, checked, self.clock())
 
     def cancel(self, job_id: int) -> bool:
-        """Remove a live job in any state. Its claimer's ack will then return False."""
-        return operations.cancel(self.using, validation.job_id(job_id), self.name)
+        """Remove a live job in any state. Its claimer's ack will then return False; a
+        running job's handler sees `job.cancelled` (docs/running-jobs.md)."""
+        return operations.cancel(self.using, validation.job_id(job_id), self.name, self.clock())
 
     def get_job(self, job_id: int) -> Job | None:
-        """A live job or a dead letter (state "dead"), or None."""
+        """A live job, a dead letter (state "dead") or a kept job (state "succeeded" or
+        "cancelled": docs/running-jobs.md), or None; a claimed job carries the progress its
+        handler last reported (`Job.progress`)."""
         return operations.get_job(self.using, validation.job_id(job_id), self.clock(), self.name)
 
     def requeue(self, job_id: int) -> Job | None:
@@ -296,6 +387,11 @@ class JobHandle:
         self.claim = claim
         self.lease_expires_at = job.lease_expires_at
         self._finished = False
+        #: What the history keeps of this job when it is acked (history.Finish; None when
+        #: its queue keeps none): set by the worker when the handler returns, else worked out
+        #: at the ack, without output.
+        self.finish: Finish | None = None
+        self._recorded = False
 
     def __repr__(self) -> str:
         return f"<JobHandle {self.job.queue}#{self.job.id} attempt {self.job.attempts}>"
@@ -305,11 +401,32 @@ class JobHandle:
         return self.claim.token
 
     def ack(self) -> bool:
-        """The job is done: it leaves the live table."""
+        """The job is done: it leaves the live table (and, when its queue keeps history,
+        goes to the history in the same transaction)."""
         if self._finished:
             return False
-        done = self.claim in operations.ack(self.queue.using, [self.claim], self.queue.clock())
-        return self._finish(done)
+        acked = operations.ack(self.queue.using, [self.claim], self.queue.clock(), [self.kept()])
+        return self._finish(self.claim in acked)
+
+    def remove(self) -> bool:
+        """The handler cancelled its own job: it leaves the live table like an ack, fenced
+        by the claim, but nothing goes to the history as "succeeded"."""
+        if self._finished:
+            return False
+        removed = operations.ack(self.queue.using, [self.claim], self.queue.clock(), [None])
+        return self._finish(self.claim in removed)
+
+    def record(self, output: Any, duration: float | None) -> None:
+        """The handler returned `output` after `duration` seconds: what the ack keeps."""
+        self.finish = history.finish(self.job.queue, output, duration)
+        self._recorded = True
+
+    def kept(self) -> Finish | None:
+        """What the ack writes to the history: the recorded Finish, else the queue's keep
+        with no output; None when the queue keeps none."""
+        if self._recorded:
+            return self.finish
+        return history.finish(self.job.queue, None, None)
 
     def retry(self, error: str | None = None, delay: Duration | None = None) -> bool:
         """Run again after `delay`, or after the backoff curve; dead-letter when out of attempts."""
@@ -384,20 +501,24 @@ def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     live = [h for h in handles if not h._finished]
     if not live:
         return set()
-    acked = operations.ack(using, [h.claim for h in live], live[0].queue.clock())
+    finishes = [h.kept() for h in live]
+    acked = operations.ack(using, [h.claim for h in live], live[0].queue.clock(), finishes)
     for handle in live:
         handle._finish(handle.claim in acked)
     return acked
 
 
-def heartbeat_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
-    """Heartbeat many handles in one statement; returns the claims whose lease was renewed."""
+def heartbeat_handles(
+    handles: Sequence[JobHandle], using: str, progress: Mapping[Claim, Progress] | None = None
+) -> set[Claim]:
+    """Heartbeat many handles in one statement, writing the new `progress` of some with it;
+    returns the claims whose lease was renewed."""
     live = [h for h in handles if not h._finished]
     if not live:
         return set()
     now = live[0].queue.clock()
     renewals = [(h.claim, now + timedelta(seconds=h.job.lease)) for h in live]
-    renewed = operations.heartbeat(using, renewals, now)
+    renewed = operations.heartbeat(using, renewals, now, progress)
     for handle, (claim, expires) in zip(live, renewals, strict=True):
         if claim in renewed:
             handle.lease_expires_at = expires
