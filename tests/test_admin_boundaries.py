@@ -40,12 +40,13 @@ def job_row(name: str) -> QueueMessage:
 
 
 def test_the_queue_page_shows_error_headlines_only_to_who_may_view_dead_letters(seeded):
-    bury("shop-webhooks", {}, f"ValueError: card {CARD} refused")
+    # A word, not a number: the error groups show numbers as <num> anyway.
+    bury("shop-webhooks", {}, "ValueError: holder Zebediah refused")
     stats_only = client_for(make_user("stats", "view_queuestat"))
     html = stats_only.get(queue_url("shop-webhooks")).content.decode()
-    assert CARD not in html and "Most frequent errors" not in html
+    assert "Zebediah" not in html and "Most frequent errors" not in html
     both = client_for(make_user("both", "view_queuestat", "view_deadletter"))
-    assert CARD in both.get(queue_url("shop-webhooks")).content.decode()
+    assert "Zebediah" in both.get(queue_url("shop-webhooks")).content.decode()
 
 
 @pytest.mark.postgres_only

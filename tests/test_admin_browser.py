@@ -1,7 +1,8 @@
 """The admin in a real browser: Playwright for Python driving Debian's Chromium (installed by
 `make test`; Playwright never downloads one). An operator logs in, reads the overview, opens a
 queue's dead letters, requeues one, a real worker runs it, and the overview shows it done.
-Screenshots of every page land in test-artifacts/admin/.
+Screenshots of every page land in test-artifacts/admin/. A browser asking for German gets
+the admin in German (LocaleMiddleware, django_alkqueue/locale/de).
 
 PostgreSQL only: the live server, the test and the worker subprocess share the database.
 """
@@ -9,6 +10,8 @@ PostgreSQL only: the live server, the test and the worker subprocess share the d
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -47,7 +50,13 @@ HANDLERS = {
 
 
 @pytest.fixture
-def page(live_server, monkeypatch) -> Iterator[object]:
+def browser_locale() -> str:
+    """The browser's language (its Accept-Language); a test parametrizes it to change it."""
+    return "en-US"
+
+
+@pytest.fixture
+def page(live_server, monkeypatch, browser_locale) -> Iterator[object]:
     sync_api = pytest.importorskip("playwright.sync_api")
     if not CHROMIUM.exists():
         pytest.fail("no /usr/bin/chromium: run `make test`, or apt-get install -y chromium")
@@ -59,7 +68,9 @@ def page(live_server, monkeypatch) -> Iterator[object]:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
         )
-        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        context = browser.new_context(
+            viewport={"width": 1440, "height": 900}, locale=browser_locale
+        )
         page = context.new_page()
         page.set_default_timeout(15_000)
         page.base_url = live_server.url  # type: ignore[attr-defined]
@@ -71,8 +82,24 @@ def page(live_server, monkeypatch) -> Iterator[object]:
         browser.close()
 
 
+#: The screenshots the docs show, by the name a test gives them: a run with
+#: ALKQUEUE_DOC_IMAGES=1 (`make screenshots`, on PostgreSQL) writes them to docs/images.
+DOC_IMAGES = {
+    "overview": "admin-overview.png",
+    "overview-390": "admin-overview-390.png",
+    "queue": "admin-queue.png",
+    "dead-letters": "admin-dead-letters.png",
+    "requeue-confirmation": "admin-requeue-confirmation.png",
+    "jobs": "admin-jobs.png",
+    "queue-error-groups": "admin-error-groups.png",
+}
+
+
 def shot(page, name: str) -> None:
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if os.environ.get("ALKQUEUE_DOC_IMAGES") == "1" and name in DOC_IMAGES:
+        shutil.copyfile(path, ROOT / "docs" / "images" / DOC_IMAGES[name])
 
 
 def seed_history(names: list[str]) -> None:
@@ -90,9 +117,26 @@ def seed_history(names: list[str]) -> None:
                     claimed=4,
                     finished=int(30 * wave) + 5,
                     failed=int(3 * (1 - wave / 2)),
+                    # Wait and run histograms: most attempts quick, a tail at the peaks.
+                    wait_30ms=int(20 * wave) + 3,
+                    wait_100ms=5,
+                    wait_1s=int(4 * wave),
+                    wait_3s=int(2 * wave),
+                    # The run time is the handler duration histogram (cumulative).
+                    **_durations(int(10 * wave) + 2, int(15 * wave) + 2, 2, int(3 * wave)),
                 )
             )
     QueueStat.objects.bulk_create(rows)
+
+
+def _durations(le_100ms: int, to_500ms: int, to_1s: int, to_5s: int) -> dict[str, int]:
+    """QueueStat's duration columns for calls of up to 100 ms, 500 ms, 1 s and 5 s."""
+    le_5s = le_100ms + to_500ms + to_1s + to_5s
+    return {
+        "duration_le_100ms": le_100ms, "duration_le_500ms": le_100ms + to_500ms,
+        "duration_le_1s": le_100ms + to_500ms + to_1s, "duration_le_5s": le_5s,
+        "duration_le_30s": le_5s, "duration_le_300s": le_5s, "duration_count": le_5s,
+    }  # fmt: skip
 
 
 def seed_incident() -> list[int]:
@@ -228,3 +272,68 @@ def test_the_list_pages_render_in_the_browser(page):
     page.wait_for_selector(".messagelist")
     assert "Paused 1 queue: shop-emails." in page.inner_text(".messagelist")
     assert Consumer.objects.get(queue="shop-emails").paused
+
+
+def log_in(page) -> None:
+    page.goto(f"{page.base_url}/admin/login/?next=/admin/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#content-main")
+
+
+@pytest.mark.parametrize("browser_locale", ["de-DE"])
+def test_an_operator_whose_browser_asks_for_german_reads_the_admin_in_german(page):
+    seed_incident()
+    base = page.base_url
+    log_in(page)
+    assert page.locator("html").get_attribute("lang") == "de"
+    page.click("a:has-text('Warteschlangen-Übersicht')")
+
+    page.wait_for_selector("#alk-queues")
+    headers = page.locator("#alk-queues thead th").all_text_contents()
+    assert headers[:4] == ["Warteschlange", "Consumer", "Pausiert", "Wartend"]
+    assert figure(page, "shop-emails", "pending") == "5"
+    assert "pausiert" in page.inner_text('tr[data-queue="shop-ledger"]')
+    assert page.inner_text("#alk-totals td:first-child") == "Gesamt (4 Warteschlangen)"
+    assert "1 aktiv, 1 veraltet; kein aktiver Leader" in page.inner_text("#alk-workers")
+    assert "Übernahmen veralteter Worker" in page.inner_text("#alk-health")
+    shot(page, "de-overview")
+
+    page.click('tr[data-queue="shop-webhooks"] td:first-child a')
+    page.wait_for_selector("#alk-figures")
+    assert page.inner_text("#alk-dead-link") == "Dead Letters von shop-webhooks"
+    assert "Häufigste Fehler" in page.inner_text("#content-main")
+    assert "Durchsatz in den letzten 24 h" in (page.text_content("svg.alk-chart") or "")
+    assert "wartend (fällig, wartet auf einen Worker)" in page.inner_text("#alk-chart-depth")
+    shot(page, "de-queue")
+
+    page.goto(f"{base}/admin/django_alkqueue/queuemessage/?state=pending")
+    page.wait_for_selector("#result_list")
+    assert "Nach Zustand" in page.inner_text("#changelist-filter")
+    assert set(page.locator("#result_list span.alk-state").all_inner_texts()) == {"wartend"}
+    assert page.inner_text("#alk-result-count").endswith("Jobs")
+    shot(page, "de-jobs")
+
+    page.goto(f"{base}/admin/django_alkqueue/deadletter/")
+    page.wait_for_selector("#result_list")
+    first = page.locator("#result_list tbody tr").first
+    job_id = int(first.locator("td.field-job_id").inner_text())
+    first.locator("th a").click()
+    page.wait_for_selector(".field-last_error_text pre")
+    legends = page.locator("fieldset h2, fieldset legend").all_text_contents()
+    assert {"Fehler", "Nutzdaten", "Zeitpunkte"} <= {text.strip() for text in legends}
+    shot(page, "de-dead-letter")
+
+    if DETAIL_PAGE_ACTIONS:  # Django 6.1: straight from the dead letter's page
+        page.select_option("select[name='CHANGE_FORM-action']", "requeue")
+        page.click("#content-main .actions button")
+    else:  # Django 5.2: tick it on the list
+        page.go_back()
+        page.wait_for_selector("#result_list")
+        page.locator("#result_list tbody tr").first.locator("input.action-select").check()
+        page.select_option("select[name='action']", "requeue")
+        page.click("button[name='index']")
+    page.wait_for_selector(".messagelist")
+    assert f"1 Dead Letter als Job {job_id} erneut eingereiht." in page.inner_text(".messagelist")
+    shot(page, "de-requeued")

@@ -3,7 +3,10 @@ anonymous users to the login page, and refuses what a user may not do."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.contrib import admin
 from django.test import Client
 
 from django_alkqueue.admin.compat import DETAIL_PAGE_ACTIONS
@@ -73,6 +76,49 @@ def test_the_overview_link_reads_queue_overview(seeded):
     models = next(a for a in response.context["app_list"] if a["app_label"] == "django_alkqueue")
     names = {m["admin_url"]: str(m["name"]) for m in models["models"]}
     assert names[OVERVIEW] == "Queue overview"
+
+
+def app_entries(html: str) -> list[str]:
+    """The admin URLs of the app's entries, in the order the page lists them."""
+    section = html.split('class="app-django_alkqueue')[1].split("</table>")[0]
+    return re.findall(r'<th scope="row"[^>]*>\s*<a href="([^"]+)"', section)
+
+
+@pytest.mark.parametrize("url", ["/admin/", "/admin/django_alkqueue/", JOBS])
+def test_the_queue_overview_comes_first_in_the_apps_section(seeded, url):
+    html = client_for(make_user("root", superuser=True)).get(url).content.decode()
+    entries = app_entries(html)
+    assert entries[0] == OVERVIEW
+    assert entries[1:] == sorted(entries[1:], key=lambda u: ADMIN_NAMES[u])
+
+
+#: The app's other entries, listed alphabetically by Django after the overview.
+ADMIN_NAMES = {
+    CONSUMERS: "Consumers",
+    DEAD: "Dead letters",
+    "/admin/django_alkqueue/finishedjob/": "Finished jobs",
+    JOBS: "Jobs",
+    "/admin/django_alkqueue/periodictick/": "Periodic schedules",
+    WORKERS: "Workers",
+}
+
+
+def test_a_site_without_overview_first_lists_the_app_alphabetically(seeded, rf):
+    from django.contrib.admin import AdminSite
+
+    from django_alkqueue.admin_site import AdminSite as OverviewFirstSite
+
+    request = rf.get("/admin/")
+    request.user = make_user("root", superuser=True)
+    plain, ours = AdminSite(), OverviewFirstSite()
+    for site in (plain, ours):
+        site._registry = admin.site._registry
+    first = [a["models"][0]["object_name"] for a in ours.get_app_list(request)
+             if a["app_label"] == "django_alkqueue"]  # fmt: skip
+    assert first == ["QueueStat"]
+    plain_names = [str(m["name"]) for a in plain.get_app_list(request)
+                   if a["app_label"] == "django_alkqueue" for m in a["models"]]  # fmt: skip
+    assert plain_names == sorted(plain_names)
 
 
 def test_every_page_renders_for_a_view_only_user_without_action_buttons(seeded):

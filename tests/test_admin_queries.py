@@ -36,6 +36,8 @@ pytestmark = pytest.mark.django_db
 #: Most queries a page may make for a superuser (a view-only user adds two permission reads).
 #: Changelist: session, user, queue names (one statement), bounded count, the page.
 CHANGELIST_QUERIES = 5
+#: The job list reads the jobs cancelled while running too ("cancel requested").
+JOB_CHANGELIST_QUERIES = CHANGELIST_QUERIES + 1
 DETAIL_QUERIES = 3
 #: A job's detail page also reads the admin log once: the dead letter it was requeued from.
 JOB_DETAIL_QUERIES = DETAIL_QUERIES + 1
@@ -48,10 +50,10 @@ def pages(seeded) -> dict[str, int]:
     consumer = Consumer.objects.get(queue="shop-emails").pk
     worker = Worker.objects.order_by("pk").first().pk
     return {
-        JOBS: CHANGELIST_QUERIES,
-        f"{JOBS}?queue=shop-emails&state=pending": CHANGELIST_QUERIES,
-        f"{JOBS}?state=claimed": CHANGELIST_QUERIES,
-        f"{JOBS}?q={seeded.pending[0]}": CHANGELIST_QUERIES,
+        JOBS: JOB_CHANGELIST_QUERIES,
+        f"{JOBS}?queue=shop-emails&state=pending": JOB_CHANGELIST_QUERIES,
+        f"{JOBS}?state=claimed": JOB_CHANGELIST_QUERIES,
+        f"{JOBS}?q={seeded.pending[0]}": JOB_CHANGELIST_QUERIES,
         f"{JOBS}{seeded.pending[0]}/change/": JOB_DETAIL_QUERIES,
         DEAD: CHANGELIST_QUERIES,
         f"{DEAD}?queue=shop-webhooks&reason=failed": CHANGELIST_QUERIES,
@@ -165,10 +167,11 @@ def fill_big_tables() -> None:
             """
             INSERT INTO alkqueue_deadletter (job_id, queue, payload, priority, attempts,
                 max_attempts, backoff_base, lease, run_at, enqueued_at, died_at, reason,
-                last_error)
+                last_error, error_fingerprint)
             SELECT 1000000 + i, 'q' || (i % 100), '{}', 0, 5, 5, 5, 30, now(), now(),
                    now() - (i || ' seconds')::interval,
-                   CASE WHEN i % 50 = 0 THEN 'expired' ELSE 'failed' END, 'ValueError: x'
+                   CASE WHEN i % 50 = 0 THEN 'expired' ELSE 'failed' END, 'ValueError: x',
+                   'fp' || (i % 7)
             FROM generate_series(1, 100000) AS i
             """
         )
@@ -193,6 +196,8 @@ FILTERED_PAGES = [
     f"{DEAD}?reason=expired",
     f"{DEAD}?queue=q3&reason=failed",
     f"{DEAD}?q=1000007",
+    f"{DEAD}?error=fp3",
+    f"{DEAD}?queue=q3&error=fp3",
 ]
 
 
@@ -213,6 +218,21 @@ def test_filters_and_queue_names_use_indexes_on_100k_rows():
     assert "Seq Scan on alkqueue_deadletter" not in plan, plan
     assert "alkqueue_pending_idx" in plan and "alkqueue_lease_idx" in plan, plan
     assert len(known_queues("default")) == 100
+
+
+@pytest.mark.postgres_only
+def test_a_queue_pages_error_groups_read_the_dead_letters_through_an_index_on_100k_rows():
+    fill_big_tables()
+    client = client_for(make_user("root", superuser=True))
+    dead_letter_reads = [
+        sql for sql in queries_of(client, queue_url("q3")) if "alkqueue_deadletter" in sql
+    ]
+    assert any("GROUP BY" in sql for sql in dead_letter_reads)
+    for sql in dead_letter_reads:
+        plan = plan_of(sql)
+        assert "Seq Scan on alkqueue_deadletter" not in plan, (sql, plan)
+        if "GROUP BY" in sql:
+            assert "alkqueue_dead_error_idx" in plan, plan
 
 
 @pytest.mark.postgres_only

@@ -4,15 +4,18 @@ pruning, and every worker's finished / failed deltas. One tick at a time via run
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.db import DatabaseError
 from django.test import override_settings
+from django.utils import timezone
 
-from django_alkqueue import queue
+from django_alkqueue import queue, timings
 from django_alkqueue.models import QueueStat
 from django_alkqueue.status import minute_of
 from django_alkqueue.worker.queue_stats import QueueStatDeltas, QueueStatWriter
+from django_alkqueue.worker.report import TIMED_PER_BATCH, sampled_times
 from django_alkqueue.worker.stats import WorkerStats
 from testproject.shop.models import HandlerRun
 from tests.workers import run_worker
@@ -146,6 +149,49 @@ def test_deltas_go_to_the_minute_they_are_flushed_in(clock):
     assert rows == [(1, 0), (0, 1)]
 
 
+def wait_histogram(row: QueueStat) -> list[int]:
+    return [getattr(row, f"wait_{name}") for name in timings.NAMES]
+
+
+def run_histogram(row: QueueStat) -> tuple[int, ...]:
+    return timings.run_bins(row.duration_count, [getattr(row, c) for c in timings.RUN_FIELDS[1:]])
+
+
+def test_deltas_add_the_wait_histogram_since_the_last_flush(clock):
+    stats = WorkerStats()
+    deltas = QueueStatDeltas("default", stats, 5.0)
+    stats.record_waits("shop-emails", [0.02, 2.0])
+    assert deltas.run_once(clock()) == 1
+    stats.record_waits("shop-emails", [0.02])
+    deltas.run_once(clock())
+    wait = wait_histogram(stat("shop-emails", minute_of(clock())))
+    assert wait[timings.bin_of(0.02)] == 2 and wait[timings.bin_of(2.0)] == 1 and sum(wait) == 3
+
+
+def test_the_run_time_histogram_is_the_handler_durations_of_the_metrics(clock):
+    stats = WorkerStats()
+    deltas = QueueStatDeltas("default", stats, 5.0)
+    stats.record_duration("shop-emails", 0.2)
+    stats.record_duration("shop-emails", 0.3)
+    deltas.run_once(clock())
+    stats.record_duration("shop-emails", 4000.0)
+    deltas.run_once(clock())
+    row = stat("shop-emails", minute_of(clock()))
+    run = run_histogram(row)
+    assert row.duration_count == 3 and row.duration_le_500ms == 2 and row.duration_le_300s == 2
+    assert run[timings.RUN_BOUNDS.index(0.5)] == 2 and run[-1] == 1 and sum(run) == 3
+
+
+def test_two_workers_histograms_add_up_in_one_row(clock):
+    for _ in range(2):
+        stats = WorkerStats()
+        stats.record_waits("shop-emails", [0.2])
+        stats.record_duration("shop-emails", 0.2)
+        QueueStatDeltas("default", stats, 5.0).run_once(clock())
+    row = stat("shop-emails", minute_of(clock()))
+    assert row.wait_300ms == 2 and row.duration_le_500ms == 2
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_writes_the_minutes_of_the_queues_it_serves():
     jobs = queue("shop-emails").enqueue_many([{"i": i} for i in range(5)])
@@ -155,5 +201,18 @@ def test_a_worker_writes_the_minutes_of_the_queues_it_serves():
     rows = QueueStat.objects.filter(queue="shop-emails")
     assert sum(r.finished for r in rows) == 5
     assert sum(r.failed for r in rows) == 1
+    # Every attempt's wait, and every handler call's duration (the run time the chart and
+    # /metrics/ both read), in the histograms.
+    assert sum(sum(wait_histogram(r)) for r in rows) == 6
+    assert sum(sum(run_histogram(r)) for r in rows) == 6
     # (The leader's state readings are timed: a burst this short may end before the first;
     # the writer's own tests cover them.)
+
+
+def test_a_large_ack_batch_times_a_sample_whose_weights_add_up_to_the_batch():
+    now = timezone.now()
+    jobs = [(SimpleNamespace(queue="q", run_at=now), 0.0) for _ in range(100)]
+    sample = sampled_times(jobs, 1.0, now.timestamp() + 1.0)
+    assert len(sample) <= TIMED_PER_BATCH
+    assert sum(weight for *_, weight in sample) == 100
+    assert all(wait == 0.0 and run == 1.0 for wait, run, _ in sample)

@@ -9,6 +9,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model
 from django.http import HttpRequest
+from django.utils import translation
 
 
 def record(
@@ -24,9 +25,11 @@ def record(
 ) -> LogEntry:
     """One admin log entry per action run: "verb: count noun; ids 1, 2", then what those
     rows became (" -> jobs 14, 15") and any detail. The count is len(ids) unless given: a
-    run that changed nothing logs 0 with the ids it was asked for."""
+    run that changed nothing logs 0 with the ids it was asked for. Always in English,
+    whatever the page's language: the log is an audit record that requeue_log parses."""
     n = len(ids) if count is None else count
-    noun = model._meta.verbose_name if n == 1 else model._meta.verbose_name_plural
+    with translation.override(None):  # the models' verbose names untranslated
+        noun = str(model._meta.verbose_name if n == 1 else model._meta.verbose_name_plural)
     summary = f"{verb}: {n} {noun}"
     message = f"{summary}; ids {', '.join(str(i) for i in ids) or 'none'}"
     message += f" -> {result}" if result else ""

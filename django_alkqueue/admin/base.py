@@ -5,7 +5,6 @@ offers (docs/security.md), and the 403 on actions the user may not run."""
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib import admin
@@ -16,11 +15,13 @@ from django.contrib.admin.views.main import ChangeList
 from django.db import connections, router
 from django.db.models import Field, ForeignObjectRel, IntegerField, Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.utils.timezone import localtime
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
 
 from .counts import EstimatedCountPaginator
 from .permissions import refuse_forbidden_action
 from .selection import all_matching
+from .times import SHOWN, date_time_fields, shown, swap_names
 
 M = TypeVar("M", bound=Model)
 
@@ -34,6 +35,9 @@ else:
         def __class_getitem__(cls, item: object) -> type:
             return cls
 
+
+#: Seconds between two live updates of a page (live.js), or two reloads when scripts are off.
+LIVE_SECONDS = 5
 
 #: A whole number as a person writes it in a URL: no sign other than "-", no "_", no spaces
 #: (int() accepts all three, and a 64-bit overflow then reaches the database).
@@ -95,6 +99,25 @@ class QueueAdmin(ModelAdmin[M]):
     class Media:
         css = {"all": ("django_alkqueue/admin.css",)}
 
+    def __init__(self, model: type[M], admin_site: admin.AdminSite) -> None:
+        super().__init__(model, admin_site)
+        # The detail page shows each date-time column as the list pages do (admin.times),
+        # not in the locale's DATETIME_FORMAT: a stand-in display per column.
+        self._date_times = {f.name: shown(f) for f in date_time_fields(model)}
+
+    def __getattr__(self, name: str) -> Any:
+        """`enqueued_at_shown`: the detail page's display of the date-time column."""
+        column = name.removesuffix(SHOWN)
+        if column != name and column in self.__dict__.get("_date_times", {}):
+            return self._date_times[column]
+        raise AttributeError(name)
+
+    def get_fieldsets(self, request: HttpRequest, obj: M | None = None) -> Any:
+        return [
+            (title, {**options, "fields": swap_names(options["fields"], set(self._date_times))})
+            for title, options in super().get_fieldsets(request, obj)
+        ]
+
     def lean(self, queryset: QuerySet[M]) -> QuerySet[M]:
         return queryset.defer(*self.changelist_defer) if self.changelist_defer else queryset
 
@@ -114,7 +137,8 @@ class QueueAdmin(ModelAdmin[M]):
 
     def _filter_parameters(self, request: HttpRequest) -> set[str]:
         """The query parameters list_filter reads: a SimpleListFilter's parameter_name, and
-        the bounds a field filter (the date filter) writes for its field."""
+        the bounds a field filter (the date filter) or the date hierarchy writes for its
+        field."""
         names: set[str] = set()
         for item in self.get_list_filter(request):
             if isinstance(item, type) and issubclass(item, admin.SimpleListFilter):
@@ -122,6 +146,9 @@ class QueueAdmin(ModelAdmin[M]):
             else:
                 path = item[0] if isinstance(item, (list, tuple)) else item
                 names |= {f"{path}__{bound}" for bound in ("gte", "lt", "isnull")}
+        if self.date_hierarchy:  # Django turns its year, month and day into a range
+            parts = ("year", "month", "day", "gte", "lt")
+            names |= {f"{self.date_hierarchy}__{part}" for part in parts}
         return names
 
     def get_search_results(
@@ -184,24 +211,13 @@ class QueueAdmin(ModelAdmin[M]):
         assert pk is not None
         for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
             if isinstance(pk, IntegerField) and parse_int(value, pk) is None:
+                text = _("Not a %(field)s of this page: %(value)r")
                 return HttpResponseBadRequest(
-                    f"Not a {pk.verbose_name} of this page: {value[:40]!r}"
+                    text % {"field": pk.verbose_name, "value": value[:40]}
                 )
         return None
 
 
-def timestamp(at: datetime | None) -> str:
-    """2030-01-01 12:00:05 in the current time zone; "-" for none."""
-    return "-" if at is None else localtime(at).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def format_age(seconds: float) -> str:
-    """12 s, 3 min 20 s, 2 h 5 min, 3 d 4 h."""
-    s = int(seconds)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
+def grouped(n: int) -> str:
+    """A whole number with the active language's thousands separator: 12,345 or 12.345."""
+    return number_format(n, force_grouping=True)

@@ -1,148 +1,369 @@
-"""Server-side SVG charts of a queue over the last 24 hours, from its QueueStat minutes.
+"""Server-side SVG charts of a queue over a chosen window, from its QueueStat minutes.
 
-Two bands share the time axis: the depth (live jobs: pending + scheduled + claimed, the last
-reading in each bucket) as a line on top, and the throughput (finished in green, failed
-stacked in red) as bars below. No JavaScript, nothing fetched: the page works offline.
+The window (1 h, 6 h, 24 h, 7 d) sets the bucket size; each bucket sums the minutes in it
+(finished, failed) or keeps their last reading (the depth by state). The queue page draws
+one chart per measure, each with a y-axis and its unit, gridlines, a time axis, a `<title>`
+tooltip per bucket and a legend in HTML that says exactly what is drawn; the overview draws
+a small sparkline per queue. A series with a single value in a stretch is drawn as a point.
+Colours come from the admin's CSS variables (admin.css), so dark mode applies; the
+presentation attributes are the fallback. No JavaScript, nothing fetched.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from django.utils.html import escape
+from django.utils import formats, timezone
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from ..status import StatPoint
+from .base import grouped
 
-DEPTH_COLOUR = "#417690"
-FINISHED_COLOUR = "#5b9a2a"
-FAILED_COLOUR = "#ba2121"
-SPAN = timedelta(hours=24)
-BUCKETS = 144  # 10 minutes each
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """A chart window: its span, the size of its buckets and the step of its time axis."""
+
+    key: str  # the value of ?window= in the URL
+    words: str  # marked for translation; `label` translates it
+    span: timedelta
+    bucket: timedelta
+    tick: timedelta
+    title: str  # the queue page's heading, marked for translation; `heading` translates it
+
+    @property
+    def label(self) -> str:
+        return _(self.words)
+
+    @property
+    def heading(self) -> str:
+        """The queue page's heading over the charts: "Last 24 hours"."""
+        return _(self.title)
+
+    @property
+    def count(self) -> int:
+        return self.span // self.bucket
+
+    @property
+    def bucket_words(self) -> str:
+        """The bucket as a unit: "1 min", "10 min", "1 h"."""
+        minutes = int(self.bucket.total_seconds() // 60)
+        if minutes % 60 == 0:
+            return _("%(n)s h") % {"n": minutes // 60}
+        return _("%(n)s min") % {"n": minutes}
+
+
+WINDOWS: dict[str, Window] = {
+    w.key: w
+    for w in (
+        Window("1h", gettext_noop("1 h"), timedelta(hours=1), timedelta(minutes=1),
+               timedelta(minutes=10), gettext_noop("Last hour")),
+        Window("6h", gettext_noop("6 h"), timedelta(hours=6), timedelta(minutes=5),
+               timedelta(hours=1), gettext_noop("Last 6 hours")),
+        Window("24h", gettext_noop("24 h"), timedelta(hours=24), timedelta(minutes=10),
+               timedelta(hours=3), gettext_noop("Last 24 hours")),
+        Window("7d", gettext_noop("7 d"), timedelta(days=7), timedelta(hours=1),
+               timedelta(days=1), gettext_noop("Last 7 days")),
+    )
+}  # fmt: skip
+DEFAULT_WINDOW = WINDOWS["24h"]
+
+
+def window_from(value: str | None) -> Window:
+    """The window named by ?window=, the 24 h one for anything else."""
+    return WINDOWS.get(value or "", DEFAULT_WINDOW)
 
 
 @dataclasses.dataclass
 class Bucket:
     start: datetime
-    depth: int | None = None  # None: no reading in this bucket
+    end: datetime
+    #: The last reading of each state in the bucket; None: no reading.
+    pending: int | None = None
+    scheduled: int | None = None
+    claimed: int | None = None
     finished: int = 0
     failed: int = 0
+    #: Histograms of wait and run times (status.TIMING_BOUNDS), summed over the bucket.
+    wait: list[int] = dataclasses.field(default_factory=list)
+    run: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def depth(self) -> int | None:
+        """Live jobs (pending + scheduled + claimed) at the last reading."""
+        if self.pending is None:
+            return None
+        return self.pending + (self.scheduled or 0) + (self.claimed or 0)
+
+
+def bucket_end(now: datetime, window: Window) -> datetime:
+    """The end of the window's last bucket: the bucket boundary after `now`."""
+    size = window.bucket.total_seconds()
+    seconds = now.timestamp()
+    return now + timedelta(seconds=size - seconds % size)
 
 
 def bucketize(
-    points: Sequence[StatPoint], end: datetime, span: timedelta = SPAN, count: int = BUCKETS
+    points: Sequence[StatPoint], now: datetime, window: Window = DEFAULT_WINDOW
 ) -> list[Bucket]:
-    """Spread minutes (oldest first) over `count` equal buckets ending at `end`."""
-    width = span / count
-    start = end - span
-    buckets = [Bucket(start + width * i) for i in range(count)]
+    """Spread minutes (oldest first) over the window's buckets, the last one holding `now`."""
+    end = bucket_end(now, window)
+    start = end - window.span
+    width = window.bucket
+    buckets = [Bucket(start + width * i, start + width * (i + 1)) for i in range(window.count)]
     for point in points:
         index = (point.minute - start) // width
-        if 0 <= index < count:
+        if 0 <= index < window.count:
             bucket = buckets[index]
-            bucket.depth = point.depth  # the last reading wins
+            bucket.pending, bucket.scheduled, bucket.claimed = (
+                point.pending,
+                point.scheduled,
+                point.claimed,
+            )  # the last reading wins
             bucket.finished += point.finished
             bucket.failed += point.failed
+            bucket.wait = _add(bucket.wait, point.wait)
+            bucket.run = _add(bucket.run, point.run)
     return buckets
 
 
-def _fmt(n: float) -> str:
-    return f"{int(n):,}"
+def _add(total: list[int], more: Sequence[int]) -> list[int]:
+    if not more:
+        return total
+    if not total:
+        return list(more)
+    return [a + b for a, b in zip(total, more, strict=True)]
 
 
-def _depth_path(buckets: list[Bucket], x0: float, step: float, top: float, band: float) -> str:
-    peak = max((b.depth for b in buckets if b.depth is not None), default=0) or 1
-    commands, pen_down = [], False
-    for i, bucket in enumerate(buckets):
-        if bucket.depth is None:
-            pen_down = False
+def fmt(n: float) -> str:
+    """A whole number with the active language's thousands separator: 12,345 or 12.345."""
+    return grouped(int(n))
+
+
+def nice_ticks(peak: float, integers: bool = True, most: int = 5) -> list[float]:
+    """Axis ticks from 0 to at least `peak`, on steps of 1, 2 or 5 times a power of ten;
+    whole steps for counts, and 10 ms at least for durations."""
+    peak = max(peak, 1.0 if integers else 0.01)
+    raw = peak / (most - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    if integers:
+        step = max(step, 1)
+    count = math.ceil(peak / step - 1e-9)
+    return [round(step * i, 9) for i in range(count + 1)]
+
+
+def bucket_label(bucket: Bucket, window: Window) -> str:
+    """ "14:10 to 14:20" in the site's time zone; the day too on the 7 d window."""
+    start, end = timezone.localtime(bucket.start), timezone.localtime(bucket.end)
+    day = formats.date_format(start, "D j ") if window.span > timedelta(days=1) else ""
+    return _("%(day)s%(start)s to %(end)s") % {
+        "day": day,
+        "start": f"{start:%H:%M}",
+        "end": f"{end:%H:%M}",
+    }
+
+
+# -- the plot: axes, gridlines, tooltips ---------------------------------------------------------
+
+WIDTH, HEIGHT = 720, 190
+LEFT, RIGHT, TOP, BOTTOM = 56, 10, 10, 24
+TEXT = 'class="alk-chart-text" fill="#666" font-family="sans-serif" font-size="11"'
+
+
+class Plot:
+    """The frame of one large chart: scales, axes and the per-bucket tooltips."""
+
+    def __init__(self, buckets: list[Bucket], window: Window, ticks: list[float]) -> None:
+        self.buckets, self.window, self.ticks = buckets, window, ticks
+        self.x0, self.x1 = LEFT, WIDTH - RIGHT
+        self.y0, self.y1 = TOP, HEIGHT - BOTTOM
+        self.step = (self.x1 - self.x0) / max(len(buckets), 1)
+        self.top = ticks[-1] or 1
+
+    def x(self, index: float) -> float:
+        return self.x0 + self.step * index
+
+    def y(self, value: float) -> float:
+        return self.y1 - (self.y1 - self.y0) * min(value / self.top, 1.0)
+
+    def axes(self, tick_label: Callable[[float], str]) -> list[str]:
+        parts = []
+        for value in self.ticks:
+            y = self.y(value)
+            parts.append(
+                f'<line class="alk-chart-grid" x1="{self.x0}" x2="{self.x1}" y1="{y:.1f}" '
+                f'y2="{y:.1f}" stroke="#ddd" stroke-width="1"/>'
+                f'<text {TEXT} x="{self.x0 - 6}" y="{y + 4:.1f}" text-anchor="end">'
+                f"{escape(tick_label(value))}</text>"
+            )
+        start = self.buckets[0].start if self.buckets else timezone.now()
+        for moment in time_ticks(start, self.window):
+            x = self.x0 + (self.x1 - self.x0) * ((moment - start) / self.window.span)
+            local = timezone.localtime(moment)
+            label = (
+                formats.date_format(local, "D j")
+                if self.window.tick >= timedelta(days=1)
+                else f"{local:%H:%M}"
+            )
+            parts.append(
+                f'<line class="alk-chart-grid" x1="{x:.1f}" x2="{x:.1f}" y1="{self.y0}" '
+                f'y2="{self.y1 + 4}" stroke="#ddd" stroke-width="1"/>'
+                f'<text {TEXT} x="{x:.1f}" y="{HEIGHT - 6}" text-anchor="middle">'
+                f"{escape(label)}</text>"
+            )
+        parts.append(
+            f'<line class="alk-chart-axis" x1="{self.x0}" x2="{self.x1}" y1="{self.y1}" '
+            f'y2="{self.y1}" stroke="#999" stroke-width="1"/>'
+            f'<line class="alk-chart-axis" x1="{self.x0}" x2="{self.x0}" y1="{self.y0}" '
+            f'y2="{self.y1}" stroke="#999" stroke-width="1"/>'
+        )
+        return parts
+
+    def tooltips(self, describe: Callable[[Bucket], str]) -> list[str]:
+        """One transparent column per bucket whose `<title>` the browser shows on hover."""
+        return [
+            f'<rect class="alk-chart-hover" x="{self.x(i):.1f}" y="{self.y0}" '
+            f'width="{self.step:.2f}" height="{self.y1 - self.y0}" fill="transparent">'
+            f"<title>{escape(bucket_label(bucket, self.window))}: {escape(describe(bucket))}"
+            "</title></rect>"
+            for i, bucket in enumerate(self.buckets)
+        ]
+
+
+def time_ticks(start: datetime, window: Window) -> list[datetime]:
+    """The moments of the time axis's ticks: whole steps of the window's tick in the site's
+    time zone (every 10 minutes, every hour, every 3 hours, every midnight)."""
+    local = timezone.localtime(start)
+    midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    step = window.tick
+    moment = midnight + step * math.ceil((local - midnight) / step)
+    ticks = []
+    while moment <= local + window.span:
+        ticks.append(moment)
+        moment += step
+    return ticks
+
+
+def line(plot: Plot, values: Sequence[float | None], name: str, colour: str) -> list[str]:
+    """A series as a line through the bucket centres, broken where a bucket has no value; a
+    value alone in its stretch is drawn as a point."""
+    shapes: list[str] = []
+    stretch: list[tuple[float, float]] = []
+    for i, value in enumerate([*values, None]):
+        if value is not None:
+            stretch.append((plot.x(i + 0.5), plot.y(value)))
             continue
-        x = x0 + step * (i + 0.5)
-        y = top + band - band * bucket.depth / peak
-        commands.append(f"{'L' if pen_down else 'M'}{x:.1f},{y:.1f}")
-        pen_down = True
-    if not commands:
-        return ""
-    return (
-        f'<path d="{" ".join(commands)}" fill="none" stroke="{DEPTH_COLOUR}" '
-        'stroke-width="1.5" stroke-linejoin="round"/>'
-    )
-
-
-def _bars(buckets: list[Bucket], x0: float, step: float, top: float, band: float) -> list[str]:
-    peak = max((b.finished + b.failed for b in buckets), default=0) or 1
-    bar = max(step - 0.4, 0.6)
-    shapes = []
-    for i, bucket in enumerate(buckets):
-        x = x0 + step * i
-        done_h = band * bucket.finished / peak
-        failed_h = band * bucket.failed / peak
-        if done_h:
-            y = top + band - done_h
-            shapes.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" '
-                f'height="{done_h:.1f}" fill="{FINISHED_COLOUR}"/>'
-            )
-        if failed_h:
-            y = top + band - done_h - failed_h
-            shapes.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" '
-                f'height="{failed_h:.1f}" fill="{FAILED_COLOUR}"/>'
-            )
+        shapes.extend(_stretch(stretch, name, colour))
+        stretch = []
     return shapes
 
 
-def summary(name: str, buckets: list[Bucket]) -> str:
-    depths = [b.depth for b in buckets if b.depth is not None]
-    depth = f"depth now {_fmt(depths[-1])}, max {_fmt(max(depths))}" if depths else "no depth data"
-    finished = sum(b.finished for b in buckets)
-    failed = sum(b.failed for b in buckets)
-    return f"{name}, last 24 h: {depth}; finished {_fmt(finished)}, failed {_fmt(failed)}"
-
-
-def render(
-    name: str, buckets: list[Bucket], width: int = 180, height: int = 44, labels: bool = False
-) -> SafeString:
-    """The chart as inline SVG. `labels` adds the scales and the time axis (detail page)."""
-    left, top, bottom = (4, 14, 16) if labels else (0, 1, 1)
-    plot_w, plot_h = width - 2 * left, height - top - bottom
-    depth_band, gap = plot_h * 0.55, plot_h * 0.08
-    bars_top = top + depth_band + gap
-    bars_band = plot_h - depth_band - gap
-    step = plot_w / max(len(buckets), 1)
-    text = escape(summary(name, buckets))
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="alk-chart" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{text}">',
-        f"<title>{text}</title>",
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f8f8f8"/>',
-        f'<line x1="{left}" x2="{width - left}" y1="{bars_top + bars_band:.1f}" '
-        f'y2="{bars_top + bars_band:.1f}" stroke="#ccc" stroke-width="0.5"/>',
-        _depth_path(buckets, left, step, top, depth_band),
-        *_bars(buckets, left, step, bars_top, bars_band),
-    ]
-    if labels:
-        parts.extend(_labels(buckets, width, height, left))
-    parts.append("</svg>")
-    return mark_safe("".join(parts))
-
-
-def _labels(buckets: list[Bucket], width: int, height: int, left: int) -> list[str]:
-    """A legend with the scales on top, the time axis below."""
-    peak_depth = max((b.depth for b in buckets if b.depth is not None), default=0)
-    peak_rate = max((b.finished + b.failed for b in buckets), default=0)
-    style = 'font-family="sans-serif" font-size="10" fill="#666"'
+def _stretch(points: list[tuple[float, float]], name: str, colour: str) -> list[str]:
+    if not points:
+        return []
+    if len(points) == 1:
+        (x, y) = points[0]
+        return [
+            f'<circle class="alk-dot alk-{name}" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>'
+        ]
+    d = " ".join(f"{'L' if i else 'M'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(points))
     return [
-        f'<line x1="{left}" x2="{left + 14}" y1="7" y2="7" stroke="{DEPTH_COLOUR}" '
-        'stroke-width="1.5"/>',
-        f'<text x="{left + 18}" y="10" {style}>depth (max {_fmt(peak_depth)})</text>',
-        f'<rect x="{left + 120}" y="2" width="9" height="9" fill="{FINISHED_COLOUR}"/>',
-        f'<text x="{left + 133}" y="10" {style}>finished</text>',
-        f'<rect x="{left + 180}" y="2" width="9" height="9" fill="{FAILED_COLOUR}"/>',
-        f'<text x="{left + 193}" y="10" {style}>failed, per 10 min (max {_fmt(peak_rate)})</text>',
-        f'<text x="{left}" y="{height - 4}" {style}>24 h ago</text>',
-        f'<text x="{width / 2:.0f}" y="{height - 4}" text-anchor="middle" {style}>12 h ago</text>',
-        f'<text x="{width - left}" y="{height - 4}" text-anchor="end" {style}>now</text>',
+        f'<path class="alk-line alk-{name}" d="{d}" fill="none" stroke="{colour}" '
+        'stroke-width="1.8" stroke-linejoin="round"/>'
     ]
+
+
+def svg(parts: list[str], summary: str, details: str, css: str = "alk-chart-large") -> str:
+    """An accessible SVG: role img, the summary as its name, the details as its description."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="alk-chart {css}" width="{WIDTH}" '
+        f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{escape(summary)}"><title>{escape(summary)}</title>'
+        f"<desc>{escape(details)}</desc>" + "".join(parts) + "</svg>"
+    )
+
+
+def figure(chart: str, legend: list[tuple[str, str]], note: str, chart_id: str) -> SafeString:
+    """The chart and its legend: one swatch and sentence per series, then a note."""
+    items = "".join(
+        format_html('<li><span class="alk-swatch alk-{}"></span>{}</li>', name, text)
+        for name, text in legend
+    )
+    return mark_safe(
+        f'<figure class="alk-chart-figure" id="{chart_id}">{chart}'
+        f'<figcaption><ul class="alk-legend">{items}</ul>'
+        f'<p class="alk-chart-note">{escape(note)}</p></figcaption></figure>'
+    )
+
+
+FINISHED_COLOUR = "#5b9a2a"
+FAILED_COLOUR = "#ba2121"
+PENDING_COLOUR = "#417690"
+
+
+# -- the overview's sparkline ----------------------------------------------------------------
+
+SPARK_WIDTH, SPARK_HEIGHT = 180, 44
+
+
+def summary(name: str, buckets: list[Bucket], window: Window = DEFAULT_WINDOW) -> str:
+    depths = [b.depth for b in buckets if b.depth is not None]
+    depth = (
+        _("depth now %(now)s, at most %(most)s") % {"now": fmt(depths[-1]),
+                                                    "most": fmt(max(depths))}
+        if depths else _("no depth reading")
+    )  # fmt: skip
+    return _("%(queue)s, last %(window)s: %(depth)s; finished %(finished)s, failed %(failed)s") % {
+        "queue": name,
+        "window": window.label,
+        "depth": depth,
+        "finished": fmt(sum(b.finished for b in buckets)),
+        "failed": fmt(sum(b.failed for b in buckets)),
+    }
+
+
+def sparkline(name: str, buckets: list[Bucket], window: Window = DEFAULT_WINDOW) -> SafeString:
+    """The overview's small chart: the depth as a line on top, finished and failed bars
+    below; its title says the figures in words."""
+    width, height = SPARK_WIDTH, SPARK_HEIGHT
+    depth_band, bars_top = height * 0.5, height * 0.58
+    bars_band = height - 1 - bars_top
+    step = width / max(len(buckets), 1)
+    depths = [b.depth for b in buckets]
+    peak_depth = max((d for d in depths if d is not None), default=0) or 1
+    peak_rate = max((b.finished + b.failed for b in buckets), default=0) or 1
+    shapes: list[str] = []
+    stretch: list[tuple[float, float]] = []
+    for i, depth in enumerate([*depths, None]):
+        if depth is None:
+            shapes += _stretch(stretch, "depth", PENDING_COLOUR)
+            stretch = []
+        else:
+            stretch.append((step * (i + 0.5), 1 + depth_band - depth_band * depth / peak_depth))
+    bar = max(step - 0.4, 0.6)
+    for i, b in enumerate(buckets):
+        done_h, failed_h = bars_band * b.finished / peak_rate, bars_band * b.failed / peak_rate
+        bottom = bars_top + bars_band
+        if done_h:
+            shapes.append(f'<rect class="alk-bar alk-finished" x="{step * i:.1f}" '
+                          f'y="{bottom - done_h:.1f}" width="{bar:.1f}" height="{done_h:.1f}" '
+                          f'fill="{FINISHED_COLOUR}"/>')  # fmt: skip
+        if failed_h:
+            shapes.append(f'<rect class="alk-bar alk-failed" x="{step * i:.1f}" '
+                          f'y="{bottom - done_h - failed_h:.1f}" width="{bar:.1f}" '
+                          f'height="{failed_h:.1f}" fill="{FAILED_COLOUR}"/>')  # fmt: skip
+    text = escape(summary(name, buckets, window))
+    return mark_safe(
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="alk-chart alk-sparkline" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{text}"><title>{text}</title>'
+        f'<rect class="alk-chart-bg" x="0" y="0" width="{width}" height="{height}" '
+        f'fill="#f8f8f8"/>' + "".join(shapes) + "</svg>"
+    )

@@ -9,9 +9,11 @@ from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
+from django.utils import translation
 from django.utils.html import format_html
-from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import ngettext
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext, pgettext, pgettext_lazy
 
 from .. import operations
 from ..clock import system_clock
@@ -33,7 +35,10 @@ from .links import queue_page_url
 from .permissions import has_perm
 from .stored_text import cell
 
-PAUSED = mark_safe('<span class="alk-state alk-stale">paused</span>')
+
+def paused_state() -> SafeString:
+    """The paused badge, in the page's language."""
+    return format_html('<span class="alk-state alk-stale">{}</span>', pgettext("state", "paused"))
 
 
 def _count_of(rows: QuerySet[Any]) -> Coalesce:
@@ -101,7 +106,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
 
     # -- columns ---------------------------------------------------------------------------
 
-    @admin.display(description="queue", ordering="queue")
+    @admin.display(description=gettext_lazy("queue"), ordering="queue")
     def queue_link(self, consumer: Consumer) -> SafeString | str:
         url = queue_page_url(consumer.queue)
         return (
@@ -110,45 +115,45 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
             else format_html('<a href="{}">{}</a>', url, consumer.queue)
         )
 
-    @admin.display(description="handler", ordering="handler")
+    @admin.display(description=gettext_lazy("handler"), ordering="handler")
     def handler_name(self, consumer: Consumer) -> SafeString:
         name = consumer.handler.rsplit(".", 1)[-1]
         return format_html('<span title="{}">{}</span>', consumer.handler, name)
 
-    @admin.display(description="paused", ordering="paused")
+    @admin.display(description=pgettext_lazy("state", "paused"), ordering="paused")
     def paused_badge(self, consumer: Consumer) -> SafeString | str:
-        return PAUSED if consumer.paused else "no"
+        return paused_state() if consumer.paused else _("no")
 
-    @admin.display(description="lease", ordering="lease")
+    @admin.display(description=gettext_lazy("lease"), ordering="lease")
     def lease_seconds(self, consumer: Consumer) -> str:
-        return f"{consumer.lease:g} s"
+        return _("%(seconds)s s") % {"seconds": f"{consumer.lease:g}"}
 
-    @admin.display(description="retry policy")
+    @admin.display(description=gettext_lazy("retry policy"))
     def retry(self, consumer: Consumer) -> str:
         policy = consumer.retry_policy or {}
         return cell(", ".join(f"{k}={v}" for k, v in policy.items())) or "-"
 
-    @admin.display(description="limits (from)")
+    @admin.display(description=gettext_lazy("limits (from)"))
     def limits(self, consumer: Consumer) -> str:
         return limits_summary(limits_of(consumer))
 
-    @admin.display(description="limits in force")
+    @admin.display(description=gettext_lazy("limits in force"))
     def limits_in_force(self, consumer: Consumer) -> SafeString:
         return limits_table(limits_of(consumer))
 
-    @admin.display(description="pending", ordering="pending")
+    @admin.display(description=gettext_lazy("pending"), ordering="pending")
     def pending(self, consumer: Any) -> int:
         return int(consumer.pending)
 
-    @admin.display(description="scheduled", ordering="scheduled")
+    @admin.display(description=gettext_lazy("scheduled"), ordering="scheduled")
     def scheduled(self, consumer: Any) -> int:
         return int(consumer.scheduled)
 
-    @admin.display(description="claimed", ordering="claimed")
+    @admin.display(description=gettext_lazy("claimed"), ordering="claimed")
     def claimed(self, consumer: Any) -> int:
         return int(consumer.claimed)
 
-    @admin.display(description="dead", ordering="dead")
+    @admin.display(description=gettext_lazy("dead"), ordering="dead")
     def dead(self, consumer: Any) -> int:
         return int(consumer.dead)
 
@@ -156,8 +161,8 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
 
     @action(
         permissions=["pause"],
-        description="Pause consumer",
-        description_plural="Pause selected consumers",
+        description=gettext_lazy("Pause consumer"),
+        description_plural=gettext_lazy("Pause selected consumers"),
         location=BOTH_PLACES,
     )
     def pause(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> None:
@@ -165,8 +170,8 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
 
     @action(
         permissions=["resume"],
-        description="Resume consumer",
-        description_plural="Resume selected consumers",
+        description=gettext_lazy("Resume consumer"),
+        description_plural=gettext_lazy("Resume selected consumers"),
         location=BOTH_PLACES,
     )
     def resume(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> None:
@@ -174,23 +179,28 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
 
     def _set_paused(self, request: HttpRequest, queryset: QuerySet[Consumer], paused: bool) -> None:
         rows = list(queryset.order_by("queue").values_list("pk", "queue"))
-        names = [name for _, name in rows]
+        names = [name for _n, name in rows]
         change = operations.pause if paused else operations.resume
         changed = change(queryset.db, names)
         verb = "pause" if paused else "resume"
-        record(request, Consumer, verb, [pk for pk, _ in rows], detail=f"queues {', '.join(names)}")
-        text = ngettext(
-            "%(verb)sd %(n)d queue: %(names)s.", "%(verb)sd %(n)d queues: %(names)s.", changed
+        record(
+            request, Consumer, verb, [pk for pk, _n in rows], detail=f"queues {', '.join(names)}"
         )
-        text %= {"verb": verb.capitalize(), "n": changed, "names": ", ".join(names)}
         if paused:
-            text += " Workers stop claiming from them within one poll interval."
+            text = ngettext("Paused %(n)d queue: %(names)s.", "Paused %(n)d queues: %(names)s.",
+                            changed)  # fmt: skip
+        else:
+            text = ngettext("Resumed %(n)d queue: %(names)s.", "Resumed %(n)d queues: %(names)s.",
+                            changed)  # fmt: skip
+        text %= {"n": changed, "names": ", ".join(names)}
+        if paused:
+            text += _(" Workers stop claiming from them within one poll interval.")
         self.message_user(request, text, messages.SUCCESS)
 
     @action(
         permissions=["set_limits"],
-        description="Set limits",
-        description_plural="Set limits of selected consumers",
+        description=gettext_lazy("Set limits"),
+        description_plural=gettext_lazy("Set limits of selected consumers"),
         location=BOTH_PLACES,
     )
     def set_limits(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> HttpResponse | None:
@@ -202,12 +212,14 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
             return confirmation(
                 self,
                 request,
-                title="Set limits",
+                title=_("Set limits"),
                 count=len(consumers),
-                question="Each limit you change overrides the code's and the settings' "
-                "until Reset limits to code, across worker restarts; a limit left as shown "
-                "keeps following them. Workers apply the change within one poll interval.",
-                button="Set limits",
+                question=_(
+                    "Each limit you change overrides the code's and the settings' until Reset "
+                    "limits to code, across worker restarts; a limit left as shown keeps "
+                    "following them. Workers apply the change within one poll interval."
+                ),
+                button=_("Set limits"),
                 form=form,
             )
         changes = form.changes()
@@ -219,10 +231,12 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
 
         refused = self._each_queue(request, names, change)
         done = [c for c in consumers if c.queue not in refused]
-        described = describe_changes(changes) or "nothing changed"
         if done:
+            with translation.override(None):  # the admin log stays in English
+                logged = describe_changes(changes) or "nothing changed"
             record(request, Consumer, "set limits", [c.pk for c in done],
-                   detail=f"queues {', '.join(c.queue for c in done)}: {described}")  # fmt: skip
+                   detail=f"queues {', '.join(c.queue for c in done)}: {logged}")  # fmt: skip
+            described = describe_changes(changes) or _("nothing changed")
             text = ngettext("Limits of %(n)d queue: %(what)s.",
                             "Limits of %(n)d queues: %(what)s.", len(done))  # fmt: skip
             self.message_user(request, text % {"n": len(done), "what": described}, messages.SUCCESS)
@@ -230,21 +244,21 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
 
     @action(
         permissions=["set_limits"],
-        description="Reset limits to code",
-        description_plural="Reset limits of selected consumers to code",
+        description=gettext_lazy("Reset limits to code"),
+        description_plural=gettext_lazy("Reset limits of selected consumers to code"),
         location=BOTH_PLACES,
     )
     def reset_limits(self, request: HttpRequest, queryset: QuerySet[Consumer]) -> None:
         rows = list(queryset.order_by("queue").values_list("pk", "queue"))
         refused = self._each_queue(
-            request, [name for _, name in rows],
+            request, [name for _n, name in rows],
             lambda name: operations.reset_limits(name, using=queryset.db),
         )  # fmt: skip
         done = [(pk, name) for pk, name in rows if name not in refused]
         if not done:
             return
-        names = [name for _, name in done]
-        record(request, Consumer, "reset limits", [pk for pk, _ in done],
+        names = [name for _n, name in done]
+        record(request, Consumer, "reset limits", [pk for pk, _n in done],
                detail=f"queues {', '.join(names)}")  # fmt: skip
         text = ngettext(
             "Reset the limits of %(n)d queue to code: %(names)s.",
@@ -267,5 +281,6 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
                 refused[name] = str(error)
         if refused:
             listed = "; ".join(f"{name}: {why}" for name, why in refused.items())
-            self.message_user(request, f"Limits left unchanged for {listed}", messages.ERROR)
+            text = _("Limits left unchanged for %(queues)s") % {"queues": listed}
+            self.message_user(request, text, messages.ERROR)
         return set(refused)

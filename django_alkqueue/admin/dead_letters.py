@@ -14,16 +14,17 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import ngettext
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from .. import operations
 from ..clock import system_clock
 from ..models import DeadLetter, QueueMessage
 from .audit import record
-from .base import QueueAdmin, timestamp
+from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
-from .filters import QueueFilter, ReasonFilter
+from .filters import ErrorGroupFilter, QueueFilter, ReasonFilter, group_title
 from .links import changelist_url
 from .permissions import has_perm
 from .requeue_log import RequeueRun, record_requeue
@@ -36,6 +37,7 @@ from .selection import (
     selection_count,
 )
 from .stored_text import PayloadPrivacy, preformatted
+from .times import when
 
 #: Live job ids linked from a requeue message.
 LINKED_IDS = 100
@@ -68,11 +70,16 @@ def asked_ids(request: HttpRequest, rows: list[tuple[int, int]], more: bool) -> 
 
 class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
     list_display = ("id", "job_id", "queue", "died", "reason", "error", "attempts_of")
-    list_filter = (QueueFilter, ReasonFilter, ("died_at", admin.DateFieldListFilter))
+    list_filter = (
+        QueueFilter,
+        ReasonFilter,
+        ("died_at", admin.DateFieldListFilter),
+        ErrorGroupFilter,
+    )
     search_fields = ("job_id", "id")
     exact_search = True
     id_lookups = ("id", "job_id")
-    search_help_text = "A job id or a dead letter id (exact)."
+    search_help_text = gettext_lazy("A job id or a dead letter id (exact).")
     ordering = ("-died_at",)
     sortable_by = ("died_at",)
     changelist_defer = ("payload", "last_error")
@@ -84,11 +91,13 @@ class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
     fieldsets = (
         (None, {"fields": [("job_id", "queue", "reason"), ("died_at", "attempts", "max_attempts"),
                            ("priority", "unique_key")]}),
-        ("Error", {"fields": ["last_error_text"]}),
-        ("Payload", {"fields": ["payload_json"]}),
-        ("Timing", {"fields": [("enqueued_at", "run_at", "expires_at"),
-                               ("claimed_by", "claimed_at")]}),
-        ("Options", {"fields": [("backoff_base", "lease", "retention")], "classes": ["collapse"]}),
+        (gettext_lazy("Error"), {"fields": ["last_error_text"]}),
+        (gettext_lazy("Payload"), {"fields": ["payload_json"]}),
+        (gettext_lazy("Timing"), {"fields": [("enqueued_at", "requeued_at"),
+                                             ("run_at", "expires_at"),
+                                             ("claimed_by", "claimed_at")]}),
+        (gettext_lazy("Options"), {"fields": [("backoff_base", "lease", "retention")],
+                                   "classes": ["collapse"]}),
     )  # fmt: skip
 
     def lean(self, queryset: QuerySet[DeadLetter]) -> QuerySet[DeadLetter]:
@@ -105,22 +114,22 @@ class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
 
     # -- columns ---------------------------------------------------------------------------
 
-    @admin.display(description="died at", ordering="died_at")
+    @admin.display(description=gettext_lazy("died at"), ordering="died_at")
     def died(self, dead: DeadLetter) -> str:
-        return timestamp(dead.died_at)
+        return when(dead.died_at)
 
-    @admin.display(description="error")
+    @admin.display(description=gettext_lazy("error"))
     def error(self, dead: DeadLetter) -> str:
         head: str | None = getattr(dead, "error_head", None)
         if head is None:
             head = dead.last_error or ""
         return head.split("\n", 1)[0][:160] or dead.reason
 
-    @admin.display(description="attempts")
+    @admin.display(description=gettext_lazy("attempts"))
     def attempts_of(self, dead: DeadLetter) -> str:
         return f"{dead.attempts}/{dead.max_attempts}"
 
-    @admin.display(description="error")
+    @admin.display(description=gettext_lazy("error"))
     def last_error_text(self, dead: DeadLetter) -> SafeString | str:
         return preformatted(dead.last_error)
 
@@ -128,8 +137,8 @@ class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
 
     @action(
         permissions=["requeue"],
-        description="Requeue dead letter",
-        description_plural="Requeue selected dead letters",
+        description=gettext_lazy("Requeue dead letter"),
+        description_plural=gettext_lazy("Requeue selected dead letters"),
         location=BOTH_PLACES,
     )
     def requeue(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> HttpResponse | None:
@@ -137,11 +146,15 @@ class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
             return confirmation(
                 self,
                 request,
-                title="Requeue dead letters",
+                title=_("Requeue dead letters"),
                 count=selection_count(request, queryset),
-                question="Each becomes a live job again with the same id, payload and options, "
-                "its attempts reset to 0, due now.",
-                button="Yes, requeue them",
+                question=_(
+                    "Each becomes a live job again with the same id, payload and options, its "
+                    "attempts reset to 0, due now."
+                ),
+                button=_("Yes, requeue them"),
+                words={"error": _("error group")},
+                values={"error": lambda print_: group_title(queryset.db, print_)},
             )
         rows, more = batch(queryset, "pk", "job_id", order="died_at")
         run = requeue_each(queryset.db, rows, asked_ids(request, rows, more), system_clock())
@@ -157,26 +170,33 @@ class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
         parts: list[str] = []
         if n == 1:
             job = run.requeued[0][1]
-            parts.append(format_html('Requeued 1 dead letter as <a href="{}">job {}</a>.',
-                                     changelist_url(QueueMessage, f"id={job}"), job))  # fmt: skip
+            text = _('Requeued 1 dead letter as <a href="{url}">job {job}</a>.')
+            url = changelist_url(QueueMessage, f"id={job}")
+            parts.append(format_html(text, url=url, job=job))
         elif n:
-            ids = ",".join(str(job) for _, job in run.requeued[:LINKED_IDS])
-            parts.append(
-                format_html(
-                    'Requeued {} dead letters as <a href="{}">live jobs with the same ids</a>.',
-                    n,
-                    changelist_url(QueueMessage, f"id__in={ids}"),
-                )
+            ids = ",".join(str(job) for _n, job in run.requeued[:LINKED_IDS])
+            text = ngettext(
+                'Requeued {n} dead letter as <a href="{url}">a live job with the same id</a>.',
+                'Requeued {n} dead letters as <a href="{url}">live jobs with the same ids</a>.',
+                n,
             )
+            parts.append(format_html(text, n=n, url=changelist_url(QueueMessage, f"id__in={ids}")))
         else:
-            parts.append("Requeued no dead letter.")
+            parts.append(_("Requeued no dead letter."))
         if run.kept:
-            holder = run.kept[0][1]
-            parts.append(
-                f"{len(run.kept)} kept: a live job holds the same unique key (job {holder})."
+            kept = ngettext(
+                "%(n)d kept: a live job holds the same unique key (job %(job)s).",
+                "%(n)d kept: a live job holds the same unique key (job %(job)s).",
+                len(run.kept),
             )
+            parts.append(kept % {"n": len(run.kept), "job": run.kept[0][1]})
         if run.gone:
-            parts.append(f"{len(run.gone)} already gone (requeued or deleted by someone else).")
+            gone = ngettext(
+                "%(n)d already gone (requeued or deleted by someone else).",
+                "%(n)d already gone (requeued or deleted by someone else).",
+                len(run.gone),
+            )
+            parts.append(gone % {"n": len(run.gone)})
         parts.append(more_note(more))
         return mark_safe(" ".join(conditional_escape(p) for p in parts if p))
 
@@ -187,8 +207,8 @@ class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
 
     @action(
         permissions=["delete"],
-        description="Delete dead letter",
-        description_plural="Delete selected dead letters",
+        description=gettext_lazy("Delete dead letter"),
+        description_plural=gettext_lazy("Delete selected dead letters"),
         location=BOTH_PLACES,
     )
     def delete_selected(
@@ -198,10 +218,10 @@ class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
             return confirmation(
                 self,
                 request,
-                title="Delete dead letters",
+                title=_("Delete dead letters"),
                 count=selection_count(request, queryset),
-                question="These dead letters will be deleted for good; they cannot be requeued.",
-                button="Yes, delete them",
+                question=_("These dead letters will be deleted for good; they cannot be requeued."),
+                button=_("Yes, delete them"),
             )
         ids, more = batch(queryset)
         deleted = operations.purge_dead_letters(queryset.db, ids)

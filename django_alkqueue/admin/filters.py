@@ -1,6 +1,7 @@
 """The changelist filters. Each one is a condition an index answers: the queue (the leading
 column of every queue index), the live state (the two partial indexes), the dead letter's
-reason ((reason, died_at)); the worker table is small."""
+reason ((reason, died_at)) and error group ((error_fingerprint, died_at)); the worker table
+is small."""
 
 from __future__ import annotations
 
@@ -9,16 +10,25 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
+from .. import error_groups
 from ..clock import system_clock
 from ..conf import get_settings
 from ..jobs import EXPIRED, FAILED, LIVE_STATES, MAX_ATTEMPTS_EXCEEDED
-from ..models import QueueMessage, QueueMessageQuerySet, WorkerQuerySet
+from ..models import DeadLetter, QueueMessage, QueueMessageQuerySet, WorkerQuerySet
 from ..status import known_queues
+
+#: The live states as pages show them; the URL keeps the English word (?state=pending).
+STATE_LABELS = {
+    "pending": pgettext_lazy("state", "pending"),
+    "scheduled": pgettext_lazy("state", "scheduled"),
+    "claimed": pgettext_lazy("state", "claimed"),
+}
 
 
 class QueueFilter(admin.SimpleListFilter):
-    title = "queue"
+    title = gettext_lazy("queue")
     parameter_name = "queue"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -38,11 +48,11 @@ class QueueFilter(admin.SimpleListFilter):
 
 
 class StateFilter(admin.SimpleListFilter):
-    title = "state"
+    title = gettext_lazy("state")
     parameter_name = "state"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(state, state) for state in LIVE_STATES]
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [(state, STATE_LABELS.get(state, state)) for state in LIVE_STATES]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
@@ -57,10 +67,11 @@ class StateFilter(admin.SimpleListFilter):
 class ReasonFilter(admin.SimpleListFilter):
     """The pinned reasons; no query builds the choices."""
 
-    title = "reason"
+    title = gettext_lazy("reason")
     parameter_name = "reason"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        # The stored words, as the reason column shows them (docs/admin.md, "Languages").
         return [(reason, reason) for reason in (MAX_ATTEMPTS_EXCEEDED, FAILED, EXPIRED)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -68,12 +79,49 @@ class ReasonFilter(admin.SimpleListFilter):
         return queryset.filter(reason=value) if value else queryset
 
 
-class WorkerStateFilter(admin.SimpleListFilter):
-    title = "heartbeat"
-    parameter_name = "heartbeat"
+class ErrorGroupFilter(admin.SimpleListFilter):
+    """The dead letters of one error group (error_groups.py), as linked from the queue page
+    and the error groups page. Listed only while chosen: listing every group would cost a
+    GROUP BY on each changelist load."""
+
+    title = gettext_lazy("error group")
+    parameter_name = "error"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("live", "live"), ("stale", "stale")]
+        value = self.value()
+        if not value:
+            return []
+        return [(value, group_title(model_admin.model.objects.db, value))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(error_fingerprint=value) if value else queryset
+
+
+def group_title(using: str, fingerprint: str) -> str:
+    """The title of an error group, read from its latest dead letter (index
+    alkqueue_dead_fingerprint_idx); the fingerprint itself when none is left."""
+    latest = (
+        DeadLetter.objects.using(using)
+        .filter(error_fingerprint=fingerprint)
+        .order_by("-died_at")
+        .values_list("last_error", "reason")
+        .first()
+    )
+    if latest is None:
+        return fingerprint
+    return error_groups.signature(latest[0] or latest[1]).title or fingerprint
+
+
+class WorkerStateFilter(admin.SimpleListFilter):
+    title = gettext_lazy("heartbeat")
+    parameter_name = "heartbeat"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [
+            ("live", pgettext_lazy("worker", "live")),
+            ("stale", pgettext_lazy("worker", "stale")),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         assert isinstance(queryset, WorkerQuerySet)

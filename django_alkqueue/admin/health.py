@@ -14,11 +14,14 @@ from typing import Any
 
 from django.db import connections
 from django.db.models import Count, Min, Q
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext, pgettext
 
 from ..conf import get_settings
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE, QueueMessage, Worker
 from ..sql import dialect_for
-from .base import format_age
+from .base import grouped
+from .times import format_age
 
 #: Dead tuples in a queue table: ten times the live table's autovacuum threshold (0002).
 DEAD_TUPLES_WARN = 50_000
@@ -53,7 +56,9 @@ def _fetch(using: str, sql: str) -> list[dict[str, Any]]:
 
 
 def _when(at: datetime | None, now: datetime) -> str:
-    return "never" if at is None else format_age((now - at).total_seconds()) + " ago"
+    if at is None:
+        return _("never")
+    return _("%(age)s ago") % {"age": format_age((now - at).total_seconds())}
 
 
 # -- dead tuples and autovacuum of the queue tables ------------------------------------------
@@ -71,8 +76,8 @@ def judge_tables(rows: list[dict[str, Any]], now: datetime) -> Check:
     table = [
         (
             r["name"],
-            f"{r['live']:,}",
-            f"{r['dead']:,}",
+            grouped(r["live"]),
+            grouped(r["dead"]),
             _when(r["vacuumed"], now),
             str(r["autovacuums"]),
         )
@@ -82,17 +87,20 @@ def judge_tables(rows: list[dict[str, Any]], now: datetime) -> Check:
     warning = None
     if bloated:
         worst = max(bloated, key=lambda r: r["dead"])
-        warning = (
-            f"{worst['name']} has {worst['dead']:,} dead tuples (last vacuum "
-            f"{_when(worst['vacuumed'], now)}). Autovacuum is not keeping up, so claims wade "
-            "through dead index entries and slow down. The usual cause is a long transaction "
-            "or a replication slot holding back vacuum: see below."
-        )
+        warning = _(
+            "%(table)s has %(dead)s dead tuples (last vacuum %(vacuumed)s). Autovacuum is not "
+            "keeping up, so claims wade through dead index entries and slow down. The usual "
+            "cause is a long transaction or a replication slot holding back vacuum: see below."
+        ) % {
+            "table": worst["name"],
+            "dead": grouped(worst["dead"]),
+            "vacuumed": _when(worst["vacuumed"], now),
+        }
     return Check(
-        "Dead tuples and autovacuum",
-        f"{len(rows)} queue tables read",
+        _("Dead tuples and autovacuum"),
+        ngettext("%(n)d queue table read", "%(n)d queue tables read", len(rows)) % {"n": len(rows)},
         warning,
-        ("table", "live rows", "dead tuples", "last vacuum", "autovacuums"),
+        (_("table"), _("live rows"), _("dead tuples"), _("last vacuum"), _("autovacuums")),
         table,
     )
 
@@ -125,28 +133,41 @@ def judge_sessions(rows: list[dict[str, Any]], with_sql: bool = True) -> Check:
             r["application"] or r["backend_type"] or "",
             r["state"] or "",
             format_age(r["xact_age"]) if r["xact_age"] is not None else "-",
-            f"{r['xmin_age']:,}" if r["xmin_age"] is not None else "-",
+            grouped(r["xmin_age"]) if r["xmin_age"] is not None else "-",
             r["query"] or "",
         )[: None if with_sql else -1]
         for r in rows[:5]
     ]
     if oldest is None:
-        status = "no open transaction"
+        status = _("no open transaction")
     else:
-        status = f"oldest transaction open {format_age(oldest['xact_age'])} (pid {oldest['pid']})"
+        status = _("oldest transaction open %(age)s (pid %(pid)s)") % {
+            "age": format_age(oldest["xact_age"]),
+            "pid": oldest["pid"],
+        }
     if holder is not None:
-        status += f"; vacuum is held back by pid {holder['pid']} ({holder['xmin_age']:,} xids)"
+        status += _("; vacuum is held back by pid %(pid)s (%(xids)s xids)") % {
+            "pid": holder["pid"],
+            "xids": grouped(holder["xmin_age"]),
+        }
     warning = None
     if oldest is not None and oldest["xact_age"] >= OLD_TRANSACTION_WARN:
-        warning = (
-            f"Session pid {oldest['pid']} ({oldest['user'] or '?'}, "
-            f"{oldest['application'] or oldest['backend_type'] or '?'}) has had a transaction "
-            f"open for {format_age(oldest['xact_age'])} ({oldest['state']}). Until it ends, "
-            "vacuum cannot remove the rows the queue leaves behind. End it if it is stuck: "
-            f"SELECT pg_terminate_backend({oldest['pid']});"
-        )
-    headers = ("pid", "user", "application", "state", "transaction age", "xmin age", "query")
-    return Check("Oldest transaction", status, warning, headers[: None if with_sql else -1], table)
+        warning = _(
+            "Session pid %(pid)s (%(user)s, %(application)s) has had a transaction open for "
+            "%(age)s (%(state)s). Until it ends, vacuum cannot remove the rows the queue leaves "
+            "behind. End it if it is stuck: SELECT pg_terminate_backend(%(pid)s);"
+        ) % {
+            "pid": oldest["pid"],
+            "user": oldest["user"] or "?",
+            "application": oldest["application"] or oldest["backend_type"] or "?",
+            "age": format_age(oldest["xact_age"]),
+            "state": oldest["state"],
+        }
+    headers = (_("pid"), _("user"), _("application"), pgettext("session", "state"),
+               _("transaction age"), _("xmin age"), _("query"))  # fmt: skip
+    return Check(
+        _("Oldest transaction"), status, warning, headers[: None if with_sql else -1], table
+    )
 
 
 # -- replication slots that hold back xmin ---------------------------------------------------
@@ -164,9 +185,9 @@ def judge_slots(rows: list[dict[str, Any]]) -> Check:
         (
             r["name"],
             r["type"],
-            "active" if r["active"] else "inactive",
-            f"{r['xmin_age']:,}" if r["xmin_age"] is not None else "-",
-            f"{r['catalog_xmin_age']:,}" if r["catalog_xmin_age"] is not None else "-",
+            _("active") if r["active"] else _("inactive"),
+            grouped(r["xmin_age"]) if r["xmin_age"] is not None else "-",
+            grouped(r["catalog_xmin_age"]) if r["catalog_xmin_age"] is not None else "-",
         )
         for r in rows
     ]
@@ -178,18 +199,25 @@ def judge_slots(rows: list[dict[str, Any]]) -> Check:
     warning = None
     if holding:
         slot = max(holding, key=lambda r: r["xmin_age"])
-        warning = (
-            f"Replication slot {slot['name']} ({'active' if slot['active'] else 'inactive'}) "
-            f"holds xmin back by {slot['xmin_age']:,} transactions, so vacuum cannot clean the "
-            "queue tables. Reconnect its consumer, or drop the slot if nothing uses it: "
-            f"SELECT pg_drop_replication_slot('{slot['name']}');"
-        )
-    status = f"{len(rows)} replication slots" if rows else "no replication slots"
+        warning = _(
+            "Replication slot %(slot)s (%(state)s) holds xmin back by %(xids)s transactions, "
+            "so vacuum cannot clean the queue tables. Reconnect its consumer, or drop the slot "
+            "if nothing uses it: SELECT pg_drop_replication_slot('%(slot)s');"
+        ) % {
+            "slot": slot["name"],
+            "state": _("active") if slot["active"] else _("inactive"),
+            "xids": grouped(slot["xmin_age"]),
+        }
+    status = (
+        ngettext("%(n)d replication slot", "%(n)d replication slots", len(rows)) % {"n": len(rows)}
+        if rows
+        else _("no replication slots")
+    )
     return Check(
-        "Replication slots",
+        _("Replication slots"),
         status,
         warning,
-        ("slot", "type", "state", "xmin age", "catalog xmin age"),
+        (_("slot"), _("type"), pgettext("slot", "state"), _("xmin age"), _("catalog xmin age")),
         table,
     )
 
@@ -214,10 +242,6 @@ def fetch_claims(using: str, now: datetime) -> list[dict[str, Any]]:
     return [dict(claim) for claim in claims]
 
 
-def _jobs(n: int) -> str:
-    return f"{n} job is" if n == 1 else f"{n} jobs are"
-
-
 def judge_claims(
     claims: list[dict[str, Any]], heartbeats: dict[str, datetime], now: datetime
 ) -> Check:
@@ -232,7 +256,11 @@ def judge_claims(
             and (now - c["first_lapse"]).total_seconds() >= UNRECLAIMED_WARN
         ):
             unreclaimed += c["lapsed"]
-        state = "no worker row" if beat is None else ("stale" if stale else "live")
+        state = (
+            _("no worker row")
+            if beat is None
+            else (pgettext("worker", "stale") if stale else pgettext("worker", "live"))
+        )
         table.append(
             (
                 c["claimed_by"],
@@ -244,24 +272,35 @@ def judge_claims(
         )
     warnings = []
     if stale_jobs:
-        warnings.append(
-            f"{_jobs(stale_jobs)} claimed by workers that stopped heartbeating. They go back to "
-            "pending when their leases lapse and the leader reclaims them."
+        text = ngettext(
+            "%(n)d job is claimed by workers that stopped heartbeating. They go back to "
+            "pending when their leases lapse and the leader reclaims them.",
+            "%(n)d jobs are claimed by workers that stopped heartbeating. They go back to "
+            "pending when their leases lapse and the leader reclaims them.",
+            stale_jobs,
         )
+        warnings.append(text % {"n": stale_jobs})
     if unreclaimed:
-        warnings.append(
-            f"{_jobs(unreclaimed)} still claimed more than {UNRECLAIMED_WARN:.0f} s after the "
-            "lease lapsed: no worker is reclaiming. Start a worker (any worker becomes leader)."
+        text = ngettext(
+            "%(n)d job is still claimed more than %(after)d s after the lease lapsed: no "
+            "worker is reclaiming. Start a worker (any worker becomes leader).",
+            "%(n)d jobs are still claimed more than %(after)d s after the lease lapsed: no "
+            "worker is reclaiming. Start a worker (any worker becomes leader).",
+            unreclaimed,
         )
-    status = f"{sum(c['jobs'] for c in claims)} claimed jobs held by {len(claims)} claimers"
+        warnings.append(text % {"n": unreclaimed, "after": UNRECLAIMED_WARN})
+    status = _("%(jobs)d claimed jobs held by %(claimers)d claimers") % {
+        "jobs": sum(c["jobs"] for c in claims),
+        "claimers": len(claims),
+    }
     if len(table) > CLAIMERS_SHOWN:
-        status += f"; the {CLAIMERS_SHOWN} holding the most are listed"
+        status += _("; the %(n)d holding the most are listed") % {"n": CLAIMERS_SHOWN}
         table = sorted(table, key=lambda row: -int(row[3]))[:CLAIMERS_SHOWN]
     return Check(
-        "Claims of stale workers",
+        _("Claims of stale workers"),
         status,
         " ".join(warnings) or None,
-        ("claimed by", "worker", "last heartbeat", "jobs", "lease lapsed"),
+        (_("claimed by"), _("worker"), _("last heartbeat"), _("jobs"), _("lease lapsed")),
         table,
     )
 
@@ -278,17 +317,17 @@ def claims_check(using: str, now: datetime) -> Check:
 
 
 def judge_history_length(length: int | None) -> Check:
-    title = "InnoDB history list length"
+    title = _("InnoDB history list length")
     if length is None:
-        return Check(title, "not readable: the database user needs the PROCESS privilege")
+        return Check(title, _("not readable: the database user needs the PROCESS privilege"))
     warning = None
     if length >= HISTORY_LENGTH_WARN:
-        warning = (
-            f"{length:,} undo records wait for purge. A transaction left open holds them "
-            "back, and scans of the queue table slow down while they pile up: find it in "
+        warning = _(
+            "%(n)s undo records wait for purge. A transaction left open holds them back, and "
+            "scans of the queue table slow down while they pile up: find it in "
             "information_schema.INNODB_TRX (oldest trx_started) and end it."
-        )
-    return Check(title, f"{length:,} undo records not yet purged", warning)
+        ) % {"n": grouped(length)}
+    return Check(title, _("%(n)s undo records not yet purged") % {"n": grouped(length)}, warning)
 
 
 def run_checks(using: str, now: datetime, session_sql: bool = False) -> list[Check]:

@@ -1,5 +1,7 @@
 """Live jobs: a read-only changelist and detail page, and the actions cancel, run now and
-change priority."""
+change priority. A claimed job shows the progress its handler reports; a claimed job
+cancelled while its handler runs is gone from the list but shown above it, and on its
+page, as "cancel requested" until the handler has stopped (its CancelRequest row)."""
 
 from __future__ import annotations
 
@@ -10,33 +12,38 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.translation import ngettext
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from .. import operations
 from ..clock import system_clock
-from ..jobs import live_state
-from ..models import QueueMessage
+from ..jobs import Progress, live_state, stored_progress
+from ..models import CancelRequest, QueueMessage
 from ..validation import PRIORITY_MAX, PRIORITY_MIN
 from . import requeue_log
 from .audit import record
-from .base import QueueAdmin, format_age, timestamp
+from .base import LIVE_SECONDS, QueueAdmin
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
-from .filters import QueueFilter, StateFilter
+from .filters import STATE_LABELS, QueueFilter, StateFilter
 from .links import changelist_url
 from .permissions import has_perm
 from .selection import all_matching, batch, from_detail_page, more_note, selection_count
 from .stored_text import PayloadPrivacy, preformatted
+from .times import format_age, timestamp, when
 
 
 class PriorityForm(forms.Form):
-    priority = forms.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, initial=0)
+    priority = forms.IntegerField(
+        min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, initial=0, label=gettext_lazy("Priority")
+    )
 
 
 def state_badge(state: str) -> SafeString:
-    return format_html('<span class="alk-state alk-{}">{}</span>', state, state)
+    return format_html('<span class="alk-state alk-{}">{}</span>', state, STATE_LABELS[state])
 
 
 class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
@@ -51,16 +58,19 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
         "lease_expiry",
         "age",
         "concurrency_key",
+        "progress_bar",
     )
     list_filter = (QueueFilter, StateFilter)
     search_fields = ("id", "unique_key")
     exact_search = True
-    search_help_text = "A job id, or a unique key (exact)."
+    search_help_text = gettext_lazy("A job id, or a unique key (exact).")
     #: ?queue=…&concurrency_key=… : alkqueue_concurrency_key_idx (queue, concurrency_key).
     exact_lookups = ("concurrency_key",)
     ordering = ("-id",)
     sortable_by = ("id",)
     changelist_defer = ("payload", "last_error")
+    #: The most cancel requests listed above the jobs.
+    cancel_requests_shown = 20
     actions = ["cancel", "run_now", "change_priority"]
     readonly_fields = (
         "state",
@@ -68,15 +78,19 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
         "payload_masked",
         "last_error_text",
         "requeued_from",
+        "progress_bar",
     )
     fieldsets = (
         (None, {"fields": [("queue", "state", "priority"), ("attempts", "max_attempts"),
                            ("unique_key", "concurrency_key"), "requeued_from"]}),
-        ("Payload", {"fields": ["payload_json"]}),
-        ("Last error", {"fields": ["last_error_text"]}),
-        ("Timing", {"fields": [("enqueued_at", "run_at", "expires_at")]}),
-        ("Claim", {"fields": [("claimed_by", "claimed_at", "lease_expires_at"), "claim_token"]}),
-        ("Options", {"fields": [("backoff_base", "lease", "retention")], "classes": ["collapse"]}),
+        (gettext_lazy("Payload"), {"fields": ["payload_json"]}),
+        (gettext_lazy("Last error"), {"fields": ["last_error_text"]}),
+        (gettext_lazy("Timing"), {"fields": [("enqueued_at", "requeued_at"),
+                                             ("run_at", "expires_at")]}),
+        (gettext_lazy("Claim"), {"fields": [("claimed_by", "claimed_at", "lease_expires_at"),
+                                            "claim_token", "progress_bar"]}),
+        (gettext_lazy("Options"), {"fields": [("backoff_base", "lease", "retention")],
+                                   "classes": ["collapse"]}),
     )  # fmt: skip
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -91,41 +105,82 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
     def has_change_priority_permission(self, request: HttpRequest) -> bool:
         return has_perm(request, QueueMessage, "change_priority_queuemessage")
 
+    # -- cancel requested ------------------------------------------------------------------
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        requests = CancelRequest.objects.using(self.using(request)).order_by("-requested_at")
+        shown = list(requests[: self.cancel_requests_shown])
+        context = {**(extra_context or {}), "alk_cancel_requests": shown, "alk_live": LIVE_SECONDS}
+        return super().changelist_view(request, context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        response = super().change_view(request, object_id, form_url, extra_context)
+        if not isinstance(response, HttpResponseRedirect) or request.method != "GET":
+            return response
+        # Django sends a missing job back to the index; a job cancelled while running
+        # gets its own page until its handler has stopped (one query, on this path only).
+        pending = cancel_request_of(self.using(request), object_id)
+        if pending is None:
+            return response
+        return TemplateResponse(request, "admin/django_alkqueue/cancel_requested.html", {
+            **self.admin_site.each_context(request), "opts": self.opts,
+            "title": _("Job %(id)s: cancel requested") % {"id": pending.job_id}, "cancel": pending,
+        })  # fmt: skip
+
+    def using(self, request: HttpRequest) -> str:
+        return self.get_queryset(request).db
+
     # -- columns ---------------------------------------------------------------------------
 
-    @admin.display(description="state")
+    @admin.display(description=gettext_lazy("progress"))
+    def progress_bar(self, job: QueueMessage) -> SafeString | str:
+        if job.claim_token is None:
+            return "-"
+        progress = stored_progress(job.progress, job.progress_at)
+        return "-" if progress is None else progress_html(progress)
+
+    @admin.display(description=gettext_lazy("state"))
     def state(self, job: QueueMessage) -> SafeString:
         return state_badge(live_state(job.claim_token is not None, job.run_at, system_clock()))
 
-    @admin.display(description="attempts")
+    @admin.display(description=gettext_lazy("attempts"))
     def attempts_of(self, job: QueueMessage) -> str:
         return f"{job.attempts}/{job.max_attempts}"
 
-    @admin.display(description="run at")
+    @admin.display(description=gettext_lazy("run at"))
     def run_at_short(self, job: QueueMessage) -> str:
-        return timestamp(job.run_at)
+        return when(job.run_at)
 
-    @admin.display(description="lease expiry")
+    @admin.display(description=gettext_lazy("lease expiry"))
     def lease_expiry(self, job: QueueMessage) -> SafeString | str:
         if job.lease_expires_at is None:
             return "-"
         left = (job.lease_expires_at - system_clock()).total_seconds()
         if left > 0:
-            return f"in {format_age(left)}"
-        return format_html('<span class="alk-warn">lapsed {} ago</span>', format_age(-left))
+            return _("in %(age)s") % {"age": format_age(left)}
+        return format_html(_('<span class="alk-warn">lapsed {} ago</span>'), format_age(-left))
 
-    @admin.display(description="age")
+    @admin.display(description=gettext_lazy("age"))
     def age(self, job: QueueMessage) -> str:
         return format_age((system_clock() - job.enqueued_at).total_seconds())
 
-    @admin.display(description="requeued from")
+    @admin.display(description=gettext_lazy("requeued from"))
     def requeued_from(self, job: QueueMessage) -> str:
         origin = requeue_log.requeued_from(job.id)
         if origin is None:
             return "-"
-        return f"dead letter #{origin.dead_letter_id} on {timestamp(origin.at)} by {origin.by}"
+        text = _("dead letter #%(id)s on %(at)s by %(by)s")
+        return text % {"id": origin.dead_letter_id, "at": timestamp(origin.at), "by": origin.by}
 
-    @admin.display(description="last error")
+    @admin.display(description=gettext_lazy("last error"))
     def last_error_text(self, job: QueueMessage) -> SafeString | str:
         return preformatted(job.last_error)
 
@@ -133,8 +188,8 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
 
     @action(
         permissions=["cancel"],
-        description="Cancel job",
-        description_plural="Cancel selected jobs",
+        description=gettext_lazy("Cancel job"),
+        description_plural=gettext_lazy("Cancel selected jobs"),
         location=BOTH_PLACES,
     )
     def cancel(self, request: HttpRequest, queryset: QuerySet[QueueMessage]) -> HttpResponse | None:
@@ -142,14 +197,18 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
             return confirmation(
                 self,
                 request,
-                title="Cancel jobs",
+                title=_("Cancel jobs"),
                 count=selection_count(request, queryset),
-                question="These jobs will be deleted from the queue, whatever their state. "
-                "A worker running one of them will have its ack refused.",
-                button="Yes, cancel them",
+                question=_(
+                    "These jobs will be deleted from the queue, whatever their state. A worker "
+                    "running one of them is told to stop (job.cancelled) and will have its ack "
+                    "refused; it shows as cancel requested until its handler has stopped."
+                ),
+                button=_("Yes, cancel them"),
             )
         ids, more = batch(queryset)
-        cancelled = [i for i in ids if operations.cancel(queryset.db, i)]
+        now = system_clock()
+        cancelled = [i for i in ids if operations.cancel(queryset.db, i, now=now)]
         if cancelled:
             record(request, QueueMessage, "cancel", cancelled, DELETION)
         text = ngettext("Cancelled %d job.", "Cancelled %d jobs.", len(cancelled))
@@ -160,8 +219,8 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
 
     @action(
         permissions=["run_now"],
-        description="Run job now",
-        description_plural="Run selected jobs now",
+        description=gettext_lazy("Run job now"),
+        description_plural=gettext_lazy("Run selected jobs now"),
         location=BOTH_PLACES,
     )
     def run_now(
@@ -171,22 +230,32 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
             return confirmation(
                 self,
                 request,
-                title="Run jobs now",
+                title=_("Run jobs now"),
                 count=selection_count(request, queryset),
-                question="The scheduled jobs among these become due now.",
-                button="Yes, run them",
+                question=_("The scheduled jobs among these become due now."),
+                button=_("Yes, run them"),
             )
         ids, more = batch(queryset)
         moved = operations.run_now(queryset.db, ids, system_clock())
         record(request, QueueMessage, "run now", ids, detail=f"{moved} moved from scheduled")
         text = ngettext("%d scheduled job is due now.", "%d scheduled jobs are due now.", moved)
+        text %= moved
         skipped = len(ids) - moved
         if skipped:
-            text += f" {skipped} already pending or claimed stayed as they were."
-        self.message_user(request, text % moved + more_note(more), messages.SUCCESS)
+            stayed = ngettext(
+                " %(n)d already pending or claimed stayed as they were.",
+                " %(n)d already pending or claimed stayed as they were.",
+                skipped,
+            )
+            text += stayed % {"n": skipped}
+        self.message_user(request, text + more_note(more), messages.SUCCESS)
         return None
 
-    @action(permissions=["change_priority"], description="Change priority", location=BOTH_PLACES)
+    @action(
+        permissions=["change_priority"],
+        description=gettext_lazy("Change priority"),
+        location=BOTH_PLACES,
+    )
     def change_priority(
         self, request: HttpRequest, queryset: QuerySet[QueueMessage]
     ) -> HttpResponse | None:
@@ -195,10 +264,11 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
             return confirmation(
                 self,
                 request,
-                title="Change priority",
+                title=_("Change priority"),
                 count=selection_count(request, queryset),
-                question=f"Higher runs first, from {PRIORITY_MIN} to {PRIORITY_MAX}.",
-                button="Set priority",
+                question=_("Higher runs first, from %(min)d to %(max)d.")
+                % {"min": PRIORITY_MIN, "max": PRIORITY_MAX},
+                button=_("Set priority"),
                 form=form,
             )
         priority = form.cleaned_data["priority"]
@@ -212,3 +282,23 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
         )
         self.message_user(request, text % {"n": changed, "p": priority} + more_note(more))
         return None
+
+
+def cancel_request_of(using: str, object_id: str) -> CancelRequest | None:
+    """The cancel request of the job whose page was asked for, if there is one."""
+    if not object_id.isdigit():
+        return None
+    return CancelRequest.objects.using(using).filter(job_id=int(object_id)).first()
+
+
+def progress_html(progress: Progress) -> SafeString:
+    """A bar when the job reported a total, then done/total (or done) and the note."""
+    fraction = progress.fraction()
+    amount = f"{progress.done:g}" if progress.total is None else (
+        f"{progress.done:g}/{progress.total:g}")  # fmt: skip
+    if fraction is None:
+        return format_html('<span class="alk-progress">{} {}</span>', amount, progress.note)
+    return format_html(
+        '<span class="alk-progress"><progress value="{}" max="1"></progress> {} ({}%) {}</span>',
+        f"{fraction:.3f}", amount, round(fraction * 100), progress.note,
+    )  # fmt: skip

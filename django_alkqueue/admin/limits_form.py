@@ -13,19 +13,27 @@ from typing import Any
 from django import forms
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.text import format_lazy
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from .. import limits as flow
 from ..exceptions import InvalidOption
-from ..flow_status import in_force
+from ..flow_status import in_force, source_label
 from ..limits import LimitsInForce
 from ..models import Consumer
 
 _WHOLE = re.compile(r"[0-9]{1,12}")
+_EMPTY = gettext_lazy(" Empty: no limit.")
 _HELP = {
-    "concurrency": "At most this many jobs of the queue claimed at once, across all workers.",
-    "key_concurrency": "At most this many jobs of one concurrency key claimed at once.",
-    "rate": 'At most N claims per period: "N/s", "N/m" or "N/h".',
-    "key_rate": 'The same, per concurrency key: "N/s", "N/m" or "N/h".',
+    "concurrency": gettext_lazy(
+        "At most this many jobs of the queue claimed at once, across all workers."
+    ),
+    "key_concurrency": gettext_lazy(
+        "At most this many jobs of one concurrency key claimed at once."
+    ),
+    "rate": gettext_lazy('At most N claims per period: "N/s", "N/m" or "N/h".'),
+    "key_rate": gettext_lazy('The same, per concurrency key: "N/s", "N/m" or "N/h".'),
 }
 
 
@@ -41,7 +49,7 @@ class LimitsForm(forms.Form):
                 required=False,
                 max_length=40,
                 initial=self.shown[name],
-                help_text=_HELP[name] + " Empty: no limit.",
+                help_text=format_lazy("{}{}", _HELP[name], _EMPTY),
                 label=name,
             )
 
@@ -71,7 +79,8 @@ def _parse(name: str, text: str) -> int | flow.Rate | None:
         return None
     if name in ("concurrency", "key_concurrency"):
         if not _WHOLE.fullmatch(text):
-            raise InvalidOption(f"{name} must be a whole number from 1 to {flow.MAX_LIMIT}")
+            text = _("%(name)s must be a whole number from 1 to %(max)d")
+            raise InvalidOption(text % {"name": name, "max": flow.MAX_LIMIT})
         return flow.parse(name, int(text))
     return flow.parse(name, text)
 
@@ -91,8 +100,9 @@ def shown_limits(consumers: Sequence[Consumer]) -> dict[str, str | None]:
 
 def describe_changes(changes: dict[str, int | flow.Rate | None]) -> str:
     """ "concurrency=4, rate=no limit" for the admin log and the message."""
+    no_limit = _("no limit")
     return ", ".join(
-        f"{name}={'no limit' if value is None else value}" for name, value in changes.items()
+        f"{name}={no_limit if value is None else value}" for name, value in changes.items()
     )
 
 
@@ -102,7 +112,7 @@ def limits_table(limits: LimitsInForce) -> SafeString:
         "",
         '<tr data-limit="{}"><th>{}</th><td>{}</td><td class="alk-source">{}</td></tr>',
         (
-            (name, name, value or "no limit", limits.sources.get(name, "-"))
+            (name, name, value or _("no limit"), source_label(limits.sources.get(name)))
             for name, value in limits.limits.describe().items()
         ),
     )
@@ -112,7 +122,7 @@ def limits_table(limits: LimitsInForce) -> SafeString:
 def limits_summary(limits: LimitsInForce) -> str:
     """One line for a list column: "concurrency=8 (override), rate=100/s (code)"."""
     shown = [
-        f"{name}={value} ({limits.sources.get(name, '-')})"
+        f"{name}={value} ({source_label(limits.sources.get(name))})"
         for name, value in limits.limits.describe().items()
         if value is not None
     ]

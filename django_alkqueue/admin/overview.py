@@ -18,26 +18,28 @@ from django.db import connections
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
 
-from .. import flow_status, operations, status
+from .. import flow_status, history, operations, status
 from ..clock import system_clock
 from ..conf import get_settings
-from ..models import Consumer, DeadLetter, QueueMessage, QueueStat, Worker
+from ..models import Consumer, DeadLetter, FinishedJob, QueueMessage, QueueStat, Worker
 from ..sql import dialect_for
-from . import charts, health
-from .base import NUL, ModelAdmin, format_age
+from . import charts, health, queue_charts
+from .base import LIVE_SECONDS, NUL, ModelAdmin
 from .links import changelist_url, queue_page_url
 from .permissions import has_perm
+from .times import format_age
 
-#: Seconds between two reloads when auto-refresh is on.
-REFRESH_SECONDS = 10
 #: A pending job waiting longer than this is highlighted.
 SLOW_PENDING_AGE = 300.0
 #: Queues one overview page lists; the totals row counts every queue.
 QUEUES_PER_PAGE = 100
+#: Error groups the error groups page lists, largest first.
+ERROR_GROUPS = 50
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,20 +66,29 @@ class OverviewRow:
         return self.figures.oldest_pending_age >= SLOW_PENDING_AGE
 
 
-def overview_page(using: str, now: datetime, search: str, number: str | None) -> OverviewPage:
+def overview_page(
+    using: str,
+    now: datetime,
+    search: str,
+    number: str | None,
+    window: charts.Window = charts.DEFAULT_WINDOW,
+) -> OverviewPage:
     """One page of queues, those whose name holds `search` (any case), with their figures,
-    throughput and charts; and the totals of every queue. Five queries, whatever the size;
-    only the page's charts are drawn."""
+    throughput and charts over `window`; and the totals of every queue. Five queries,
+    whatever the size; only the page's charts are drawn."""
     figures = status.queue_overview(using, now)
     rates = status.throughput(using, now)
     matching = [f for f in figures if search.casefold() in f.queue.casefold()]
     page = Paginator(matching, QUEUES_PER_PAGE).get_page(number)
-    series = status.history(using, now, queues=[row.queue for row in page.object_list])
+    hours = window.span.total_seconds() / 3600
+    series = status.history(using, now, hours, queues=[row.queue for row in page.object_list])
     rows = [
         OverviewRow(
             row,
             rates.get(row.queue, status.Throughput()),
-            charts.render(row.queue, charts.bucketize(series.get(row.queue, []), now)),
+            charts.sparkline(
+                row.queue, charts.bucketize(series.get(row.queue, []), now, window), window
+            ),
         )
         for row in page.object_list
     ]
@@ -116,6 +127,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             path(
                 "queue/<str:name>/", view(self.queue_view), name="django_alkqueue_queuestat_queue"
             ),
+            path("errors/", view(self.errors_view), name="django_alkqueue_queuestat_errors"),
         ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -133,31 +145,44 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
     def _context(self, request: HttpRequest, title: str) -> dict[str, Any]:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        refresh = request.GET.get("refresh") == "1"
+        # ?refresh=0 turns off the reload that stands in for live.js when scripts are off.
+        refresh = request.GET.get("refresh") != "0"
         toggled: dict[str, str] = {k: request.GET[k] for k in request.GET if k != "refresh"}
-        if not refresh:
-            toggled["refresh"] = "1"
+        if refresh:
+            toggled["refresh"] = "0"
+        window = charts.window_from(request.GET.get("window"))
+        others = {k: request.GET[k] for k in request.GET if k not in ("window", "p")}
         return {
+            "window": window,
+            "windows": [
+                (choice, "?" + urlencode({**others, "window": choice.key}))
+                for choice in charts.WINDOWS.values()
+            ],
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": title,
-            "refresh": REFRESH_SECONDS if refresh else None,
+            "live_seconds": LIVE_SECONDS,
+            "refresh": LIVE_SECONDS if refresh else None,
             "refresh_toggle": "?" + urlencode(toggled) if toggled else request.path,
             "can_view_jobs": has_perm(request, QueueMessage, "view_queuemessage"),
             "can_view_dead": has_perm(request, DeadLetter, "view_deadletter"),
+            "can_view_finished": has_perm(request, FinishedJob, "view_finishedjob"),
             "can_view_consumers": has_perm(request, Consumer, "view_consumer"),
             "can_view_workers": has_perm(request, Worker, "view_worker"),
             "jobs_url": changelist_url(QueueMessage),
             "dead_url": changelist_url(DeadLetter),
+            "finished_url": changelist_url(FinishedJob),
             "consumers_url": changelist_url(Consumer),
             "workers_url": changelist_url(Worker),
+            "errors_url": reverse("admin:django_alkqueue_queuestat_errors"),
+            "can_requeue": has_perm(request, DeadLetter, "requeue_deadletter"),
         }
 
     def overview_view(self, request: HttpRequest) -> HttpResponse:
-        context = self._context(request, "Queue overview")
+        context = self._context(request, _("Queue overview"))
         using, now = QueueStat.objects.db, system_clock()
         search = request.GET.get("q", "").strip()
-        shown = overview_page(using, now, search, request.GET.get("p"))
+        shown = overview_page(using, now, search, request.GET.get("p"), context["window"])
         workers = status.worker_overview(using, now)
         others = {k: request.GET[k] for k in request.GET if k != "p"}
         context |= {
@@ -180,8 +205,17 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
         }
         return TemplateResponse(request, "admin/django_alkqueue/overview.html", context)
 
+    def errors_view(self, request: HttpRequest) -> HttpResponse:
+        """The largest error groups across every queue (view_deadletter only: the titles
+        come from dead letters' error texts)."""
+        context = self._context(request, _("Error groups"))
+        if not context["can_view_dead"]:
+            raise PermissionDenied
+        context["errors"] = status.frequent_errors(QueueStat.objects.db, limit=ERROR_GROUPS)
+        return TemplateResponse(request, "admin/django_alkqueue/errors.html", context)
+
     def queue_view(self, request: HttpRequest, name: str) -> HttpResponse:
-        context = self._context(request, f"Queue {name}")
+        context = self._context(request, _("Queue %(name)s") % {"name": name})
         using, now = QueueStat.objects.db, system_clock()
         if NUL in name:
             raise Http404("no queue name holds a NUL character")
@@ -191,13 +225,13 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             figures.pending or figures.scheduled or figures.claimed or figures.dead
         ):
             raise Http404(f"no queue {name!r}: no consumer, live job or dead letter names it")
-        buckets = charts.bucketize(status.history(using, now, queue=name).get(name, []), now)
-        # The headlines are the start of dead letters' error texts: whoever may not open the
+        window: charts.Window = context["window"]
+        hours = window.span.total_seconds() / 3600
+        points = status.history(using, now, hours, queue=name, with_times=True).get(name, [])
+        buckets = charts.bucketize(points, now, window)
+        # The group titles come from dead letters' error texts: whoever may not open the
         # dead letters may not read them here either.
-        errors: list[status.ErrorGroup] = []
-        sampled = 0
-        if context["can_view_dead"]:
-            errors, sampled = status.frequent_errors(using, name)
+        errors = status.frequent_errors(using, name) if context["can_view_dead"] else []
         limits = flow_status.in_force(
             name, *((consumer.code_limits, consumer.limit_overrides) if consumer else (None, None))
         )
@@ -212,13 +246,17 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "figures": figures,
             "oldest": format_age(figures.oldest_pending_age) if figures.pending else "-",
             "rate": status.throughput(using, now).get(name, status.Throughput()),
-            "chart": charts.render(name, buckets, width=720, height=180, labels=True),
+            "charts": [
+                (_("Throughput"), queue_charts.throughput_chart(name, buckets, window)),
+                (_("Jobs by state"), queue_charts.depth_chart(name, buckets, window)),
+                (_("Wait time"), queue_charts.timing_chart(name, buckets, window, "wait")),
+                (_("Run time"), queue_charts.timing_chart(name, buckets, window, "run")),
+            ],
             "consumer": consumer,
             "code_handler": None if consumer else status.code_handler(name),
             "errors": errors,
-            "sampled": sampled,
-            "error_sample": status.ERROR_SAMPLE,
             "query": urlencode({"queue": name}),
+            "keeps": history.keep_for(name) is not None,
             "stale_after": get_settings().WORKER_STALE_AFTER,
         }
         return TemplateResponse(request, "admin/django_alkqueue/queue.html", context)

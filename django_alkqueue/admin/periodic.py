@@ -9,17 +9,19 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
-from django.utils.translation import ngettext
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from .. import periodic
 from ..clock import system_clock
 from ..conf import get_settings
 from ..models import PeriodicTick
 from .audit import record
-from .base import QueueAdmin, timestamp
+from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
-from .consumers import PAUSED
+from .consumers import paused_state
 from .permissions import has_perm
+from .times import when
 
 
 class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
@@ -45,34 +47,37 @@ class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
     def _schedule(self, row: PeriodicTick) -> periodic.Schedule | None:
         return {s.name: s for s in periodic.schedules()}.get(row.name)
 
-    @admin.display(description="cron")
+    @admin.display(description=gettext_lazy("cron"))
     def cron(self, row: PeriodicTick) -> str:
         schedule = self._schedule(row)
         return schedule.cron if schedule else "-"
 
-    @admin.display(description="runs")
+    @admin.display(description=gettext_lazy("runs"))
     def target(self, row: PeriodicTick) -> str:
         schedule = self._schedule(row)
         if schedule is None:
-            return "no longer in ALKQUEUE['PERIODIC']"
-        return f"{schedule.describe()} on {schedule.queue or 'its own queue'}"
+            return _("no longer in ALKQUEUE['PERIODIC']")
+        return _("%(what)s on %(queue)s") % {
+            "what": schedule.describe(),
+            "queue": schedule.queue or _("its own queue"),
+        }
 
-    @admin.display(description="last tick", ordering="last_tick")
+    @admin.display(description=gettext_lazy("last tick"), ordering="last_tick")
     def last(self, row: PeriodicTick) -> str:
-        return timestamp(row.last_tick) if row.last_tick else "not ticked yet"
+        return when(row.last_tick) if row.last_tick else _("not ticked yet")
 
-    @admin.display(description="next tick")
+    @admin.display(description=gettext_lazy("next tick"))
     def next(self, row: PeriodicTick) -> str:
         schedule = self._schedule(row)
         if schedule is None or row.paused:
             return "-"
         if periodic.never_fires(schedule.cron):
-            return "never (its cron has no date)"
-        return timestamp(periodic.next_tick(schedule.cron, system_clock()))
+            return _("never (its cron has no date)")
+        return when(periodic.next_tick(schedule.cron, system_clock()))
 
-    @admin.display(description="state", ordering="paused")
+    @admin.display(description=gettext_lazy("state"), ordering="paused")
     def state(self, row: PeriodicTick) -> SafeString | str:
-        return PAUSED if row.paused else "active"
+        return paused_state() if row.paused else _("active")
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -84,8 +89,8 @@ class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
 
     @action(
         permissions=["pause"],
-        description="Pause schedule",
-        description_plural="Pause selected schedules",
+        description=gettext_lazy("Pause schedule"),
+        description_plural=gettext_lazy("Pause selected schedules"),
         location=BOTH_PLACES,
     )
     def pause(self, request: HttpRequest, queryset: QuerySet[PeriodicTick]) -> None:
@@ -93,8 +98,8 @@ class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
 
     @action(
         permissions=["resume"],
-        description="Resume schedule",
-        description_plural="Resume selected schedules",
+        description=gettext_lazy("Resume schedule"),
+        description_plural=gettext_lazy("Resume selected schedules"),
         location=BOTH_PLACES,
     )
     def resume(self, request: HttpRequest, queryset: QuerySet[PeriodicTick]) -> None:
@@ -104,15 +109,18 @@ class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
         self, request: HttpRequest, queryset: QuerySet[PeriodicTick], paused: bool
     ) -> None:
         rows = list(queryset.order_by("name").values_list("pk", "name"))
-        names = [name for _, name in rows]
+        names = [name for _n, name in rows]
         changed = periodic.set_paused(queryset.db, names, paused)
         verb = "pause" if paused else "resume"
-        record(request, PeriodicTick, verb, [pk for pk, _ in rows],
+        record(request, PeriodicTick, verb, [pk for pk, _n in rows],
                detail=f"schedules {', '.join(names)}")  # fmt: skip
-        text = ngettext(
-            "%(verb)sd %(n)d schedule: %(names)s.", "%(verb)sd %(n)d schedules: %(names)s.", changed
-        )
-        text %= {"verb": verb.capitalize(), "n": changed, "names": ", ".join(names)}
         if paused:
-            text += " Its ticks pass without a job until it is resumed; missed ticks do not run."
+            text = ngettext("Paused %(n)d schedule: %(names)s.",
+                            "Paused %(n)d schedules: %(names)s.", changed)  # fmt: skip
+        else:
+            text = ngettext("Resumed %(n)d schedule: %(names)s.",
+                            "Resumed %(n)d schedules: %(names)s.", changed)  # fmt: skip
+        text %= {"n": changed, "names": ", ".join(names)}
+        if paused:
+            text += _(" Its ticks pass without a job until it is resumed; missed ticks do not run.")
         self.message_user(request, text, messages.SUCCESS)

@@ -8,6 +8,8 @@ from typing import Any
 from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
 
 from .compat import FORM_ACTION, FORM_SELECT_ACROSS
 
@@ -50,7 +52,8 @@ def batch(queryset: QuerySet[Any], *fields: str, order: str = "pk") -> tuple[lis
 def more_note(more: bool) -> str:
     if not more:
         return ""
-    return (
-        f" More than {MAX_ACTION_ROWS:,} rows matched; this run handled the first "
-        f"{MAX_ACTION_ROWS:,}. Run the action again for the rest."
+    text = _(
+        " More than %(cap)s rows matched; this run handled the first %(cap)s. Run the action "
+        "again for the rest."
     )
+    return text % {"cap": number_format(MAX_ACTION_ROWS, force_grouping=True)}

@@ -11,8 +11,11 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import Model
 from django.http import HttpRequest
+from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..error_text import capped
 from ..privacy import is_sensitive, masked
@@ -40,11 +43,11 @@ def pretty_json(value: Any) -> SafeString:
 
 
 def masked_json(value: Any) -> SafeString:
-    return format_html(
-        '{}<p class="alk-note">This queue is sensitive: values are masked. Seeing them takes '
-        'the "Can view payloads of sensitive queues" permission.</p>',
-        pretty_json(masked(value)),
-    )
+    note = _(
+        'This queue is sensitive: values are masked. Seeing them takes the "%(permission)s" '
+        "permission."
+    ) % {"permission": "Can view payloads of sensitive queues"}  # as stored: never translated
+    return format_html('{}<p class="alk-note">{}</p>', pretty_json(masked(value)), note)
 
 
 def preformatted(text: str | None) -> SafeString | str:
@@ -55,7 +58,11 @@ def cell(text: str, limit: int = CELL_SHOWN) -> str:
     """`text`, or its first `limit` characters and how many more there are."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+    more = len(text) - limit
+    return _("%(text)s... (%(more)s more characters)") % {
+        "text": text[:limit],
+        "more": number_format(more, force_grouping=True),
+    }
 
 
 class PayloadPrivacy(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -71,11 +78,11 @@ class PayloadPrivacy(admin.ModelAdmin):  # type: ignore[type-arg]
             (name, {**options, "fields": _swap(options["fields"])}) for name, options in fieldsets
         ]
 
-    @admin.display(description="payload")
+    @admin.display(description=gettext_lazy("payload"))
     def payload_json(self, row: Any) -> SafeString:
         return pretty_json(row.payload)
 
-    @admin.display(description="payload")
+    @admin.display(description=gettext_lazy("payload"))
     def payload_masked(self, row: Any) -> SafeString:
         return masked_json(row.payload)
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..clock import system_clock
 from ..conf import get_settings
 from ..models import Worker
-from .base import QueueAdmin, format_age, timestamp
+from .base import QueueAdmin, grouped
 from .filters import WorkerStateFilter
 from .stored_text import cell
+from .times import format_age, when
 
 
 def is_stale(worker: Worker) -> bool:
@@ -49,25 +52,25 @@ class WorkerAdmin(QueueAdmin[Worker]):
         "is_leader",
     )
 
-    @admin.display(description="done / failed")
+    @admin.display(description=gettext_lazy("done / failed"))
     def done_failed(self, worker: Worker) -> str:
-        return f"{worker.jobs_processed:,} / {worker.jobs_failed:,}"
+        return f"{grouped(worker.jobs_processed)} / {grouped(worker.jobs_failed)}"
 
-    @admin.display(description="role")
+    @admin.display(description=gettext_lazy("role"))
     def leader(self, worker: Worker) -> str:
-        return "leader" if worker.is_leader else "-"
+        return _("leader") if worker.is_leader else "-"
 
-    @admin.display(description="queues")
+    @admin.display(description=gettext_lazy("queues"))
     def queue_names(self, worker: Worker) -> str:
         return cell(", ".join(worker.queues))
 
-    @admin.display(description="started", ordering="started_at")
+    @admin.display(description=gettext_lazy("started"), ordering="started_at")
     def started(self, worker: Worker) -> str:
-        return timestamp(worker.started_at)
+        return when(worker.started_at)
 
-    @admin.display(description="last heartbeat", ordering="last_heartbeat_at")
+    @admin.display(description=gettext_lazy("last heartbeat"), ordering="last_heartbeat_at")
     def heartbeat(self, worker: Worker) -> SafeString:
         ago = format_age((system_clock() - worker.last_heartbeat_at).total_seconds())
         if is_stale(worker):
-            return format_html('<span class="alk-state alk-stale">stale</span> {} ago', ago)
-        return format_html('<span class="alk-state alk-live">live</span> {} ago', ago)
+            return format_html(_('<span class="alk-state alk-stale">stale</span> {} ago'), ago)
+        return format_html(_('<span class="alk-state alk-live">live</span> {} ago'), ago)

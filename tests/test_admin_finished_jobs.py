@@ -1,0 +1,228 @@
+"""The admin's "Finished jobs" (docs/admin.md): the kept history's list, filtered by queue
+and outcome, with a date hierarchy on finished_at and search by job id or concurrency key,
+and its detail page with output and timings. A fixed number of queries per page, and on
+PostgreSQL every filter answered by an index of the partitioned table."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from django_alkqueue import operations
+from django_alkqueue.models import FinishedJob
+from django_alkqueue.sql.postgresql.history import partition_name
+from tests.admin_helpers import ADMIN, client_for, make_user
+
+pytestmark = pytest.mark.django_db
+
+FINISHED = f"{ADMIN}/finishedjob/"
+DAY = datetime(2031, 3, 10, 12, 0, tzinfo=UTC)
+#: Session, user, queue names, bounded count, the page; the top of the date hierarchy adds
+#: one (the first and last finished_at).
+CHANGELIST_QUERIES = 5
+DETAIL_QUERIES = 3
+
+
+def keep_row(job_id: int, *, queue: str = "kept", outcome: str = "succeeded",
+             finished_at: datetime = DAY, output: object = None,
+             key: str | None = None) -> FinishedJob:  # fmt: skip
+    return FinishedJob.objects.create(
+        job_id=job_id, queue=queue, payload={"n": job_id}, attempts=2, max_attempts=3,
+        backoff_base=5, lease=30, concurrency_key=key, enqueued_at=finished_at - timedelta(
+            seconds=10), started_at=finished_at - timedelta(seconds=2), finished_at=finished_at,
+        duration=1.5, worker_id="host:1", outcome=outcome, output=output,
+        delete_after=finished_at + timedelta(days=1),
+    )  # fmt: skip
+
+
+def ids_on(client, url: str) -> list[int]:
+    response = client.get(url)
+    assert response.status_code == 200, url
+    return [row.job_id for row in response.context["cl"].result_list]
+
+
+def queries_of(client, url: str) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(url)
+    assert response.status_code == 200, url
+    return [q["sql"] for q in captured.captured_queries]
+
+
+@pytest.fixture
+def root():
+    return client_for(make_user("root", superuser=True))
+
+
+def test_the_list_shows_finished_jobs_newest_first(root):
+    keep_row(1, finished_at=DAY)
+    keep_row(2, finished_at=DAY + timedelta(hours=1))
+
+    assert ids_on(root, FINISHED) == [2, 1]
+
+
+@override_settings(ALKQUEUE={"QUEUES": {"a": {"keep": 60}, "b": {"keep": 60}}})
+def test_the_list_filters_by_queue_and_by_outcome(root):
+    keep_row(1, queue="a")
+    keep_row(2, queue="b")
+    keep_row(3, queue="a", outcome="cancelled")
+
+    assert sorted(ids_on(root, f"{FINISHED}?queue=a")) == [1, 3]
+    assert ids_on(root, f"{FINISHED}?outcome=cancelled") == [3]
+    assert sorted(ids_on(root, f"{FINISHED}?outcome=succeeded")) == [1, 2]
+    assert ids_on(root, f"{FINISHED}?outcome=dead") == []
+
+
+def test_search_finds_a_job_id_or_a_concurrency_key_exactly(root):
+    keep_row(41, key="customer-7")
+    keep_row(42, key="customer-70")
+
+    assert ids_on(root, f"{FINISHED}?q=41") == [41]
+    assert ids_on(root, f"{FINISHED}?q=customer-7") == [41]
+    assert ids_on(root, f"{FINISHED}?q=customer") == []
+
+
+def test_the_date_hierarchy_drills_down_from_years_to_a_day(root):
+    keep_row(1, finished_at=DAY)
+    keep_row(2, finished_at=DAY.replace(year=2032))
+
+    top = root.get(FINISHED).content.decode()
+    assert "finished_at__year=2031" in top and "finished_at__year=2032" in top
+    year = root.get(f"{FINISHED}?finished_at__year=2031").content.decode()
+    assert "finished_at__month=12" in year
+    month = root.get(f"{FINISHED}?finished_at__year=2031&finished_at__month=3").content.decode()
+    assert "finished_at__day=31" in month
+    assert ids_on(root, f"{FINISHED}?finished_at__year=2031&finished_at__month=3"
+                        "&finished_at__day=10") == [1]  # fmt: skip
+    assert ids_on(root, f"{FINISHED}?finished_at__year=2031&finished_at__month=3"
+                        "&finished_at__day=11") == []  # fmt: skip
+
+
+def test_the_detail_page_shows_the_output_and_the_timings(root):
+    keep_row(7, output={"charged": 12.5})
+
+    html = root.get(f"{FINISHED}7/change/").content.decode()
+
+    assert "&quot;charged&quot;: 12.5" in html
+    assert "1500.0 ms" in html  # ran for
+    assert "8 s" in html  # waited: enqueued to claimed
+    assert "host:1" in html
+
+
+def test_the_detail_page_shows_why_an_output_was_not_recorded(root):
+    row = keep_row(8)
+    FinishedJob.objects.filter(pk=row.pk).update(output_error="output not recorded: not JSON")
+
+    assert "output not recorded: not JSON" in root.get(f"{FINISHED}8/change/").content.decode()
+
+
+def test_finished_jobs_cannot_be_deleted_or_changed_from_the_admin(root):
+    keep_row(9)
+
+    assert root.get(f"{FINISHED}9/delete/").status_code == 403
+    assert b'name="action"' not in root.get(FINISHED).content
+
+
+def test_query_counts_are_bounded_and_do_not_grow_with_the_rows(root):
+    keep_row(1, key="k")
+    pages = {
+        FINISHED: CHANGELIST_QUERIES + 1,
+        f"{FINISHED}?queue=kept&outcome=cancelled": CHANGELIST_QUERIES + 1,
+        f"{FINISHED}?finished_at__year=2031&finished_at__month=3": CHANGELIST_QUERIES,
+        f"{FINISHED}?q=1": CHANGELIST_QUERIES + 1,
+        f"{FINISHED}1/change/": DETAIL_QUERIES,
+    }
+    for url in pages:
+        queries_of(root, url)  # warm the caches
+    before = {url: len(queries_of(root, url)) for url in pages}
+    for job_id in range(2, 60):
+        keep_row(job_id, finished_at=DAY + timedelta(minutes=job_id), key=f"k{job_id}")
+    for url, bound in pages.items():
+        after = len(queries_of(root, url))
+        assert after == before[url], url
+        assert after <= bound, (url, queries_of(root, url))
+
+
+def test_no_page_counts_the_whole_history(root):
+    keep_row(1)
+    for sql in queries_of(root, FINISHED):
+        if sql.startswith("SELECT COUNT(*)"):
+            assert "LIMIT 10001" in sql, sql
+
+
+# -- PostgreSQL plans on 100k rows -----------------------------------------------------------
+
+
+def fill_history() -> None:
+    """100k rows over the last 28 hours: in yesterday's and today's partitions."""
+    operations.prepare_history("default", datetime.now(UTC) - timedelta(days=1))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO alkqueue_finishedjob (job_id, queue, payload, priority, attempts,
+                max_attempts, backoff_base, lease, concurrency_key, enqueued_at, started_at,
+                finished_at, duration, worker_id, outcome, delete_after)
+            SELECT i, 'q' || (i % 100), '{}', 0, 1, 5, 5, 30,
+                   CASE WHEN i % 10 = 0 THEN 'key-' || i END, now(), now(),
+                   now() - (i || ' seconds')::interval, 0.01, 'w',
+                   CASE WHEN i % 500 = 0 THEN 'cancelled' ELSE 'succeeded' END,
+                   now() + interval '1 day'
+            FROM generate_series(1, 100000) AS i
+            """
+        )
+        cursor.execute("ANALYZE alkqueue_finishedjob")
+
+
+def plan_of(sql: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.postgres_only
+def test_every_filter_of_the_list_uses_an_index_on_100k_rows(root):
+    fill_history()
+    now = datetime.now(UTC)
+    filled = [partition_name(now.date()), partition_name(now.date() - timedelta(days=1))]
+    day = f"finished_at__year={now.year}&finished_at__month={now.month}&finished_at__day={now.day}"
+    urls = [FINISHED, f"{FINISHED}?queue=q3", f"{FINISHED}?outcome=cancelled",
+            f"{FINISHED}?queue=q3&outcome=cancelled", f"{FINISHED}?q=12345",
+            f"{FINISHED}?q=key-12340", f"{FINISHED}?{day}", f"{FINISHED}12345/change/"]  # fmt: skip
+    for url in urls:
+        for sql in queries_of(root, url):
+            if "alkqueue_finishedjob" not in sql or sql.startswith("EXPLAIN"):
+                continue
+            plan = plan_of(sql)
+            for table in filled:  # the empty days ahead may be scanned: they have no pages
+                assert f"Seq Scan on {table} " not in plan, (url, sql, plan)
+    response = root.get(FINISHED)
+    assert response.context["cl"].paginator.estimated
+    assert len(response.context["cl"].result_list) == 50
+
+
+def test_the_page_of_a_queue_that_keeps_links_to_its_finished_jobs(root):
+    from django_alkqueue import queue
+
+    queue("kept-here").enqueue({})
+    queue("not-kept-here").enqueue({})
+
+    with override_settings(ALKQUEUE={"QUEUES": {"kept-here": {"keep": 60}}}):
+        kept_page = root.get(f"{ADMIN}/queuestat/queue/kept-here/").content.decode()
+        other_page = root.get(f"{ADMIN}/queuestat/queue/not-kept-here/").content.decode()
+
+    assert f'href="{FINISHED}?queue=kept-here" id="alk-finished-link"' in kept_page
+    assert "alk-finished-link" not in other_page
+
+
+@override_settings(ALKQUEUE={"QUEUES": {"private": {"keep": 60, "sensitive": True}}})
+def test_a_sensitive_queues_output_is_masked_for_a_user_without_view_payload():
+    keep_row(5, queue="private", output={"email": "ann@example.com"})
+    viewer = client_for(make_user("viewer", "view_finishedjob"))
+
+    html = viewer.get(f"{FINISHED}5/change/").content.decode()
+
+    assert "ann@example.com" not in html
+    assert "&quot;email&quot;: &quot;***&quot;" in html
