@@ -20,7 +20,24 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e . --group dev
 	touch $@
 
-venv: $(VENV)/.installed
+# The German catalogue (django_alkqueue/locale/): compiled here, so every target that runs the
+# code has the .mo of the .po it has. Django's compilemessages runs GNU gettext's msgfmt, the
+# tool translators use too (Debian's gettext). The .mo is committed as well, so that an install
+# from git or an sdist built without gettext still speaks German; tests/test_translations.py
+# checks that it matches the .po.
+venv: $(VENV)/.installed /usr/bin/msgfmt
+	@cd django_alkqueue && ../$(VENV)/bin/django-admin compilemessages -v 0
+
+/usr/bin/msgfmt:
+	apt-get update && apt-get install -y gettext
+
+# After changing a user-facing string: refresh the catalogue (then translate what is new in
+# django_alkqueue/locale/de/LC_MESSAGES/django.po, docs/admin.md "Translating").
+.PHONY: makemessages
+makemessages: venv
+	cd django_alkqueue && DATABASE_URL= PYTHONPATH=.. DJANGO_SETTINGS_MODULE=testproject.settings \
+	  ../$(VENV)/bin/django-admin makemessages -l de --add-location=file --no-obsolete
+	cd django_alkqueue && ../$(VENV)/bin/django-admin compilemessages -v 0
 
 postgres:
 	@pg_isready -h 127.0.0.1 -p 5432 -q || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
@@ -38,8 +55,11 @@ postgres:
 # MariaDB (the ORM dialect, tests/ on MySQL's kin): Debian's server, started if it is down, with
 # a database and a user made by root over the unix socket. The user may create the test
 # databases (test_alkqueue_<pid>) and the bench's (bench_*, bench/README.md) and read
-# InnoDB's metrics (the admin's health), nothing else.
+# InnoDB's metrics (the admin's health), nothing else. A payload travels in one packet: the
+# long chaos run's 16 MiB payload limit needs max_allowed_packet above MariaDB's default 16 MiB
+# (docs/databases.md).
 MARIADB_SQL := CREATE DATABASE IF NOT EXISTS alkqueue CHARACTER SET utf8mb4; \
+	SET GLOBAL max_allowed_packet = 64 * 1024 * 1024; \
 	CREATE USER IF NOT EXISTS "alkqueue"@"localhost" IDENTIFIED BY "alkqueue"; \
 	CREATE USER IF NOT EXISTS "alkqueue"@"127.0.0.1" IDENTIFIED BY "alkqueue"; \
 	GRANT ALL PRIVILEGES ON alkqueue.* TO "alkqueue"@"localhost", "alkqueue"@"127.0.0.1"; \
@@ -85,6 +105,13 @@ test-pg: venv
 test-sqlite: venv
 	DATABASE_URL= $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
+# The admin's screenshots in docs/images, taken by the browser tests on PostgreSQL
+# (tests/test_admin_browser.py, DOC_IMAGES). Not in CI: run it after changing a page.
+.PHONY: screenshots
+screenshots: venv postgres /usr/bin/chromium
+	ALKQUEUE_DOC_IMAGES=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider -q \
+	  tests/test_admin_browser.py tests/test_admin_browser_console.py tests/test_admin_browser_widths.py
+
 # Django 5.2 LTS on the machine's default python3 (3.11), with the django-tasks backport, and
 # the oldest psycopg supported (3.2) in its pure Python build over the system's libpq: make
 # test covers the newest binary one. It runs from the source tree: the package itself
@@ -93,7 +120,7 @@ COMPAT_VENV := .venv-compat
 COMPAT_PY := $(COMPAT_VENV)/bin/python
 COMPAT_DEPS := "Django>=5.2,<6" "django-tasks>=0.8" "psycopg>=3.2,<3.3" "croniter>=2.0" \
 	pytest pytest-django hypothesis dj-database-url django-extensions playwright \
-	"prometheus-client>=0.20" "python-json-logger>=2"
+	"prometheus-client>=0.20" "python-json-logger>=2" "opentelemetry-api>=1.27" "opentelemetry-sdk>=1.27"
 
 $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(COMPAT_VENV)
@@ -168,10 +195,36 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	$(BENCH_PY) -m pip install -q -e '.[postgres,mysql]' -r bench/requirements.txt
 	touch $@
 
-bench: $(BENCH_VENV)/.installed postgres mariadb
+# The Celery peers' brokers (bench/systems/celery.py): the local Redis and RabbitMQ, started
+# if they are down; where either is missing, its Celery systems fail and the run goes on.
+.PHONY: brokers
+brokers:
+	-@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || redis-server --daemonize yes \
+	  --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null
+	-@timeout 1 bash -c '</dev/tcp/127.0.0.1/5672' 2>/dev/null || { rabbitmq-server -detached; \
+	  for i in $$(seq 1 60); do timeout 1 bash -c '</dev/tcp/127.0.0.1/5672' 2>/dev/null && break; \
+	  sleep 1; done; }
+
+bench: $(BENCH_VENV)/.installed postgres mariadb brokers
 	$(BENCH_PY) -m bench.run $(BENCH_ARGS)
 	$(BENCH_PY) -m bench.flow_control
+	$(BENCH_PY) -m bench.cancel_latency
+	$(BENCH_PY) -m bench.process_pool
+	$(BENCH_PY) -m bench.observability
+	$(BENCH_PY) -m bench.workflows
 
-bench-quick: $(BENCH_VENV)/.installed postgres mariadb
+# make soak: hours of load in small, not in CI (bench/soak.py, docs/benchmarks.md "Hours of
+# load"): the drain capacity, then SOAK_MINUTES of steady enqueue at half of it; writes
+# bench/results/soak.*, docs/images/soak.png and its section of docs/benchmarks.md.
+.PHONY: soak
+SOAK_MINUTES ?= 30
+soak: $(BENCH_VENV)/.installed postgres
+	$(BENCH_PY) -m bench.soak --minutes $(SOAK_MINUTES)
+
+bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers
 	$(BENCH_PY) -m bench.run --quick $(BENCH_ARGS)
 	$(BENCH_PY) -m bench.flow_control --quick
+	$(BENCH_PY) -m bench.cancel_latency --quick
+	$(BENCH_PY) -m bench.process_pool --quick
+	$(BENCH_PY) -m bench.observability --quick
+	$(BENCH_PY) -m bench.workflows --quick

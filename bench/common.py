@@ -68,6 +68,26 @@ def create_database(name: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def own_database(topic: str, quick: bool) -> str:
+    """A fresh database for one module's own run (BENCH_DB_PREFIX, else bench_ or
+    bench_quick_, plus `topic`, so a quick run's stands beside a full one's); its URL."""
+    prefix = os.environ.get("BENCH_DB_PREFIX", "bench_quick_" if quick else "bench_")
+    create_database(prefix + topic)
+    return db_url(prefix + topic)
+
+
+def setup_django(url: str, settings: str) -> None:
+    """This process's Django on the database at `url` with `settings`, its tables migrated."""
+    os.environ["BENCH_DATABASE_URL"] = url
+    os.environ["DJANGO_SETTINGS_MODULE"] = settings
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
 def drop_database(name: str) -> None:
     with admin_connection() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

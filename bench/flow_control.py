@@ -13,7 +13,8 @@
     python -m bench.flow_control [--quick]
 
 Run by `make bench` and `make bench-quick` after bench.run, in a database of its own
-(PREFIX + "flow"); writes results/flow-MODE.json. Public APIs only, as the rest of the bench:
+(PREFIX + "flow"); writes results/flow-MODE.json and the flow-control section of
+docs/benchmarks.md (bench/page.py, flow_section). Public APIs only, as the rest of the bench:
 `@consumer`, `queue()`, `Queue.enqueue_many` / `claim` / `ack_batch`, `JobHandle.ack`,
 `alk_worker`, and the models to count what is left.
 """
@@ -30,41 +31,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import common
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-SERVER = os.environ.get("BENCH_PG_URL", "postgres://root@127.0.0.1:5432")
 KEYS = 1_000
 
 
-def _database(quick: bool) -> str:
-    prefix = os.environ.get("BENCH_DB_PREFIX", "bench_quick_" if quick else "bench_")
-    return f"{prefix}flow"
-
-
-def _fresh_database(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
 def _setup(url: str) -> None:
-    os.environ["BENCH_DATABASE_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings.alkqueue_flow"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    common.setup_django(url, "bench.settings.alkqueue_flow")
     from django.db import connection
 
     from bench.jobs.alkqueue_flow_consumers import RUNS
 
+    # UNLOGGED: a job's record of its run commits without a WAL flush, so that the record
+    # (written after the job's finish time is read, before its ack) does not add a flush
+    # per job to the slot time and the claim rate it measures.
     with connection.cursor() as cursor:
         cursor.execute(
-            f"CREATE TABLE {RUNS} (job_id BIGINT, claimed_at DOUBLE PRECISION, "
+            f"CREATE UNLOGGED TABLE {RUNS} (job_id BIGINT, claimed_at DOUBLE PRECISION, "
             "started_at DOUBLE PRECISION, finished_at DOUBLE PRECISION)"
         )
 
@@ -217,11 +202,37 @@ def busy(quick: bool) -> dict[str, Any]:
     spans = [(claimed, finished) for claimed, _, finished in runs]
     wall = max(f for _, f in spans) - min(c for c, _ in spans)
     held = sum(f - c for c, f in spans)
+    per_job = held / len(runs)
     return {
         "jobs": len(runs),
         "share of the cap busy": round(held / (8 * wall), 3),
         "most live claims at once": _most_at_once(spans),
+        # Where a slot's time goes, per job: claim to handler start (the claim's stamp,
+        # commit and hand-over), the handler, and the slot idle between a job's finish and
+        # the next claim of the slot (its ack's commit, then the next claim's lead).
+        "ms claim to start": round(1e3 * sum(s - c for c, s, _ in runs) / len(runs), 2),
+        "ms handler": round(1e3 * sum(f - s for _, s, f in runs) / len(runs), 2),
+        "ms idle per job": round(1e3 * (8 * wall - held) / len(runs), 2),
+        # The share the cap could keep busy if a slot's only idle time were one durable
+        # commit (the ack's): the bound of a slot freed by its ack.
+        "share bound, one commit idle per job": round(per_job / (per_job + _commit_seconds()), 3),
     }
+
+
+def _commit_seconds(rounds: int = 50) -> float:
+    """The median time of one durable commit (a one-row INSERT in autocommit) on this
+    server, now: what every ack and every claim waits for (fsync, synchronous_commit)."""
+    from django.db import connection
+
+    times = []
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE IF NOT EXISTS bench_flow_commit_logged (x int)")
+        for _ in range(rounds):
+            started = time.perf_counter()
+            cursor.execute("INSERT INTO bench_flow_commit_logged VALUES (1)")
+            times.append(time.perf_counter() - started)
+        cursor.execute("DROP TABLE bench_flow_commit_logged")
+    return sorted(times)[len(times) // 2]
 
 
 # -- 4. rate = 2000/s ----------------------------------------------------------------------
@@ -254,10 +265,17 @@ def rate(quick: bool) -> dict[str, Any]:
         while claims[start] <= moment - 1.0:
             start += 1
         most = max(most, end - start + 1)
+    transactions = len(set(measured))  # one claim's jobs share its claimed_at
     return {
         "seconds measured": seconds,
         "claims/s achieved": round(len(measured) / seconds),
         "most claims in any 1 s window": most,
+        # Where the rate goes: claims of a queue take turns at its gate, each holding it
+        # to its commit, so claims/s = claim transactions/s x jobs per claim.
+        "claim transactions/s": round(transactions / seconds),
+        "jobs per claim": round(len(measured) / max(transactions, 1), 1),
+        "ms per claim at the gate": round(1e3 * seconds / max(transactions, 1), 2),
+        "ms per durable commit": round(1e3 * _commit_seconds(), 2),
     }
 
 
@@ -265,19 +283,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    name = _database(args.quick)
-    _fresh_database(name)
-    _setup(f"{SERVER}/{name}")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    url = common.own_database("flow", args.quick)
+    _setup(url)
     figures = {
         "claim+ack": claim_ack(args.quick),
         "drain over 1,000 keys, 2 processes": drain(args.quick),
         "concurrency=8, 2 x 16 threads, 10 ms jobs": busy(args.quick),
         "rate=2000/s, 2 x 16 threads": rate(args.quick),
     }
+    figures["run"] = {
+        "mode": "quick" if args.quick else "full",
+        "started": started,
+        "load average at the end": round(os.getloadavg()[0], 1),
+        "cores": os.cpu_count(),
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"flow-{'quick' if args.quick else 'full'}.json"
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))
+    if not args.quick:  # docs/benchmarks.md holds full runs only, as bench.report's page
+        from bench import page
+
+        page.write_flow_section(figures)
+        print(f"wrote the flow-control section of {page.DOCS.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

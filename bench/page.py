@@ -7,6 +7,8 @@ does not fill is an error, so the two cannot drift apart silently.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from string import Template
 from typing import Any
 
@@ -21,6 +23,11 @@ PEERS = ("django_tasks_db", "procrastinate", "vtasks")
 RECLAIM_INTERVAL = 5.0
 
 
+#: bench/flow_control.py's last full run, and the heading of its section of the page.
+FLOW_RESULTS = common.RESULTS / "flow-full.json"
+FLOW_HEADING = "## Flow control (issue 34)"
+
+
 def write(results: dict[str, Any]) -> None:
     DOCS.write_text(render(results))
 
@@ -29,7 +36,150 @@ def render(results: dict[str, Any]) -> str:
     items = targets.evaluate(results)
     fields = {**_overview(results, items), **_drain(results), **_scale(results, items)}
     fields.update(_knobs(results))
+    flow = json.loads(FLOW_RESULTS.read_text()) if FLOW_RESULTS.exists() else None
+    fields["flow_control"] = flow_section(flow)
+    fields["cancel_latency"] = cancel_latency(CANCEL_RESULTS)
+    fields["process_pool"] = process_pool(POOL_RESULTS)
+    fields["soak"] = _soak()
     return Template(TEMPLATE.read_text()).substitute(fields)
+
+
+# -- flow control (bench/flow_control.py, its own run) ---------------------------------------------
+
+
+def write_flow_section(flow: dict[str, Any]) -> None:
+    """Replace the flow-control section of docs/benchmarks.md with this run's (the rest of
+    the page is bench.run's, rewritten only by a full run of it)."""
+    text = DOCS.read_text()
+    start = text.index(FLOW_HEADING + "\n")
+    body = start + len(FLOW_HEADING) + 1
+    end = text.find("\n## ", body)
+    end = len(text) if end < 0 else end + 1
+    DOCS.write_text(text[:body] + "\n" + flow_section(flow) + "\n" + text[end:])
+
+
+def _drain_note(drain: dict[str, Any]) -> list[str]:
+    """The two drains run one after the other: a limited drain faster than the unlimited one
+    says the machine's load moved between them."""
+    if drain["jobs/s, key_concurrency=1"] <= drain["jobs/s, no limits"]:
+        return []
+    return [
+        "The limited drain outran the unlimited one: the two run one after the other, and "
+        "the load of the machine's other work moved between them. Read it as the limits "
+        "costing the drain nothing measurable in this run, not as a gain.",
+        "",
+    ]
+
+
+def _turns_bound(rate: dict[str, Any]) -> float:
+    """Claims per second of one queue when each claim holds its gate for one commit only."""
+    return float(rate["jobs per claim"]) * 1000 / float(rate["ms per durable commit"])
+
+
+def _flow_row(target: str, wanted: str, measured: str, met: bool) -> str:
+    return f"| {target} | {wanted} | {measured} | {'met' if met else '**missed**'} |"
+
+
+def flow_section(flow: dict[str, Any] | None) -> str:
+    """The four speed figures of issue 34, each against its target, and where the time goes."""
+    if flow is None:
+        return "No full run of `bench/flow_control.py` yet (`make bench` runs it).\n"
+    run = flow["run"]
+    claim = flow["claim+ack"]
+    drain = flow["drain over 1,000 keys, 2 processes"]
+    busy = flow["concurrency=8, 2 x 16 threads, 10 ms jobs"]
+    rate = flow["rate=2000/s, 2 x 16 threads"]
+    rows = []
+    for size in ("1", "100"):
+        c = claim[f"claim size {size}"]
+        none = c["us per job, no limits"]
+        for name, key in (("concurrency", "concurrency"), ("key_concurrency=1", "key_concurrency")):
+            limited = c["us per job, " + name]
+            x = c[f"ratio {key} / none"]
+            measured = f"{limited:,.0f} / {none:,.0f} us per job = x{x:.2f}"
+            target = f"claim+ack, claim size {size}, `{name}` (1,000 keys)"
+            rows.append(_flow_row(target, "within 2x of no limits", measured, x <= 2))
+    share = drain["ratio key_concurrency / none"]  # the limited rate over the unlimited one
+    rows.append(_flow_row(
+        f"drain of {drain['jobs']:,} jobs, 1,000 keys, `key_concurrency=1`, 2 processes",
+        ">= 50% of no limits",
+        f"{drain['jobs/s, key_concurrency=1']:,} / {drain['jobs/s, no limits']:,} jobs/s = "
+        f"{share:.0%}", share >= 0.5))  # fmt: skip
+    busy_share, most = busy["share of the cap busy"], busy["most live claims at once"]
+    rows.append(_flow_row("`concurrency=8`, 2 x 16 threads, 10 ms jobs", ">= 95% busy, never > 8",
+                          f"{busy_share:.0%} busy, at most {most} at once",
+                          busy_share >= 0.95 and most <= 8))  # fmt: skip
+    achieved, peak = rate["claims/s achieved"], rate["most claims in any 1 s window"]
+    rows.append(_flow_row('`rate="2000/s"`, 2 x 16 threads', "1,800-2,000/s, never > 2,000 in 1 s",
+                          f"{achieved:,}/s, at most {peak:,} in 1 s",
+                          1800 <= achieved <= 2000 and peak <= 2000))  # fmt: skip
+    return "\n".join([
+        f"`bench/flow_control.py` ({run['mode']} run of {run['started']}, {run['cores']} cores, "
+        f"load average {run['load average at the end']} at its end): each figure is a ratio or a "
+        "bound within this one run, the limited queue against the same work without limits.",
+        "",
+        "| target | wanted | measured | verdict |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+        *_drain_note(drain),
+        "Where the time goes:",
+        "",
+        f"- **A slot of `concurrency=8`** spends, per job, {busy['ms claim to start']} ms from "
+        f"its claim to its handler's start (the claim's stamp and commit, the hand-over), "
+        f"{busy['ms handler']} ms in the handler, and {busy['ms idle per job']} ms idle: the "
+        "job's ack commits, and only then may the next claim take the slot. With nothing "
+        "but one durable commit between two jobs (its median, measured after the run), a "
+        f"slot would be at most {busy['share bound, one commit idle per job']:.0%} busy.",
+        f"- **The rate**: claims of one queue take turns at its gate, each holding it to its "
+        f"commit: {rate['claim transactions/s']} claim transactions a second of "
+        f"{rate['jobs per claim']} jobs each, {rate['ms per claim at the gate']} ms per claim "
+        f"(a durable commit alone is {rate['ms per durable commit']} ms). Claims that take "
+        f"turns and each wait for a commit reach at most {_turns_bound(rate):,.0f} claims/s "
+        f"at {rate['jobs per claim']} jobs per claim on this server now: "
+        "2,000/s needs a commit of under 4 ms with claims of 8, which each worker's "
+        "16 threads take when half of them are free.",
+        "",
+    ])  # fmt: skip
+
+
+#: What bench/cancel_latency.py wrote in the full run (`make bench` runs it after bench.run).
+CANCEL_RESULTS = common.BENCH / "results" / "cancel-full.json"
+
+
+def cancel_latency(path: Path) -> str:
+    """The cancel-to-stop figures of bench/cancel_latency.py, as a list."""
+    if not path.exists():
+        return "- not measured in this run (`python -m bench.cancel_latency`)"
+    figures = json.loads(path.read_text())
+    lines = []
+    for label in ("from the call", "from the commit"):
+        f = figures[label]
+        lines.append(f"- {label} of `Queue.cancel()`: p50 {f['p50 ms']} ms, p99 {f['p99 ms']} "
+                     f"ms, max {f['max ms']} ms")  # fmt: skip
+    return "\n".join(lines) + f"\n\n({figures['cancels']} cancels, one after another.)"
+
+
+#: What bench/process_pool.py wrote in the full run (`make bench` runs it after bench.run).
+POOL_RESULTS = common.BENCH / "results" / "pool-full.json"
+
+
+def process_pool(path: Path) -> str:
+    """The process pool's drain against the thread pool's (bench/process_pool.py), a list."""
+    if not path.exists():
+        return "- not measured in this run (`python -m bench.process_pool`)"
+    f = json.loads(path.read_text())
+    return (f"- `--pool thread`: {f['thread jobs/s']:,} jobs/s\n"
+            f"- `--pool process`: {f['process jobs/s']:,} jobs/s, "
+            f"**{f['process / thread']:.2f}** of the thread pool's\n\n"
+            f"({f['jobs']:,} no-op jobs, {f['rounds']} rounds taking turns, on "
+            f"{f['database']}.)")  # fmt: skip
+
+
+def _soak() -> str:
+    """The last soak run's section (bench/soak.py writes it), kept across full runs."""
+    path = common.RESULTS / "soak.md"
+    return path.read_text().strip() if path.exists() else "No soak run recorded yet."
 
 
 # -- small readers --------------------------------------------------------------------------------

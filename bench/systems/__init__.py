@@ -22,6 +22,10 @@ SYSTEMS = {
     "django_tasks_db": "bench.systems.django_tasks_db:DjangoTasksDb",
     "procrastinate": "bench.systems.procrastinate:Procrastinate",
     "vtasks": "bench.systems.vtasks:VTasks",
+    "celery_redis_prefork": "bench.systems.celery:CeleryRedisPrefork",
+    "celery_redis_threads": "bench.systems.celery:CeleryRedisThreads",
+    "celery_rabbitmq_prefork": "bench.systems.celery:CeleryRabbitPrefork",
+    "celery_rabbitmq_threads": "bench.systems.celery:CeleryRabbitThreads",
 }
 
 

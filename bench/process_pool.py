@@ -1,0 +1,107 @@
+"""The process pool's drain of no-op jobs as a ratio to the thread pool's (issue 35).
+
+One worker (`--concurrency 4`, `--burst`) drains N no-op jobs with `--pool thread`, then the
+same N with `--pool process`, rounds taking turns in one run; the rate is N over the worker
+command's wall time, start-up included (the process pool's fork server and children are
+part of its cost), and the figure is the median of each side and their ratio.
+
+    python -m bench.process_pool [--quick] [--url URL] [--jobs N] [--rounds R]
+
+Run by `make bench` and `make bench-quick` after bench.run, in a database of its own
+(PREFIX + "pool") on the bench's PostgreSQL; `--url` names another database instead (for
+instance `sqlite:////tmp/pool.sqlite3`; then it only prints). Writes results/pool-MODE.json,
+whose figures docs/benchmarks.md quotes ("The process pool"). Public APIs only:
+`@consumer`, `queue()`, `Queue.enqueue_many` and `stats`, `alk_worker`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+POOLS = ("thread", "process")
+
+
+def drain(pool: str, jobs: int, concurrency: int) -> float:
+    """Enqueue `jobs` no-op jobs, drain them with one worker of `pool`; jobs per second."""
+    from bench.jobs.alkqueue_pool_consumers import QUEUE
+    from django_alkqueue import queue
+
+    q = queue(QUEUE)
+    q.enqueue_many([{"n": n} for n in range(jobs)])
+    command = [sys.executable, "-m", "django", "alk_worker", "--queue", QUEUE, "--burst",
+               "--pool", pool, "--concurrency", str(concurrency), "-v", "0"]  # fmt: skip
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env=os.environ.copy(), cwd=ROOT,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    seconds = time.perf_counter() - started
+    left = q.stats()
+    assert left.pending == left.claimed == left.dead == 0, left
+    return jobs / seconds
+
+
+def measure(jobs: int, rounds: int, concurrency: int) -> dict[str, Any]:
+    rates: dict[str, list[float]] = {pool: [] for pool in POOLS}
+    for _ in range(rounds):
+        for pool in POOLS:
+            rates[pool].append(drain(pool, jobs, concurrency))
+    thread, process = (statistics.median(rates[pool]) for pool in POOLS)
+    return {
+        "jobs": jobs, "rounds": rounds, "concurrency": concurrency,
+        "thread jobs/s": round(thread), "process jobs/s": round(process),
+        "process / thread": round(process / thread, 2),
+        "rounds (thread, process)": [[round(a), round(b)] for a, b in
+                                     zip(rates["thread"], rates["process"], strict=True)],
+    }  # fmt: skip
+
+
+def _setup_django(url: str) -> None:
+    """This process's Django on `url`, its tables migrated (as common.setup_django, without
+    the harness's other imports, so that `--url` runs from the project's venv too)."""
+    os.environ["BENCH_DATABASE_URL"] = url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings.alkqueue_pool"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--url", default=None, help="default: a database of its own (PG)")
+    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=None)
+    args = parser.parse_args()
+    if args.url is None:
+        from . import common  # the bench's own PostgreSQL (and its venv's tools)
+
+        url = common.own_database("pool", args.quick)
+    else:
+        url = args.url
+    _setup_django(url)
+    from django.db import connection
+
+    jobs = args.jobs or (2000 if args.quick else 20000)
+    rounds = args.rounds or (1 if args.quick else 3)
+    figures = {"database": connection.vendor, **measure(jobs, rounds, 4)}
+    print(json.dumps(figures, indent=2))
+    if args.url is None:  # the page quotes the bench's own database only
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        out = RESULTS / f"pool-{'quick' if args.quick else 'full'}.json"
+        out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
