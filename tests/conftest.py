@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from collections.abc import Callable
@@ -9,6 +10,7 @@ import pytest
 from django.db import connection, connections
 
 from django_alkqueue import queue
+from django_alkqueue.consumers import registry
 from django_alkqueue.queues import Queue
 from django_alkqueue.sql.postgresql import wake_pacing
 from django_alkqueue.sql.postgresql.session import PINNED_PLAN_SETTINGS
@@ -180,3 +182,19 @@ def run_threads(count: int, target: Callable[[int], None]) -> None:
         t.join()
     if errors:
         raise errors[0]
+
+
+#: The environment a worker subprocess needs to serve tests/running_consumers.py's queues.
+RUNNING_CONSUMERS = {"ALKQUEUE_EXTRA_CONSUMERS": "tests.running_consumers"}
+
+
+@pytest.fixture
+def running_consumers() -> Any:
+    """tests/running_consumers.py's consumers (time limits, cancelling, progress) registered
+    afresh in this process for one test, and unregistered after it."""
+    import tests.running_consumers
+
+    importlib.reload(tests.running_consumers)
+    yield
+    for name in tests.running_consumers.QUEUES:
+        registry.unregister(name)

@@ -19,6 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import load_backend
 from django.test import override_settings
 
+from django_alkqueue import queue
 from django_alkqueue.admin import health
 from django_alkqueue.checks import check_database, sqlite_journal
 from django_alkqueue.conf import read_settings
@@ -27,6 +28,7 @@ from django_alkqueue.models import QueueMessage
 from django_alkqueue.sql import dialect_for, dialect_name
 from django_alkqueue.sql.locks import SESSION_LOCKS
 from django_alkqueue.sql.orm import OrmDialect
+from django_alkqueue.sql.orm_rows import CHUNK, INSERT_CHARACTERS, insert_groups
 from tests.conftest import run_threads
 from tests.workers import ROOT
 
@@ -233,3 +235,22 @@ def test_on_mysql_the_orm_claim_reads_the_stand_in_index_in_handout_order(server
     with transaction.atomic():
         plan = OrmDialect().due(connection, "q", clock()).values_list("id")[:10].explain()
     assert "alkqueue_claim_full_idx" in plan and "filesort" not in plan.lower()
+
+
+def test_an_insert_group_carries_at_most_chunk_rows_and_its_character_budget():
+    big = "x" * (INSERT_CHARACTERS // 3 + 1)
+    texts = ["{}"] * (CHUNK + 1) + [big] * 4 + ["x" * (INSERT_CHARACTERS + 5)] + ["{}"]
+    groups = [texts[group] for group in insert_groups(texts)]
+    assert [len(g) for g in groups] == [CHUNK, 3, 2, 1, 1]
+    assert [text for g in groups for text in g] == texts
+    assert all(len(g) == 1 or sum(map(len, g)) <= INSERT_CHARACTERS for g in groups)
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="MySQL's max_allowed_packet")
+def test_enqueue_many_of_payloads_adding_up_past_max_allowed_packet_writes_every_job():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@max_allowed_packet")
+        packet = int(cursor.fetchone()[0])
+    payload = {"text": "x" * (1024 * 1024 - 20)}  # 1 MiB, the default MAX_PAYLOAD_BYTES
+    jobs = queue("big-many").enqueue_many([payload] * (packet // (1024 * 1024) + 2))
+    assert QueueMessage.objects.filter(queue="big-many").count() == len(jobs)

@@ -260,3 +260,50 @@ def test_requeue_gives_the_job_its_lifetime_again(q, clock):
     q.claim_one("w").fail()
     clock.advance(hours=1)
     assert q.requeue(job.id).expires_at == clock.now + timedelta(minutes=10)
+
+
+def test_a_requeued_job_keeps_its_first_enqueued_at_and_says_when_it_was_requeued(q, clock):
+    job = q.enqueue(1)
+    q.claim_one("w").fail()
+    clock.advance(hours=1)
+    requeued = q.requeue(job.id)
+    assert (requeued.enqueued_at, requeued.requeued_at) == (job.enqueued_at, clock.now)
+    assert q.get_job(job.id).requeued_at == clock.now
+
+
+def test_a_job_never_requeued_has_no_requeued_at(q):
+    job = q.enqueue(1)
+    assert (job.requeued_at, q.get_job(job.id).requeued_at) == (None, None)
+
+
+def test_a_claim_hands_out_the_requeue_time(q, clock):
+    job = q.enqueue(1)
+    q.claim_one("w").fail()
+    clock.advance(60)
+    q.requeue(job.id)
+    handle = q.claim_one("w")
+    assert (handle.job.enqueued_at, handle.job.requeued_at) == (job.enqueued_at, clock.now)
+
+
+def test_the_dead_letter_of_a_requeued_job_keeps_its_requeue_time(q, clock):
+    job = q.enqueue(1)
+    q.claim_one("w").fail()
+    clock.advance(60)
+    q.requeue(job.id)
+    requeued_at = clock.now
+    clock.advance(60)
+    q.claim_one("w").fail()
+    dead = q.get_job(job.id)
+    assert (dead.state, dead.enqueued_at, dead.requeued_at) == (
+        "dead", job.enqueued_at, requeued_at,
+    )  # fmt: skip
+
+
+def test_a_second_requeue_gives_the_job_its_first_lifetime_again(q, clock):
+    job = q.enqueue(1, expires=timedelta(minutes=10))
+    q.claim_one("w").fail()
+    clock.advance(hours=1)
+    q.requeue(job.id)
+    q.claim_one("w").fail()
+    clock.advance(hours=1)
+    assert q.requeue(job.id).expires_at == clock.now + timedelta(minutes=10)

@@ -4,8 +4,9 @@ tests/test_flow_control_workers.py."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from django_alkqueue.models import ClaimLedger, Consumer, QueueMessage
 from django_alkqueue.queues import Queue
 from django_alkqueue.worker.consumer_table import sync_consumers
 from tests.clocks import FakeClock
+from tests.conftest import fill_ten_queues
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -342,3 +344,35 @@ def test_the_check_passes_equal_limits_in_code_and_settings() -> None:
     settings = {"QUEUES": {QUEUE: {"concurrency": 8, "rate": (60, timedelta(minutes=1))}}}
     with override_settings(ALKQUEUE=settings):
         assert check_limits() == []
+
+
+# -- PostgreSQL's statements ---------------------------------------------------------------
+
+
+@pytest.mark.postgres_only
+def test_the_postgresql_limited_claim_reads_its_indexes_on_100k_rows() -> None:
+    from django.db import connection
+
+    from django_alkqueue.limits import Rate
+    from django_alkqueue.sql.postgresql.limited_claim import (
+        LIMITED_CHOOSE,
+        LIMITED_STAMP,
+        choose_params,
+        stamp_params,
+    )
+
+    every = flow.Limits(concurrency=8, key_concurrency=1, rate=Rate(100, 1.0),
+                        key_rate=Rate(10, 60.0))  # fmt: skip
+    now = datetime.now(UTC)
+    with connection.cursor() as cursor:
+        fill_ten_queues(cursor)
+        cursor.execute("EXPLAIN " + LIMITED_CHOOSE, choose_params("q3", 10, now, every, 36))
+        choose = "\n".join(row[0] for row in cursor.fetchall())
+        params = stamp_params("q3", "w", [1, 2, 3], now, every, uuid.uuid4())
+        cursor.execute("EXPLAIN " + LIMITED_STAMP, params)
+        stamp = "\n".join(row[0] for row in cursor.fetchall())
+    for index in ("alkqueue_pending_idx", "alkqueue_lease_idx", "alkqueue_claimledger_idx"):
+        assert index in choose, choose
+    assert "Seq Scan on alkqueue_message" not in choose, choose
+    assert "alkqueue_message_pkey" in stamp, stamp
+    assert "Seq Scan on alkqueue_message" not in stamp, stamp

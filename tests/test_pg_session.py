@@ -314,7 +314,7 @@ def test_a_generic_claim_plan_made_on_a_small_table_scans_indexes_in_nested_loop
         with transaction.atomic():
             cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")  # the kept plan
             cursor.execute(
-                f"EXPLAIN EXECUTE {name}(%s, now(), 1, gen_random_uuid(), 'w', 'reason')",
+                f"EXPLAIN EXECUTE {name}(%s, now(), 1, gen_random_uuid(), 'w', 'reason', 'print')",
                 [q.name],
             )
             plan = "\n".join(row[0] for row in cursor.fetchall())

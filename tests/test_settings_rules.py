@@ -141,7 +141,8 @@ def test_a_queues_options_must_be_a_dict():
 def test_an_unknown_queue_option_is_refused_listing_the_valid_ones():
     message = refused({"QUEUES": {"emails": {"sensitve": True}}})
     assert "ALKQUEUE['QUEUES']['emails'] has unknown option(s) 'sensitve'" in message
-    assert "valid options are concurrency, key_concurrency, key_rate, rate, sensitive" in message
+    valid = "concurrency, keep, key_concurrency, key_rate, rate, sensitive"
+    assert f"valid options are {valid}" in message
 
 
 def test_sensitive_must_be_a_bool():
@@ -156,6 +157,8 @@ def test_every_queue_option_has_a_rule():
         "key_concurrency",
         "rate",
         "key_rate",
+        "timeout",
+        "keep",
     }
 
 

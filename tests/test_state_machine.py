@@ -86,6 +86,7 @@ class Rec:
     dead: bool = False
     reason: str | None = None
     died_at: datetime | None = None
+    requeued_at: datetime | None = None
 
     def state(self, now: datetime) -> str:
         if self.dead:
@@ -333,9 +334,9 @@ class QueueMachine(RuleBasedStateMachine):
             return
         rec.dead, rec.reason, rec.died_at = False, None, None
         rec.attempts, rec.claimed_by = 0, None
-        if rec.expires_at is not None:  # the same lifetime, counted from the requeue
-            rec.expires_at = self.now + (rec.expires_at - rec.enqueued_at)
-        rec.run_at = rec.enqueued_at = self.now
+        if rec.expires_at is not None:  # the same lifetime, counted from the last requeue
+            rec.expires_at = self.now + (rec.expires_at - (rec.requeued_at or rec.enqueued_at))
+        rec.run_at = rec.requeued_at = self.now  # enqueued_at stays the first enqueue's
         agree(job, rec, self.now, f"requeue({job_id})")
 
     @rule(name=queue_names)

@@ -26,7 +26,18 @@ def test_alk_worker_refuses_a_shutdown_timeout_that_is_not_a_finite_duration(val
     assert "argument --shutdown-timeout: " in refused("alk_worker", "--shutdown-timeout", value)
 
 
-@pytest.mark.parametrize("option", ["--concurrency", "--processes", "--batch", "--max-jobs"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-0.5", "later"])
+def test_alk_worker_refuses_a_kill_grace_that_is_not_a_finite_duration(value):
+    assert "argument --kill-grace: " in refused("alk_worker", "--kill-grace", value)
+
+
+def test_alk_worker_refuses_a_pool_other_than_thread_or_process():
+    assert "argument --pool: invalid choice: 'fibers'" in refused("alk_worker", "--pool", "fibers")
+
+
+@pytest.mark.parametrize(
+    "option", ["--concurrency", "--processes", "--batch", "--max-jobs", "--max-jobs-per-child"]
+)
 @pytest.mark.parametrize("value", ["0", "-3", "2.5", "many"])
 def test_alk_worker_refuses_a_count_below_one_or_not_whole(option, value):
     assert f"argument {option}: " in refused("alk_worker", option, value)

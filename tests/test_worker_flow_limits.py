@@ -1,6 +1,7 @@
 """Limits changed while workers run (issue 34, rule 6), with a real worker: the override
 applies within a poll interval, and wins over the code's limit across a worker restart.
-shop-throttled's @consumer declares concurrency=1."""
+shop-throttled's @consumer declares concurrency=1. And the worker's acker frees a capped
+queue's slots without its ack window."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ import time
 
 import pytest
 
+from django_alkqueue import limits as flow
 from django_alkqueue import operations, queue
+from django_alkqueue.clock import system_clock
+from django_alkqueue.consumers import consumer, registry
 from django_alkqueue.limits import REFRESH_EVERY
 from django_alkqueue.models import Consumer, QueueMessage
+from django_alkqueue.worker.acker import Acker
+from django_alkqueue.worker.inflight import InFlight
+from django_alkqueue.worker.stats import WorkerStats
 from tests.conftest import wait_until
 from tests.test_worker_command import workers  # noqa: F401  (the fixture)
 
@@ -61,3 +68,40 @@ def test_the_override_wins_over_the_code_across_a_worker_restart(workers):  # no
     row = Consumer.objects.get(queue=QUEUE)
     assert row.code_limits == {"concurrency": 1}  # written again by the second worker
     assert row.limit_overrides == {"concurrency": 2}
+
+
+@pytest.fixture
+def capped(make_queue):
+    """A queue with concurrency=1 and two jobs."""
+    consumer("flow-acked-now", concurrency=1)(lambda payload, job: None)
+    flow.cache.forget()
+    q = make_queue("flow-acked-now")
+    q.enqueue_many([1, 2])
+    yield q
+    registry.unregister("flow-acked-now")
+    flow.cache.forget()
+
+
+def submitted_to_a_long_window(handle):
+    acker = Acker("default", InFlight(), WorkerStats(), window=3600)
+    acker.inflight.add(handle)
+    acker.submit(handle, 0.0)
+    return acker
+
+
+def test_the_ack_of_a_job_whose_cap_held_a_claim_back_does_not_wait_for_the_window(capped):
+    handle = capped.claim_one("w")
+    assert capped.claim("w", 1) == []  # the cap holds the next claim back
+
+    acker = submitted_to_a_long_window(handle)
+
+    assert acker.interval == 0.0  # its slot is free for the next claim at once
+    assert acker.run_once(system_clock()) == 1
+
+
+def test_the_ack_of_a_capped_queues_job_waits_for_the_window_while_claims_get_their_fill(capped):
+    (handle,) = capped.claim("w", 1)  # all it asked for: nobody waits for a slot
+
+    acker = submitted_to_a_long_window(handle)
+
+    assert acker.interval > 3000

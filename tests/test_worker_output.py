@@ -46,7 +46,8 @@ def test_the_summary_line_names_processed_failed_and_dead():
 
 
 def finished(queue_name: str, job_id: int, started: float) -> tuple[Job, float]:
-    fields = {"queue": queue_name, "id": job_id, "attempts": 1, "claimed_by": "w1"}
+    fields = {"queue": queue_name, "id": job_id, "attempts": 1, "claimed_by": "w1",
+              "run_at": system_clock()}  # fmt: skip
     return make_job(fields), started
 
 
