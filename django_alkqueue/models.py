@@ -128,6 +128,12 @@ class QueueMessage(models.Model):
     #: with the lease renewals (docs/running-jobs.md); `progress_at` is when it reported it.
     progress = models.TextField(null=True, blank=True, verbose_name=_("progress"))
     progress_at = models.DateTimeField(null=True, blank=True, verbose_name=_("progress at"))
+    #: Whether finishing this job touches a workflow: it is a batch member or a job waits for
+    #: it. Each dialect's ACK returns it, so a plain job's ack stays one statement and only a
+    #: marked one is followed by the workflow bookkeeping (docs/workflows.md, "The ack").
+    in_workflow = models.BooleanField(
+        default=False, db_default=False, editable=False, verbose_name=_("in a workflow")
+    )
 
     objects = QueueMessageQuerySet.as_manager()
 

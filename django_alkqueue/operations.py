@@ -200,19 +200,28 @@ def ack(
 ) -> set[Claim]:
     """The jobs are done: delete each whose claim is still valid. Returns the claims acked.
 
-    The workflows they are in (workflows/finishing.py) are settled in the same transaction,
-    looked up after the DELETE: an enqueue with after= that locked one of these rows first
-    has committed its edges by then, so the lookup sees them.
+    A plain job's ack is its dialect's one statement. The rows it returns marked in_workflow
+    (a batch member, or a job something waits for) have their workflows settled right after,
+    in a transaction of their own (_workflows_after_acks).
 
     `finishes` (one per claim; None for a job its queue does not keep) writes each acked job
     that has one to the history, outcome "succeeded", in the ack's own transaction."""
     if not claims:
         return set()
     dialect, connection = _dialect_and_connection(using)
-    with transaction.atomic(using=using):
-        acked = dialect.ack(connection, claims, now, finishes)
-        finishing.succeeded(using, [claim.id for claim in acked], now)
-    return set(acked)
+    acked = dialect.ack(connection, claims, now, finishes)
+    _workflows_after_acks(using, acked.in_workflows, now)
+    return set(acked.done)
+
+
+def _workflows_after_acks(using: str, ids: Sequence[int], now: datetime) -> None:
+    """Acked jobs whose rows were marked in_workflow: their dependents are released and their
+    batches counted in a transaction right after the ack's statement, which sees every edge
+    an enqueue with after= wrote (it marked the row under the lock the DELETE waited for). The
+    leader's workflow sweep repairs a crash between the two."""
+    if ids:
+        with transaction.atomic(using=using):
+            finishing.succeeded(using, ids, now)
 
 
 def keep_cancelled(using: str, job: Job, now: datetime, done: Finish | None = None) -> bool:
@@ -235,10 +244,9 @@ def ack_batch(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
         return 0
     dialect, connection = _dialect_and_connection(using)
     done = history.finish(queue, None, None)  # kept without output when the queue keeps
-    with transaction.atomic(using=using):
-        acked = dialect.ack_batch(connection, queue, list(dict.fromkeys(ids)), now, done)
-        finishing.succeeded(using, acked, now)
-    return len(acked)
+    acked = dialect.ack_batch(connection, queue, list(dict.fromkeys(ids)), now, done)
+    _workflows_after_acks(using, acked.in_workflows, now)
+    return len(acked.done)
 
 
 def retry(using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None) -> bool:

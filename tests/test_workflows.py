@@ -4,6 +4,8 @@ Real workers run them in tests/test_workflow_workers.py."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -188,6 +190,28 @@ def test_two_acks_meeting_a_job_s_last_two_edges_at_once_release_it():
         ack_together(handles)
         assert state_of(last) == "pending"
         run_one("b")
+
+
+def test_an_ack_that_waited_for_an_enqueue_after_releases_the_new_dependent():
+    """The enqueue holds the dependency's row while its transaction is open; the ack waits
+    for it and then settles the edge the enqueue wrote (docs/workflows.md, "The ack")."""
+    first = queue("a").enqueue({})
+    [handle] = queue("a").claim("w", 1)
+    locked = threading.Event()
+    written: list[Job] = []
+
+    def body(i: int) -> None:
+        if i == 0:
+            with transaction.atomic():
+                written.append(queue("b").enqueue({}, after=[first]))
+                locked.set()
+                time.sleep(0.5)  # the ack below starts, and waits for this transaction
+        else:
+            assert locked.wait(10)
+            assert handle.ack()
+
+    run_threads(2, body)
+    assert state_of(written[0]) == "pending"
 
 
 def test_run_now_leaves_waiting_jobs_waiting():

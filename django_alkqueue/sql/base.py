@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -97,6 +97,22 @@ class Claim(NamedTuple):
 
 
 Row = tuple[Any, ...]
+
+_Done = TypeVar("_Done", Claim, int)
+
+
+class Acked(NamedTuple, Generic[_Done]):  # noqa: UP046 (make test-compat runs Python 3.11)
+    """What an ack deleted: its claims (ack) or ids (ack_batch), and the ids among them whose
+    rows were marked in_workflow, for workflows/finishing.py to settle after the statement."""
+
+    done: list[_Done]
+    in_workflows: list[int]
+
+    def add(self, item: _Done, marked: object) -> None:
+        """One deleted row: its claim or id, and whether its row was marked in_workflow."""
+        self.done.append(item)
+        if marked:
+            self.in_workflows.append(item.id if isinstance(item, Claim) else item)
 
 
 def returned_claim(row: Row) -> Claim:
@@ -352,7 +368,7 @@ class Dialect:
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None] | None = None,
-    ) -> list[Claim]:
+    ) -> Acked[Claim]:
         """Delete the jobs whose claims are still valid; returns those claims. Claims, not
         ids: one worker can hold an old lapsed claim and the new claim of the same job.
 
@@ -399,7 +415,7 @@ class Dialect:
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
         done: Finish | None = None,
-    ) -> list[int]:  # fmt: skip
+    ) -> Acked[int]:  # fmt: skip
         """Delete the queue's claimed jobs with a live lease, whoever holds them; returns
         the ids deleted. With `done` (the queue keeps), each is also written to the history,
         without output, in the same transaction."""

@@ -29,7 +29,7 @@ from ..history import Finish
 from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Progress, Stamps
 from ..models import DeadLetter, QueueMessage
 from . import innodb, queue_stat_deltas
-from .base import Claim, Dialect, Row, WriteChunk
+from .base import Acked, Claim, Dialect, Row, WriteChunk
 from .locks import SessionLock
 from .orm_rows import (
     CHUNK,
@@ -251,11 +251,11 @@ class OrmDialect(Dialect):
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None] | None = None,
-    ) -> list[Claim]:
+    ) -> Acked[Claim]:
         kept = {} if finishes is None else {
             claim: done for claim, done in zip(claims, finishes, strict=True) if done is not None
         }  # fmt: skip
-        done: list[Claim] = []
+        done: Acked[Claim] = Acked([], [])
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             for chunk in chunks(claims):
@@ -264,9 +264,16 @@ class OrmDialect(Dialect):
                 acked = [claim for claim in valid if claim in wanted]
                 if kept:
                     self._keep(connection, [c for c in acked if c in kept], kept, now)
+                marked = self._in_workflows(connection, [c.id for c in acked])
                 self._live(connection).filter(id__in=[c.id for c in acked]).delete()
-                done.extend(acked)
+                for claim in acked:
+                    done.add(claim, claim.id in marked)
         return done
+
+    def _in_workflows(self, connection: BaseDatabaseWrapper, ids: Sequence[int]) -> set[int]:
+        """Of these rows (locked by _valid), those marked in_workflow (Acked)."""
+        rows = self._live(connection).filter(id__in=ids, in_workflow=True)
+        return set(rows.values_list("id", flat=True)) if ids else set()
 
     def _keep(
         self, connection: BaseDatabaseWrapper, claims: list[Claim], kept: dict[Claim, Finish],
@@ -298,16 +305,18 @@ class OrmDialect(Dialect):
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
         done: Finish | None = None,
-    ) -> list[int]:  # fmt: skip
-        acked: list[int] = []
+    ) -> Acked[int]:  # fmt: skip
+        acked: Acked[int] = Acked([], [])
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             for chunk in chunks(ids):
                 valid = self._valid(connection, chunk, now, skip_locked=False, queue=queue)
-                acked.extend(claim.id for claim in valid)
                 if done is not None:
                     self._keep(connection, valid, dict.fromkeys(valid, done), now)
+                marked = self._in_workflows(connection, [c.id for c in valid])
                 self._live(connection).filter(id__in=[c.id for c in valid]).delete()
+                for claim in valid:
+                    acked.add(claim.id, claim.id in marked)
         return acked
 
     def retry(

@@ -28,6 +28,7 @@ from .base import (
     KEPT_FIELDS,
     LIVE_ROW,
     ROW_FIELDS,
+    Acked,
     Claim,
     Dialect,
     Row,
@@ -94,15 +95,17 @@ RETURNING {_ROW_FROM_LIVE}
 _ACK = f"""
 DELETE FROM {MESSAGE_TABLE}
 WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
-RETURNING id, claim_token
+RETURNING id, claim_token, in_workflow
 """
 # The ack of jobs whose queues keep history returns what their kept rows copy
-# (sql/base.py KEPT_FIELDS), and _KEEP writes them in the ack's transaction.
+# (sql/base.py KEPT_FIELDS), and _KEEP writes them in the ack's transaction. Every ack
+# returns in_workflow last (Acked: the workflow bookkeeping after the statement).
 _ACK_KEEPING = f"""
 DELETE FROM {MESSAGE_TABLE}
 WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
 RETURNING id, claim_token, queue, payload, priority, attempts, max_attempts, backoff_base,
-    lease, unique_key, concurrency_key, last_error, enqueued_at, claimed_at, claimed_by
+    lease, unique_key, concurrency_key, last_error, enqueued_at, claimed_at, claimed_by,
+    in_workflow
 """
 _KEEP = f"""
 INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
@@ -112,12 +115,13 @@ _ACK_BATCH_KEEPING = f"""
 DELETE FROM {MESSAGE_TABLE} WHERE id IN ({{marks}}) AND queue = %s
   AND claim_token IS NOT NULL AND lease_expires_at > %s
 RETURNING id, claim_token, queue, payload, priority, attempts, max_attempts, backoff_base,
-    lease, unique_key, concurrency_key, last_error, enqueued_at, claimed_at, claimed_by
+    lease, unique_key, concurrency_key, last_error, enqueued_at, claimed_at, claimed_by,
+    in_workflow
 """
 _ACK_BATCH = f"""
 DELETE FROM {MESSAGE_TABLE} WHERE id IN ({{marks}}) AND queue = %s
   AND claim_token IS NOT NULL AND lease_expires_at > %s
-RETURNING id
+RETURNING id, in_workflow
 """
 
 # A retry keeps the attempt counted; a release (graceful shutdown) refunds it.
@@ -269,20 +273,21 @@ class SqliteDialect(Dialect):
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None] | None = None,
-    ) -> list[Claim]:
+    ) -> Acked[Claim]:
         at = self.param_datetime(connection, now)
         kept = {} if finishes is None else {
             claim: done for claim, done in zip(claims, finishes, strict=True) if done is not None
         }  # fmt: skip
         statement = _ACK_KEEPING if kept else _ACK
-        done: list[Claim] = []
+        done: Acked[Claim] = Acked([], [])
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             for chunk in chunked(claims, self.ids_per_statement):
                 params = [v for claim in chunk for v in (claim.id, claim.token.hex)]
                 cursor.execute(statement.format(pairs=", ".join(["(%s, %s)"] * len(chunk))),
                                [*params, at])  # fmt: skip
                 rows = cursor.fetchall()
-                done.extend(returned_claim(row) for row in rows)
+                for row in rows:
+                    done.add(returned_claim(row), row[-1])
                 if kept:
                     self._keep(connection, cursor, rows, kept, now)
         return done
@@ -308,9 +313,9 @@ class SqliteDialect(Dialect):
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
         done: Finish | None = None,
-    ) -> list[int]:  # fmt: skip
+    ) -> Acked[int]:  # fmt: skip
         at = self.param_datetime(connection, now)
-        acked: list[int] = []
+        acked: Acked[int] = Acked([], [])
         statement = _ACK_BATCH if done is None else _ACK_BATCH_KEEPING
         writes = self.all_or_nothing(connection, len(ids)) if done is None else (
             transaction.atomic(using=connection.alias)
@@ -320,7 +325,8 @@ class SqliteDialect(Dialect):
                 marks = ", ".join(["%s"] * len(chunk))
                 cursor.execute(statement.format(marks=marks), [*chunk, queue, at])
                 rows = cursor.fetchall()
-                acked.extend(row[0] for row in rows)
+                for row in rows:
+                    acked.add(row[0], row[-1])
                 if done is not None:
                     kept = {returned_claim(row): done for row in rows}
                     self._keep(connection, cursor, rows, kept, now)

@@ -29,6 +29,7 @@ from ..exceptions import InvalidOption
 from ..models import Batch, BatchMember
 from ..sql import chunked
 from ..validation import database_alias
+from . import dependencies
 from .specs import JobSpec
 
 #: The key a callback's payload gains, holding {"batch": id}: namespaced, so that the
@@ -127,9 +128,10 @@ class BatchBlock:
 
 
 def join(using: str, batch_id: int, job_ids: Sequence[int]) -> None:
-    """Inside the enqueue's transaction: the new jobs are members."""
+    """Inside the enqueue's transaction: the new jobs are members, their rows marked."""
     members = [BatchMember(job_id=job_id, batch_id=batch_id) for job_id in job_ids]
     BatchMember.objects.using(using).bulk_create(members, batch_size=_CHUNK)
+    dependencies.mark_in_workflow(using, job_ids)
 
 
 def seal(using: str, batch_id: int, now: datetime) -> None:

@@ -52,8 +52,10 @@ def dependency_ids(after: object) -> list[int]:
 
 def live_dependencies(using: str, ids: Sequence[int]) -> list[int]:
     """Of the ids, those still live, their rows locked until commit so that none is acked
-    before the edges to it are written; InvalidOption for a dead, cancelled or unknown one.
-    The others succeeded: gone from the live table, or kept by the history as succeeded."""
+    before the edges to it are written, and marked in_workflow, so that the ack that waited
+    for the lock returns the mark and settles the edges; InvalidOption for a dead, cancelled
+    or unknown one. The others succeeded: gone from the live table, or kept by the history as
+    succeeded."""
     if not ids:
         return []
     connection = connections[using]
@@ -61,7 +63,9 @@ def live_dependencies(using: str, ids: Sequence[int]) -> list[int]:
     live: set[int] = set()
     for chunk in chunked(sorted(ids), _CHUNK):
         rows = QueueMessage.objects.using(using).filter(pk__in=chunk).order_by("pk")
-        live.update(rows.select_for_update(no_key=no_key).values_list("pk", flat=True))
+        locked = list(rows.select_for_update(no_key=no_key).values_list("pk", flat=True))
+        mark_in_workflow(using, locked)
+        live.update(locked)
     gone = [i for i in ids if i not in live]
     if not gone:
         return sorted(live)
@@ -79,6 +83,14 @@ def live_dependencies(using: str, ids: Sequence[int]) -> list[int]:
     if unknown:
         raise InvalidOption(f"no job has id {unknown[0]}")
     return sorted(live)
+
+
+def mark_in_workflow(using: str, ids: Sequence[int]) -> None:
+    """Mark these live rows in_workflow: their acks settle a workflow (models.QueueMessage)."""
+    for chunk in chunked(list(ids), _CHUNK):
+        QueueMessage.objects.using(using).filter(pk__in=chunk, in_workflow=False).update(
+            in_workflow=True
+        )
 
 
 def highest_job_id(using: str) -> int:

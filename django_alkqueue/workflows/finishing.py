@@ -68,6 +68,8 @@ def requeued(using: str, job: Job, now: datetime) -> list[int]:
     dependencies waits again (or dies again at once when one of them is still dead); the
     jobs that died for it are returned, for the caller to requeue in turn."""
     batches.reopen(using, job.id)
+    if involved(using, [job.id]):
+        dependencies.mark_in_workflow(using, [job.id])
     unmet = dependencies.unmet_dependencies(using, job.id)
     if unmet:
         dependencies.park(using, job.id, now)

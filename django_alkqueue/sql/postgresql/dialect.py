@@ -21,6 +21,7 @@ from ...limits import Limits
 from ...payload import decode
 from ..base import (
     KEYLESS_INSERT_FIELDS,
+    Acked,
     Claim,
     Dialect,
     Notifications,
@@ -176,17 +177,18 @@ class PostgresDialect(Dialect):
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None] | None = None,
-    ) -> list[Claim]:
+    ) -> Acked[Claim]:
         if finishes is not None and any(done is not None for done in finishes):
             return self._ack_keeping(connection, claims, now, finishes)
-        done: list[Claim] = []
+        done: Acked[Claim] = Acked([], [])
         for chunk in chunked(claims, self.ids_per_statement):
             ids, tokens = (
                 sql.bigint_array(c.id for c in chunk),
                 sql.uuid_array(c.token for c in chunk),
             )
             rows = fetch_all(connection, sql.ACK, [ids, tokens, now], generic_plan=True)
-            done.extend(chunk[place - 1] for (place,) in rows)
+            for place, marked in rows:
+                done.add(chunk[place - 1], marked)
         return done
 
     def _ack_keeping(
@@ -195,8 +197,8 @@ class PostgresDialect(Dialect):
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None],
-    ) -> list[Claim]:
-        done: list[Claim] = []
+    ) -> Acked[Claim]:
+        done: Acked[Claim] = Acked([], [])
         with self.all_or_nothing(connection, len(claims)):
             for start in range(0, len(claims), self.ids_per_statement):
                 chunk = claims[start : start + self.ids_per_statement]
@@ -210,20 +212,22 @@ class PostgresDialect(Dialect):
                     now, now, now,
                 ]  # fmt: skip
                 rows = fetch_all(connection, sql.ACK_KEEPING, params, generic_plan=True)
-                done.extend(chunk[place - 1] for (place,) in rows)
+                for place, marked in rows:
+                    done.add(chunk[place - 1], marked)
         return done
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
         done: Finish | None = None,
-    ) -> list[int]:  # fmt: skip
-        acked: list[int] = []
+    ) -> Acked[int]:  # fmt: skip
+        acked: Acked[int] = Acked([], [])
         statement = sql.ACK_BATCH if done is None else sql.ACK_BATCH_KEEPING
         kept: list[Any] = [] if done is None else [now, now, done.keep]
         with self.all_or_nothing(connection, len(ids)), connection.cursor() as cursor:
             for chunk in chunked(ids, self.ids_per_statement):
                 cursor.execute(statement, [sql.bigint_array(chunk), queue, now, *kept])
-                acked.extend(row[0] for row in cursor.fetchall())
+                for job_id, marked in cursor.fetchall():
+                    acked.add(job_id, marked)
         return acked
 
     def retry(

@@ -177,12 +177,14 @@ def uuid_array(tokens: Iterable[uuid.UUID]) -> str:
 
 # Acks are fenced per row by the claim token and the lease (alkqueue_message_pkey). Each
 # row acked returns its claim's place in the arrays, not the claim itself: a worker acks
-# hundreds at a time, and reading back a uuid per row costs more than the lookup.
+# hundreds at a time, and reading back a uuid per row costs more than the lookup. It also
+# returns in_workflow: an enqueue with after= sets it under the row's lock, so a DELETE that
+# waited for that lock returns the row as that enqueue committed it.
 ACK = f"""
 DELETE FROM {MESSAGE_TABLE} m
 USING unnest(%s::bigint[], %s::uuid[]) WITH ORDINALITY AS c(id, token, place)
 WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
-RETURNING c.place
+RETURNING c.place, m.in_workflow
 """
 
 # The ack of a batch holding jobs of queues that keep history: the same DELETE, and the rows
@@ -203,7 +205,7 @@ WITH acked AS (
         claimed_by, 'succeeded', output, output_error, %s + make_interval(secs => keep)
     FROM acked WHERE keep IS NOT NULL
 )
-SELECT place FROM acked
+SELECT place, in_workflow FROM acked
 """
 
 # ack_batch: by id, whoever holds the claim, as long as its lease is live.
@@ -211,7 +213,7 @@ ACK_BATCH = f"""
 DELETE FROM {MESSAGE_TABLE}
 WHERE id = ANY(%s::bigint[]) AND queue = %s AND claim_token IS NOT NULL
   AND lease_expires_at > %s
-RETURNING id
+RETURNING id, in_workflow
 """
 
 # The same for a queue that keeps history: each acked row is also kept, without output.
@@ -228,7 +230,7 @@ WITH acked AS (
         claimed_by, 'succeeded', NULL, NULL, %s + make_interval(secs => %s)
     FROM acked
 )
-SELECT id FROM acked
+SELECT id, in_workflow FROM acked
 """
 
 # A retry keeps the attempt counted; a release (graceful shutdown) refunds it.
