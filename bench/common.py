@@ -15,6 +15,8 @@ from typing import Any
 import psutil
 import psycopg
 
+from .django_setup import setup_django as setup_django  # the scripts call common.setup_django
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
@@ -74,18 +76,6 @@ def own_database(topic: str, quick: bool) -> str:
     prefix = os.environ.get("BENCH_DB_PREFIX", "bench_quick_" if quick else "bench_")
     create_database(prefix + topic)
     return db_url(prefix + topic)
-
-
-def setup_django(url: str, settings: str) -> None:
-    """This process's Django on the database at `url` with `settings`, its tables migrated."""
-    os.environ["BENCH_DATABASE_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = settings
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def drop_database(name: str) -> None:

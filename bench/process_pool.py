@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.django_setup import setup_django
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 POOLS = ("thread", "process")
@@ -64,19 +66,6 @@ def measure(jobs: int, rounds: int, concurrency: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _setup_django(url: str) -> None:
-    """This process's Django on `url`, its tables migrated (as common.setup_django, without
-    the harness's other imports, so that `--url` runs from the project's venv too)."""
-    os.environ["BENCH_DATABASE_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings.alkqueue_pool"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -90,7 +79,7 @@ def main() -> None:
         url = common.own_database("pool", args.quick)
     else:
         url = args.url
-    _setup_django(url)
+    setup_django(url, "bench.settings.alkqueue_pool")
     from django.db import connection
 
     jobs = args.jobs or (2000 if args.quick else 20000)

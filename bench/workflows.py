@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.django_setup import setup_django
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
@@ -167,17 +169,6 @@ def _summary(name: str, values: list[float]) -> dict[str, float]:
             f"{name} max ms": round(ordered[-1] * 1000, 1)}  # fmt: skip
 
 
-def _setup_django(url: str) -> None:
-    os.environ["BENCH_DATABASE_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings.alkqueue_workflows"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -190,7 +181,7 @@ def main() -> None:
         url = common.own_database("workflows", args.quick)
     else:
         url = args.url
-    _setup_django(url)
+    setup_django(url, "bench.settings.alkqueue_workflows")
     from django.db import connection
 
     jobs = args.jobs or (10_000 if args.quick else 100_000)
