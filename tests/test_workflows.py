@@ -12,7 +12,16 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from django_alkqueue import InvalidOption, Job, JobHandle, batch, chain, operations, queue
+from django_alkqueue import (
+    InvalidOption,
+    Job,
+    JobHandle,
+    batch,
+    chain,
+    operations,
+    queue,
+    signals,
+)
 from django_alkqueue.models import Batch, DeadLetter, Dependency, QueueMessage, WaitingJob
 from django_alkqueue.workflows import sweep
 from django_alkqueue.workflows.batches import CALLBACK_KEY
@@ -159,6 +168,26 @@ def test_cancelling_a_dependency_fails_its_dependents():
     second = queue("b").enqueue({}, after=[first])
     assert queue("a").cancel(first.id)
     assert DeadLetter.objects.get(job_id=second.id).reason == DEPENDENCY_FAILED
+
+
+def test_a_dependent_s_death_is_announced_once_committed_and_never_when_rolled_back():
+    first = queue("a").enqueue({})
+    second = queue("b").enqueue({}, after=[first])
+    announced: list[int] = []
+
+    def receiver(sender: object, job: Job, **kwargs: object) -> None:
+        announced.append(job.id)
+
+    signals.job_dead_lettered.connect(receiver)
+    try:
+        with pytest.raises(RuntimeError), transaction.atomic():
+            assert queue("a").cancel(first.id)
+            raise RuntimeError("the caller's transaction rolls back")
+        assert announced == []
+        assert queue("a").cancel(first.id)
+        assert announced == [second.id]
+    finally:
+        signals.job_dead_lettered.disconnect(receiver)
 
 
 def test_requeuing_the_dependency_requeues_its_dependents_and_they_wait_again():

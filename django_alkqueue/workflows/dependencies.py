@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 
 from .. import signals
 from ..exceptions import InvalidOption
@@ -205,12 +205,18 @@ def _bury_and_announce(
     causes: dict[int, str],
     now: datetime,
 ) -> list[Job]:
-    """_bury, then the dead letters as Jobs, each announced (job_dead_lettered)."""
+    """_bury, then the dead letters as Jobs, each announced (job_dead_lettered) once the
+    transaction commits: a rolled-back death is never announced."""
     dialect = dialect_for(connections[using])
     jobs = [dialect.to_job(row, now) for row in _bury(using, waiting, dependents, causes, now)]
+    if jobs:
+        transaction.on_commit(lambda: _announce(jobs), using=using)
+    return jobs
+
+
+def _announce(jobs: Sequence[Job]) -> None:
     for job in jobs:
         signals.announce(signals.job_dead_lettered, Job, job=job)
-    return jobs
 
 
 def _bury(
