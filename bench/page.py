@@ -40,6 +40,7 @@ def render(results: dict[str, Any]) -> str:
     fields["flow_control"] = flow_section(flow)
     fields["cancel_latency"] = cancel_latency(CANCEL_RESULTS)
     fields["process_pool"] = process_pool(POOL_RESULTS)
+    fields["workflows"] = workflows_section(WORKFLOW_RESULTS)
     fields["soak"] = _soak()
     return Template(TEMPLATE.read_text()).substitute(fields)
 
@@ -48,14 +49,19 @@ def render(results: dict[str, Any]) -> str:
 
 
 def write_flow_section(flow: dict[str, Any]) -> None:
-    """Replace the flow-control section of docs/benchmarks.md with this run's (the rest of
-    the page is bench.run's, rewritten only by a full run of it)."""
+    """Replace the flow-control section of docs/benchmarks.md with this run's."""
+    _write_section(FLOW_HEADING, flow_section(flow))
+
+
+def _write_section(heading: str, body_text: str) -> None:
+    """Replace the body of one section of docs/benchmarks.md (the rest of the page is
+    bench.run's, rewritten only by a full run of it)."""
     text = DOCS.read_text()
-    start = text.index(FLOW_HEADING + "\n")
-    body = start + len(FLOW_HEADING) + 1
+    start = text.index(heading + "\n")
+    body = start + len(heading) + 1
     end = text.find("\n## ", body)
     end = len(text) if end < 0 else end + 1
-    DOCS.write_text(text[:body] + "\n" + flow_section(flow) + "\n" + text[end:])
+    DOCS.write_text(text[:body] + "\n" + body_text + "\n" + text[end:])
 
 
 def _drain_note(drain: dict[str, Any]) -> list[str]:
@@ -174,6 +180,48 @@ def process_pool(path: Path) -> str:
             f"**{f['process / thread']:.2f}** of the thread pool's\n\n"
             f"({f['jobs']:,} no-op jobs, {f['rounds']} rounds taking turns, on "
             f"{f['database']}.)")  # fmt: skip
+
+
+#: What bench/workflows.py wrote in the full run, and the heading of its section of the page.
+WORKFLOW_RESULTS = common.BENCH / "results" / "workflows-full.json"
+WORKFLOW_HEADING = "## Workflows (issue 36)"
+
+
+def write_workflows_section() -> None:
+    """Replace the workflows section of docs/benchmarks.md with the last full run's."""
+    _write_section(WORKFLOW_HEADING, workflows_section(WORKFLOW_RESULTS))
+
+
+def workflows_section(path: Path) -> str:
+    """bench/workflows.py's figures against issue 36's targets: the section's body."""
+    if not path.exists():
+        return "Not measured in this run (`python -m bench.workflows`)."
+    f = json.loads(path.read_text())
+    drain, late = f["batch drain"], f["latency"]
+    met = "met" if drain["batch / plain"] >= 0.70 else "**missed**"
+    in_time = "met" if late["callback p99 ms"] <= 1000 else "**missed**"
+    rounds = ", ".join(
+        f"{plain:,} / {batched:,}" for plain, batched in drain["rounds (plain, batch)"]
+    )
+    return (
+        "`bench/workflows.py`, run by `make bench` after the main run, on "
+        f"{f['database']}:\n\n"
+        "| what | target | measured | |\n|---|---|---|---|\n"
+        f"| {drain['jobs']:,}-member batch drained by {drain['workers']} workers "
+        f"(`--concurrency {drain['concurrency']}`), against the same drain without a batch "
+        f"| at least 0.70 | **{drain['batch / plain']:.2f}** ({drain['batch jobs/s']:,} against "
+        f"{drain['plain jobs/s']:,} jobs/s) | {met} |\n"
+        f"| the callback enqueued after the last member's handler returned, p99 "
+        f"| at most 1 s | **{late['callback p99 ms']:,} ms** (p50 {late['callback p50 ms']} ms, "
+        f"max {late['callback max ms']} ms) | {in_time} |\n"
+        f"| a dependent claimed after its dependency's handler returned "
+        f"| (measured) | p50 **{late['release p50 ms']} ms**, p99 **{late['release p99 ms']} ms** "
+        f"(max {late['release max ms']} ms) | |\n\n"
+        f"Each drain's rate is N over the two workers' wall time, start-up included; "
+        f"{drain['rounds']} rounds took turns (jobs/s, plain / batch: {rounds}) and the ratio is "
+        f"that of the medians. The latencies are over {late['repetitions']} repetitions with one "
+        "worker (`--concurrency 4`); the callback's includes the acker's group-commit window."
+    )
 
 
 def _soak() -> str:

@@ -196,6 +196,10 @@ def main() -> None:
         RESULTS.mkdir(parents=True, exist_ok=True)
         out = RESULTS / f"workflows-{'quick' if args.quick else 'full'}.json"
         out.write_text(json.dumps(figures, indent=2) + "\n")
+        if not args.quick:  # docs/benchmarks.md holds full runs only, as bench.report's page
+            from bench import page
+
+            page.write_workflows_section()
 
 
 if __name__ == "__main__":
