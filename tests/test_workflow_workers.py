@@ -1,5 +1,6 @@
 """Workflows under real worker processes (issue 36): dependencies run in order across queues,
 a failure fails its dependents and a requeue brings them back, a chain of 100 runs in order,
+an empty batch fires and a rolled-back one leaves nothing,
 and a batch's callbacks are enqueued exactly once however its last members finish."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from django_alkqueue import batch, chain, queue
 from django_alkqueue.models import Batch, DeadLetter, QueueMessage
@@ -119,3 +120,17 @@ def test_a_batch_s_callbacks_are_enqueued_exactly_once_under_many_workers(worker
         fired = sorted(p["kind"] for p in callbacks if p["_alkqueue"]["batch"] == batch_id)
         assert fired == ["finish", "success"], batch_id
         assert Batch.objects.get(pk=batch_id).counts().succeeded == members
+
+
+def test_an_empty_batch_s_callback_runs_and_a_rolled_back_batch_leaves_nothing_to_run(workers):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        with batch(on_finish=queue("wf-callback").job({"kind": "rolled back"})):
+            queue("wf-a").enqueue_many([{"i": i} for i in range(5)])
+        raise RuntimeError("the caller's transaction rolls back")
+    with batch(on_finish=queue("wf-callback").job({"kind": "empty"})) as empty:
+        pass
+    wait_for_runs(1)
+    [callback] = payloads_ran("wf-callback")
+    assert callback == {"kind": "empty", "_alkqueue": {"batch": empty.id}}
+    assert not Batch.objects.exclude(pk=empty.id).exists()
+    assert payloads_ran("wf-a") == []
