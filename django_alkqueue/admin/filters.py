@@ -21,6 +21,7 @@ from ..status import known_queues
 
 #: The live states as pages show them; the URL keeps the English word (?state=pending).
 STATE_LABELS = {
+    "waiting": pgettext_lazy("state", "waiting"),
     "pending": pgettext_lazy("state", "pending"),
     "scheduled": pgettext_lazy("state", "scheduled"),
     "claimed": pgettext_lazy("state", "claimed"),
