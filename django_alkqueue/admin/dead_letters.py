@@ -24,7 +24,7 @@ from .audit import record
 from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
-from .filters import ErrorGroupFilter, QueueFilter, ReasonFilter, group_title
+from .filters import BatchFilter, ErrorGroupFilter, QueueFilter, ReasonFilter, group_title
 from .links import changelist_url
 from .permissions import has_perm
 from .requeue_log import RequeueRun, record_requeue
@@ -75,6 +75,7 @@ class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
         ReasonFilter,
         ("died_at", admin.DateFieldListFilter),
         ErrorGroupFilter,
+        BatchFilter,
     )
     search_fields = ("job_id", "id")
     exact_search = True

@@ -19,7 +19,7 @@ from ..jobs import KEPT_STATES
 from ..models import FinishedJob
 from .base import QueueAdmin
 from .date_links import date_links
-from .filters import QueueFilter
+from .filters import BatchFilter, QueueFilter
 from .stored_text import PayloadPrivacy, masked_json, may_view_payload, preformatted, pretty_json
 from .times import format_age, when
 
@@ -63,7 +63,7 @@ class OutcomeFilter(admin.SimpleListFilter):
 
 class FinishedJobAdmin(PayloadPrivacy, QueueAdmin[FinishedJob]):
     list_display = ("job_id", "queue", "outcome", "finished", "ran_for", "attempts", "worker_id")
-    list_filter = (KeptQueueFilter, OutcomeFilter)
+    list_filter = (KeptQueueFilter, OutcomeFilter, BatchFilter)
     date_hierarchy = "finished_at"
     search_fields = ("job_id", "concurrency_key")
     exact_search = True

@@ -28,7 +28,7 @@ from .audit import record
 from .base import LIVE_SECONDS, QueueAdmin
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
-from .filters import STATE_LABELS, QueueFilter, StateFilter
+from .filters import STATE_LABELS, BatchFilter, QueueFilter, StateFilter
 from .links import changelist_url
 from .permissions import has_perm
 from .selection import all_matching, batch, from_detail_page, more_note, selection_count
@@ -60,7 +60,7 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
         "concurrency_key",
         "progress_bar",
     )
-    list_filter = (QueueFilter, StateFilter)
+    list_filter = (QueueFilter, StateFilter, BatchFilter)
     search_fields = ("id", "unique_key")
     exact_search = True
     search_help_text = gettext_lazy("A job id, or a unique key (exact).")
