@@ -38,6 +38,7 @@ from .selection import (
 )
 from .stored_text import PayloadPrivacy, preformatted
 from .times import when
+from .workflow_panel import WorkflowPanel
 
 #: Live job ids linked from a requeue message.
 LINKED_IDS = 100
@@ -68,7 +69,8 @@ def asked_ids(request: HttpRequest, rows: list[tuple[int, int]], more: bool) -> 
     return sorted({int(i) for i in selected_ids(request)})
 
 
-class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
+class DeadLetterAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[DeadLetter]):
+    job_id_field = "job_id"
     list_display = ("id", "job_id", "queue", "died", "reason", "error", "attempts_of")
     list_filter = (
         QueueFilter,

@@ -34,6 +34,7 @@ from .permissions import has_perm
 from .selection import all_matching, batch, from_detail_page, more_note, selection_count
 from .stored_text import PayloadPrivacy, preformatted
 from .times import format_age, timestamp, when
+from .workflow_panel import WorkflowPanel
 
 
 class PriorityForm(forms.Form):
@@ -46,7 +47,7 @@ def state_badge(state: str) -> SafeString:
     return format_html('<span class="alk-state alk-{}">{}</span>', state, STATE_LABELS[state])
 
 
-class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
+class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage]):
     list_display = (
         "id",
         "queue",
