@@ -24,7 +24,8 @@ DAY = datetime(2031, 3, 10, 12, 0, tzinfo=UTC)
 #: Session, user, queue names, bounded count, the page; the top of the date hierarchy adds
 #: one (the first and last finished_at).
 CHANGELIST_QUERIES = 5
-DETAIL_QUERIES = 3
+#: Session, user, the row; then whether the job is in a workflow (its edges, its batch).
+DETAIL_QUERIES = 3 + 2
 
 
 def keep_row(job_id: int, *, queue: str = "kept", outcome: str = "succeeded",

@@ -94,6 +94,7 @@ def test_the_queue_overview_comes_first_in_the_apps_section(seeded, url):
 
 #: The app's other entries, listed alphabetically by Django after the overview.
 ADMIN_NAMES = {
+    "/admin/django_alkqueue/batch/": "Batches",
     CONSUMERS: "Consumers",
     DEAD: "Dead letters",
     "/admin/django_alkqueue/finishedjob/": "Finished jobs",

@@ -39,8 +39,11 @@ CHANGELIST_QUERIES = 5
 #: The job list reads the jobs cancelled while running too ("cancel requested").
 JOB_CHANGELIST_QUERIES = CHANGELIST_QUERIES + 1
 DETAIL_QUERIES = 3
+#: A job's page (live, dead letter, finished) asks whether the job is in a workflow: its
+#: dependency edges and its batch membership (admin/workflow_panel.py).
+WORKFLOW_PANEL_QUERIES = 2
 #: A job's detail page also reads the admin log once: the dead letter it was requeued from.
-JOB_DETAIL_QUERIES = DETAIL_QUERIES + 1
+JOB_DETAIL_QUERIES = DETAIL_QUERIES + 1 + WORKFLOW_PANEL_QUERIES
 OVERVIEW_QUERIES = 14  # 7 figures + 1 workers + 4 health (PostgreSQL) + session and user
 QUEUE_DETAIL_QUERIES = 9
 
@@ -57,7 +60,7 @@ def pages(seeded) -> dict[str, int]:
         f"{JOBS}{seeded.pending[0]}/change/": JOB_DETAIL_QUERIES,
         DEAD: CHANGELIST_QUERIES,
         f"{DEAD}?queue=shop-webhooks&reason=failed": CHANGELIST_QUERIES,
-        f"{DEAD}{dead}/change/": DETAIL_QUERIES,
+        f"{DEAD}{dead}/change/": DETAIL_QUERIES + WORKFLOW_PANEL_QUERIES,
         CONSUMERS: CHANGELIST_QUERIES - 1,  # no queue filter
         f"{CONSUMERS}{consumer}/change/": DETAIL_QUERIES,
         WORKERS: CHANGELIST_QUERIES - 1,

@@ -63,7 +63,7 @@ def test_the_text_table_shows_a_dash_for_the_oldest_age_of_a_queue_with_nothing_
     call_command("alk_status", stdout=out)
 
     (row,) = [line.split() for line in out.getvalue().splitlines() if line.startswith("shop-")]
-    assert row[:6] == ["shop-emails", "0", "1", "0", "0", "-"]
+    assert row[:7] == ["shop-emails", "0", "1", "0", "0", "0", "-"]
 
 
 def test_the_text_output_says_no_worker_is_registered_instead_of_an_empty_table():
@@ -73,3 +73,27 @@ def test_the_text_output_says_no_worker_is_registered_instead_of_an_empty_table(
 
     assert "no worker is registered" in out.getvalue()
     assert "last heartbeat" not in out.getvalue()
+
+
+def test_the_text_table_counts_waiting_jobs_apart_from_scheduled_ones():
+    first = queue("shop-emails").enqueue({})
+    queue("shop-emails").enqueue_many([{}, {}], after=[first])
+    out = io.StringIO()
+
+    call_command("alk_status", stdout=out)
+
+    header = out.getvalue().splitlines()[0]
+    assert header.split()[:6] == ["queue", "pending", "scheduled", "waiting", "claimed", "dead"]
+    (row,) = [line.split() for line in out.getvalue().splitlines() if line.startswith("shop-")]
+    assert row[:6] == ["shop-emails", "1", "0", "2", "0", "0"]
+
+
+def test_json_counts_waiting_jobs_per_queue():
+    first = queue("shop-emails").enqueue({})
+    queue("shop-emails").enqueue({}, after=[first])
+    out = io.StringIO()
+
+    call_command("alk_status", "--json", stdout=out)
+
+    (row,) = json.loads(out.getvalue())["queues"]
+    assert (row["pending"], row["scheduled"], row["waiting"]) == (1, 0, 1)

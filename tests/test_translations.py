@@ -161,7 +161,7 @@ def test_alk_status_prints_its_tables_in_german_under_a_german_language():
 
     text = out.getvalue()
     header = text.splitlines()[0].split()
-    assert header[:5] == ["Warteschlange", "wartend", "geplant", "übernommen", "tot"]
+    assert header[:6] == ["Warteschlange", "wartend", "geplant", "blockiert", "übernommen", "tot"]
     assert "kein Worker ist registriert" in text
 
 

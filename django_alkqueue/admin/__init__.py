@@ -1,11 +1,12 @@
 """The operator's pages: the queue overview and detail, live jobs, dead letters, finished jobs
-(the kept history), consumers,
+(the kept history), batches, consumers,
 workers and periodic schedules. One module per page; docs/admin.md describes them and the
 runbook."""
 
 from django.contrib import admin
 
 from ..models import (
+    Batch,
     Consumer,
     DeadLetter,
     FinishedJob,
@@ -14,6 +15,7 @@ from ..models import (
     QueueStat,
     Worker,
 )
+from .batches import BatchAdmin
 from .consumers import ConsumerAdmin
 from .dead_letters import DeadLetterAdmin
 from .finished_jobs import FinishedJobAdmin
@@ -29,8 +31,10 @@ admin.site.register(FinishedJob, FinishedJobAdmin)
 admin.site.register(Consumer, ConsumerAdmin)
 admin.site.register(Worker, WorkerAdmin)
 admin.site.register(PeriodicTick, PeriodicScheduleAdmin)
+admin.site.register(Batch, BatchAdmin)
 
 __all__ = [
+    "BatchAdmin",
     "ConsumerAdmin",
     "DeadLetterAdmin",
     "FinishedJobAdmin",

@@ -24,7 +24,7 @@ from .audit import record
 from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
-from .filters import ErrorGroupFilter, QueueFilter, ReasonFilter, group_title
+from .filters import BatchFilter, ErrorGroupFilter, QueueFilter, ReasonFilter, group_title
 from .links import changelist_url
 from .permissions import has_perm
 from .requeue_log import RequeueRun, record_requeue
@@ -38,6 +38,7 @@ from .selection import (
 )
 from .stored_text import PayloadPrivacy, preformatted
 from .times import when
+from .workflow_panel import WorkflowPanel
 
 #: Live job ids linked from a requeue message.
 LINKED_IDS = 100
@@ -68,13 +69,15 @@ def asked_ids(request: HttpRequest, rows: list[tuple[int, int]], more: bool) -> 
     return sorted({int(i) for i in selected_ids(request)})
 
 
-class DeadLetterAdmin(PayloadPrivacy, QueueAdmin[DeadLetter]):
+class DeadLetterAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[DeadLetter]):
+    job_id_field = "job_id"
     list_display = ("id", "job_id", "queue", "died", "reason", "error", "attempts_of")
     list_filter = (
         QueueFilter,
         ReasonFilter,
         ("died_at", admin.DateFieldListFilter),
         ErrorGroupFilter,
+        BatchFilter,
     )
     search_fields = ("job_id", "id")
     exact_search = True

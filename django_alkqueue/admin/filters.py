@@ -1,7 +1,7 @@
 """The changelist filters. Each one is a condition an index answers: the queue (the leading
 column of every queue index), the live state (the two partial indexes), the dead letter's
-reason ((reason, died_at)) and error group ((error_fingerprint, died_at)); the worker table
-is small."""
+reason ((reason, died_at)) and error group ((error_fingerprint, died_at)), the batch (its
+members by alkqueue_batch_member_idx, then each by its id); the worker table is small."""
 
 from __future__ import annotations
 
@@ -16,14 +16,31 @@ from .. import error_groups
 from ..clock import system_clock
 from ..conf import get_settings
 from ..jobs import EXPIRED, FAILED, LIVE_STATES, MAX_ATTEMPTS_EXCEEDED
-from ..models import DeadLetter, QueueMessage, QueueMessageQuerySet, WorkerQuerySet
+from ..models import (
+    Batch,
+    BatchMember,
+    DeadLetter,
+    QueueMessage,
+    QueueMessageQuerySet,
+    WorkerQuerySet,
+)
 from ..status import known_queues
+from .base import parse_int
 
 #: The live states as pages show them; the URL keeps the English word (?state=pending).
 STATE_LABELS = {
+    "waiting": pgettext_lazy("state", "waiting"),
     "pending": pgettext_lazy("state", "pending"),
     "scheduled": pgettext_lazy("state", "scheduled"),
     "claimed": pgettext_lazy("state", "claimed"),
+}
+#: Every state a job of a workflow can be in, live or not (workflows/standing.py).
+ALL_STATE_LABELS = {
+    **STATE_LABELS,
+    "dead": pgettext_lazy("state", "dead"),
+    "succeeded": pgettext_lazy("state", "succeeded"),
+    "cancelled": pgettext_lazy("state", "cancelled"),
+    "gone": pgettext_lazy("state", "gone"),
 }
 
 
@@ -96,6 +113,38 @@ class ErrorGroupFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         return queryset.filter(error_fingerprint=value) if value else queryset
+
+
+class BatchFilter(admin.SimpleListFilter):
+    """The members of one batch (?batch=<id>), as linked from its page. Listed only while
+    chosen: the batches are many, and each is named by its own row."""
+
+    title = gettext_lazy("batch")
+    parameter_name = "batch"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value, batch_id = self.value(), self._batch_id()
+        if value is None:
+            return []
+        # Listed even when no batch has it: Django applies only a filter that lists a choice.
+        found = None
+        if batch_id is not None:
+            found = Batch.objects.using(model_admin.model.objects.db).filter(id=batch_id).first()
+        return [(value, str(found) if found else f"#{value}")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() is None:
+            return queryset
+        batch_id = self._batch_id()
+        if batch_id is None:
+            return queryset.none()  # not an id: matches nothing, never everything
+        members = BatchMember.objects.using(queryset.db).filter(batch_id=batch_id)
+        column = "id" if queryset.model is QueueMessage else "job_id"
+        return queryset.filter(**{f"{column}__in": members.values("job_id")})
+
+    def _batch_id(self) -> int | None:
+        value = self.value()
+        return None if value is None else parse_int(value, Batch._meta.pk)
 
 
 def group_title(using: str, fingerprint: str) -> str:

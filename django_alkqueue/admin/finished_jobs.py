@@ -19,9 +19,10 @@ from ..jobs import KEPT_STATES
 from ..models import FinishedJob
 from .base import QueueAdmin
 from .date_links import date_links
-from .filters import QueueFilter
+from .filters import BatchFilter, QueueFilter
 from .stored_text import PayloadPrivacy, masked_json, may_view_payload, preformatted, pretty_json
 from .times import format_age, when
+from .workflow_panel import WorkflowPanel
 
 OUTPUT_FIELD, OUTPUT_MASKED = "output_json", "output_masked"
 #: The outcomes as the filter shows them.
@@ -61,9 +62,10 @@ class OutcomeFilter(admin.SimpleListFilter):
         return queryset.filter(~Q(outcome="succeeded"), outcome=value)
 
 
-class FinishedJobAdmin(PayloadPrivacy, QueueAdmin[FinishedJob]):
+class FinishedJobAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[FinishedJob]):
+    job_id_field = "job_id"
     list_display = ("job_id", "queue", "outcome", "finished", "ran_for", "attempts", "worker_id")
-    list_filter = (KeptQueueFilter, OutcomeFilter)
+    list_filter = (KeptQueueFilter, OutcomeFilter, BatchFilter)
     date_hierarchy = "finished_at"
     search_fields = ("job_id", "concurrency_key")
     exact_search = True

@@ -28,12 +28,13 @@ from .audit import record
 from .base import LIVE_SECONDS, QueueAdmin
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
-from .filters import STATE_LABELS, QueueFilter, StateFilter
+from .filters import STATE_LABELS, BatchFilter, QueueFilter, StateFilter
 from .links import changelist_url
 from .permissions import has_perm
 from .selection import all_matching, batch, from_detail_page, more_note, selection_count
 from .stored_text import PayloadPrivacy, preformatted
 from .times import format_age, timestamp, when
+from .workflow_panel import WorkflowPanel
 
 
 class PriorityForm(forms.Form):
@@ -46,7 +47,7 @@ def state_badge(state: str) -> SafeString:
     return format_html('<span class="alk-state alk-{}">{}</span>', state, STATE_LABELS[state])
 
 
-class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
+class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage]):
     list_display = (
         "id",
         "queue",
@@ -60,7 +61,7 @@ class QueueMessageAdmin(PayloadPrivacy, QueueAdmin[QueueMessage]):
         "concurrency_key",
         "progress_bar",
     )
-    list_filter = (QueueFilter, StateFilter)
+    list_filter = (QueueFilter, StateFilter, BatchFilter)
     search_fields = ("id", "unique_key")
     exact_search = True
     search_help_text = gettext_lazy("A job id, or a unique key (exact).")

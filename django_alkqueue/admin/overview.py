@@ -107,7 +107,7 @@ class OverviewPage:
 
 
 def totals(figures: list[status.QueueRow], rates: dict[str, status.Throughput]) -> dict[str, Any]:
-    counted = ("pending", "scheduled", "claimed", "dead")
+    counted = ("pending", "scheduled", "waiting", "claimed", "dead")
     rated = ("finished_5m", "failed_5m", "finished_1h", "failed_1h", "snoozed_1h")
     total: dict[str, Any] = {f: sum(getattr(r, f) for r in figures) for f in counted}
     total |= {f: sum(getattr(r, f) for r in rates.values()) for f in rated}
@@ -221,9 +221,8 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             raise Http404("no queue name holds a NUL character")
         consumer = Consumer.objects.using(using).filter(queue=name).first()
         figures = operations.stats(using, name, now)
-        if consumer is None and not (
-            figures.pending or figures.scheduled or figures.claimed or figures.dead
-        ):
+        live = figures.pending + figures.scheduled + figures.waiting + figures.claimed
+        if consumer is None and not (live or figures.dead):
             raise Http404(f"no queue {name!r}: no consumer, live job or dead letter names it")
         window: charts.Window = context["window"]
         hours = window.span.total_seconds() / 3600

@@ -33,6 +33,7 @@ QUEUE_COLUMNS = (
     gettext_lazy("queue"),
     pgettext_lazy("state", "pending"),
     pgettext_lazy("state", "scheduled"),
+    pgettext_lazy("state", "waiting"),
     pgettext_lazy("state", "claimed"),
     pgettext_lazy("state", "dead"),
     gettext_lazy("oldest"),
@@ -43,7 +44,7 @@ QUEUE_COLUMNS = (
 
 def queue_table(rows: list[QueueRow]) -> str:
     body = [
-        (r.queue, str(r.pending), str(r.scheduled), str(r.claimed), str(r.dead),
+        (r.queue, str(r.pending), str(r.scheduled), str(r.waiting), str(r.claimed), str(r.dead),
          f"{r.oldest_pending_age:.1f}s" if r.pending else "-", _("yes") if r.paused else _("no"),
          r.handler or "-")
         for r in rows
