@@ -17,9 +17,12 @@ from django_alkqueue.admin import health
 from django_alkqueue.models import DeadLetter, QueueMessage, QueueStat
 from django_alkqueue.status import minute_of
 from tests.admin_helpers import (
+    CONSUMERS,
+    DEAD,
     JOBS,
     OVERVIEW,
     VIEW_PERMS,
+    WORKERS,
     add_worker,
     bury,
     client_for,
@@ -134,6 +137,28 @@ def test_the_reload_without_scripts_is_on_until_turned_off(seeded, root):
     assert "?refresh=0" in on
     off = root.get(OVERVIEW, {"refresh": "0"}).content.decode()
     assert 'http-equiv="refresh"' not in off
+
+
+def test_the_job_list_reloads_itself_without_scripts_until_turned_off(seeded, root):
+    emails = {"queue": "shop-emails"}
+    on = root.get(JOBS, emails).content.decode()
+    assert '<noscript><meta http-equiv="refresh" content="5"></noscript>' in on
+    assert 'href="?queue=shop-emails&amp;refresh=0" id="alk-refresh"' in on
+
+    off = root.get(JOBS, {**emails, "refresh": "0"})
+
+    assert off.status_code == 200  # ?refresh= is not taken for a lookup (no ?e=1 redirect)
+    assert off.context["cl"].result_count == QueueMessage.objects.filter(**emails).count()
+    assert 'http-equiv="refresh"' not in off.content.decode()
+    assert 'href="?queue=shop-emails" id="alk-refresh">Turn on auto-refresh' in (
+        off.content.decode()
+    )
+    assert "refresh=0" in off.context["cl"].get_query_string({"o": "1"})  # sort links keep it
+
+
+def test_only_the_live_pages_reload_themselves_without_scripts(seeded, root):
+    for url in (DEAD, CONSUMERS, WORKERS):
+        assert 'http-equiv="refresh"' not in root.get(url).content.decode(), url
 
 
 def test_the_live_script_is_served_by_the_app_and_fetches_only_its_own_page():

@@ -39,6 +39,25 @@ else:
 #: Seconds between two live updates of a page (live.js), or two reloads when scripts are off.
 LIVE_SECONDS = 5
 
+#: The query parameter that turns off the reload standing in for live.js (?refresh=0).
+REFRESH_VAR = "refresh"
+
+
+def reload_without_scripts(request: HttpRequest) -> dict[str, Any]:
+    """A live changelist's reload when scripts are off (live_noscript.html): `alk_refresh`,
+    its seconds, or None once ?refresh=0 turned it off; `alk_refresh_toggle`, the URL that
+    turns it off or on again with the page's other parameters kept."""
+    on = request.GET.get(REFRESH_VAR) != "0"
+    others = request.GET.copy()
+    others.pop(REFRESH_VAR, None)
+    if on:
+        others[REFRESH_VAR] = "0"
+    return {
+        "alk_refresh": LIVE_SECONDS if on else None,
+        "alk_refresh_toggle": "?" + others.urlencode() if others else request.path,
+    }
+
+
 #: A whole number as a person writes it in a URL: no sign other than "-", no "_", no spaces
 #: (int() accepts all three, and a 64-bit overflow then reaches the database).
 _WHOLE_NUMBER = re.compile(r"-?[0-9]{1,19}")
@@ -67,6 +86,12 @@ class LeanChangeList(ChangeList):
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         queryset = super().get_queryset(request, exclude_parameters)
         return self.model_admin.lean(queryset)  # type: ignore[attr-defined, no-any-return]
+
+    def get_filters_params(self, params: Any = None) -> Any:
+        """The URL's lookups: Django's, without ?refresh= (the reload's toggle, not a filter)."""
+        lookups = super().get_filters_params(params)
+        lookups.pop(REFRESH_VAR, None)
+        return lookups
 
     def get_filters(self, request: HttpRequest) -> Any:
         for key, values in self.get_filters_params().items():

@@ -25,7 +25,7 @@ from ..models import CancelRequest, QueueMessage
 from ..validation import PRIORITY_MAX, PRIORITY_MIN
 from . import requeue_log
 from .audit import record
-from .base import LIVE_SECONDS, QueueAdmin
+from .base import LIVE_SECONDS, QueueAdmin, reload_without_scripts
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
 from .filters import STATE_LABELS, BatchFilter, QueueFilter, StateFilter
@@ -113,7 +113,8 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
     ) -> HttpResponse:
         requests = CancelRequest.objects.using(self.using(request)).order_by("-requested_at")
         shown = list(requests[: self.cancel_requests_shown])
-        context = {**(extra_context or {}), "alk_cancel_requests": shown, "alk_live": LIVE_SECONDS}
+        context = {**(extra_context or {}), "alk_cancel_requests": shown, "alk_live": LIVE_SECONDS,
+                   **reload_without_scripts(request)}  # fmt: skip
         return super().changelist_view(request, context)
 
     def change_view(

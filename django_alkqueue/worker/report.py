@@ -1,4 +1,5 @@
-"""What the worker prints: a line per finished job, a periodic summary, the --burst table."""
+"""What the worker prints: a line per finished job, a periodic summary, and its summary on
+shutdown (the --burst table)."""
 
 from __future__ import annotations
 
@@ -165,6 +166,21 @@ def burst_table(stats: WorkerStats, depths: dict[str, int]) -> str:
                          enumerate(zip(cells, widths, strict=True)))  # fmt: skip
 
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, body)])
+
+
+def report_shutdown(
+    stats: WorkerStats, depths: dict[str, int], stream: Stream, burst: bool, worker_id: str
+) -> None:
+    """The worker's last words: the per-queue table of what it did. With --burst it is the
+    run's result, on `stream` (stdout). A worker stopped by a signal logs it, in English like
+    every log line, so that a service's journal ends with it as a terminal does."""
+    if burst:
+        stream.write(burst_table(stats, depths) + "\n")
+        return
+    with translation.override(None):
+        line = summary_line(stats, 0, sum(depths.values()))
+        table = burst_table(stats, depths)
+    logger.info("worker %s stopped: %s\n%s", worker_id, line, table)
 
 
 class StatusReporter:

@@ -45,7 +45,7 @@ from .pool import ThreadPool
 from .presence import Presence
 from .process_pool import Children, ProcessExecutor, ProcessPool
 from .queue_stats import QueueStatDeltas, QueueStatWriter
-from .report import StatusReporter, Stream, burst_table
+from .report import StatusReporter, Stream, report_shutdown
 from .service import Loop, Service
 from .stats import WorkerStats
 from .time_limits import TimeLimits
@@ -234,8 +234,8 @@ class Worker:
         _quietly(lambda: parts.stat_deltas.run_once(self.clock()))  # finished since the last
         _quietly(parts.presence.unregister)
         parts.reporter.finish()
-        if self.options.burst:
-            self.stdout.write(burst_table(parts.stats, _depths(self.using, names)) + "\n")
+        report_shutdown(parts.stats, _final_depths(self.using, names), self.stdout,
+                        self.options.burst, self.worker_id)  # fmt: skip
         return self._exit_status()
 
     def _build(self, specs: list[ConsumerSpec], settings: AlkQueueSettings) -> Parts:
@@ -398,6 +398,16 @@ def _depths(using: str, names: list[str]) -> dict[str, int]:
         .annotate(n=Count("id"))
     )
     return {name: 0 for name in names} | dict(rows)
+
+
+def _final_depths(using: str, names: list[str]) -> dict[str, int]:
+    """The queues' depths for the shutdown summary; none when the database is gone (the
+    summary still tells what the worker did)."""
+    try:
+        return _depths(using, names)
+    except Exception as exc:
+        logger.warning("shutdown: the queues' depths could not be read: %s", exc)
+        return {}
 
 
 def _stop(loops: list[Loop]) -> None:
