@@ -229,8 +229,9 @@ def kept_history(path: Path) -> str:
     return (f"- keep off: {f['keep off jobs/s']:,} jobs/s\n"
             f"- keep on: {f['keep on jobs/s']:,} jobs/s, **{share:.0%}** of keep off (target: at "
             f"least {target:.0%}; {'met' if share >= target else '**missed**'})\n\n"
-            f"({f['jobs']:,} no-op jobs, `--concurrency {f['concurrency']}`, {f['rounds']} rounds "
-            f"taking turns (jobs/s, off / on: {rounds}), on {f['database']}.)")  # fmt: skip
+            f"({f['jobs']:,} no-op jobs, `--concurrency {f['concurrency']}`, {f['rounds']} "
+            f"rounds taking turns, on {f['database']}; each round's jobs/s, off / on: "
+            f"{rounds}.)")  # fmt: skip
 
 
 #: What bench/workflows.py wrote in the full run, and the heading of its section of the page.
