@@ -200,11 +200,12 @@ def process_pool(path: Path) -> str:
     if not path.exists():
         return "- not measured in this run (`python -m bench.process_pool`)"
     f = json.loads(path.read_text())
+    rounds = ", ".join(f"{a:,} / {b:,}" for a, b in f["rounds (thread, process)"])
     return (f"- `--pool thread`: {f['thread jobs/s']:,} jobs/s\n"
             f"- `--pool process`: {f['process jobs/s']:,} jobs/s, "
             f"**{f['process / thread']:.2f}** of the thread pool's\n\n"
             f"({f['jobs']:,} no-op jobs, {f['rounds']} rounds taking turns, on "
-            f"{f['database']}.)")  # fmt: skip
+            f"{f['database']}; each round's jobs/s, thread / process: {rounds}.)")  # fmt: skip
 
 
 #: What bench/kept_history.py wrote in the full run (`make bench` runs it after bench.run),
