@@ -1,86 +1,109 @@
-"""Kept history's cost (docs/benchmarks.md, "Kept history"): the drain of N no-op jobs with
-`keep` on against the same drain with it off, in one run.
+"""Kept history's cost (issue 35): the drain of N no-op jobs with `keep` on against the same
+drain with it off, in one run; the target is keep on at least 60% of keep off.
 
-    DATABASE_URL=... .venv/bin/python -m bench.kept_history [--jobs 5000] [--rounds 3]
-        [--dialect auto|orm] [--concurrency 4]
+Each round enqueues N jobs on the queue without keep and drains it with one worker
+(`--concurrency 4`, `--burst`), then the same on the queue with keep
+(jobs/alkqueue_kept_consumers.py: the handler returns a small dict, which is recorded); the
+history is emptied before each drain. The rate is N over the worker command's wall time,
+start-up included, and the figure is the median of each side and their ratio.
 
-DATABASE_URL as for the testproject (empty: SQLite). Each round enqueues N jobs on the queue
-without keep and drains it with `manage.py alk_worker --burst`, then the same on the queue
-with keep (bench/jobs/alkqueue_kept_consumers.py: the handler returns a small dict, which is
-recorded); the history is emptied between rounds. The rate is N over the command's wall
-time, start-up included. Prints the median of each and their ratio (issue 35's target: keep
-on at least 60% of keep off).
+    python -m bench.kept_history [--quick] [--url URL] [--jobs N] [--rounds R]
+
+Run by `make bench` and `make bench-quick` after bench.run, in a database of its own
+(PREFIX + "kept") on the bench's PostgreSQL; `--url` names another database instead (for
+instance `sqlite:////tmp/kept.sqlite3`; then it only prints). Writes results/kept-MODE.json,
+whose figures docs/benchmarks.md quotes ("Kept history"); a full run rewrites that section.
+Public APIs only: `@consumer(keep=...)`, `queue()`, `Queue.enqueue_many`, `purge` and
+`stats`, `alk_worker`, and the FinishedJob model to count and empty the history.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from bench.django_setup import setup_django
 
 ROOT = Path(__file__).resolve().parent.parent
-CONSUMERS = "bench.jobs.alkqueue_kept_consumers"
-
-
-def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
-    parser.add_argument("--jobs", type=int, default=5000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--dialect", choices=["auto", "orm"], default="auto")
-    parser.add_argument("--concurrency", type=int, default=4)
-    return parser.parse_args()
-
-
-def main() -> None:
-    args = arguments()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
-    os.environ.update(ALKQUEUE_DIALECT=args.dialect, DJANGO_DEBUG="0",
-                      ALKQUEUE_EXTRA_CONSUMERS=CONSUMERS)  # fmt: skip
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-
-    from bench.jobs.alkqueue_kept_consumers import KEPT, NOT_KEPT
-    from django_alkqueue.models import FinishedJob
-
-    call_command("migrate", verbosity=0)
-    rates: dict[str, list[float]] = {NOT_KEPT: [], KEPT: []}
-    for _ in range(args.rounds):
-        for name in (NOT_KEPT, KEPT):
-            FinishedJob.objects.all().delete()
-            rates[name].append(drain(name, args.jobs, args.concurrency))
-        assert FinishedJob.objects.filter(queue=KEPT).count() == args.jobs
-    off, on = statistics.median(rates[NOT_KEPT]), statistics.median(rates[KEPT])
-    print(f"{connection.vendor}: {args.jobs} no-op jobs, {args.rounds} rounds, "
-          f"--concurrency {args.concurrency}: keep off {off:,.0f} jobs/s, keep on {on:,.0f} "
-          f"jobs/s, keep on / off = {on / off:.0%}")  # fmt: skip
-    print("  each round (off, on):",
-          ", ".join(f"({a:,.0f}, {b:,.0f})" for a, b in zip(rates[NOT_KEPT], rates[KEPT],
-                                                           strict=True)))  # fmt: skip
+RESULTS = ROOT / "bench" / "results"
+#: Issue 35's target: the drain with keep on at least this share of the drain with it off.
+TARGET = 0.60
 
 
 def drain(name: str, jobs: int, concurrency: int) -> float:
-    """Enqueue `jobs` on the queue, drain it with one worker; returns jobs per second."""
+    """Enqueue `jobs` on queue `name`, drain them with one worker; jobs per second."""
     from django_alkqueue import queue
 
     q = queue(name)
-    q.purge(["pending", "scheduled", "claimed", "dead"])
     q.enqueue_many([{"n": n} for n in range(jobs)])
-    command = [sys.executable, str(ROOT / "manage.py"), "alk_worker", "--queue", name,
-               "--burst", "--concurrency", str(concurrency)]  # fmt: skip
+    command = [sys.executable, "-m", "django", "alk_worker", "--queue", name, "--burst",
+               "--concurrency", str(concurrency), "-v", "0"]  # fmt: skip
     started = time.perf_counter()
-    subprocess.run(command, check=True, env=os.environ, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(command, check=True, env=os.environ.copy(), cwd=ROOT,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
     seconds = time.perf_counter() - started
     left = q.stats()
     assert left.pending == left.claimed == left.dead == 0, left
     return jobs / seconds
+
+
+def measure(jobs: int, rounds: int, concurrency: int) -> dict[str, Any]:
+    from bench.jobs.alkqueue_kept_consumers import KEPT, NOT_KEPT
+    from django_alkqueue.models import FinishedJob
+
+    rates: dict[str, list[float]] = {NOT_KEPT: [], KEPT: []}
+    for _ in range(rounds):
+        for name in (NOT_KEPT, KEPT):
+            FinishedJob.objects.all().delete()
+            rates[name].append(drain(name, jobs, concurrency))
+        kept = FinishedJob.objects.filter(queue=KEPT).count()
+        assert kept == jobs, f"{kept} of {jobs} jobs kept"
+    off, on = statistics.median(rates[NOT_KEPT]), statistics.median(rates[KEPT])
+    return {
+        "jobs": jobs, "rounds": rounds, "concurrency": concurrency,
+        "keep off jobs/s": round(off), "keep on jobs/s": round(on),
+        "on / off": round(on / off, 2), "target": TARGET,
+        "rounds (off, on)": [[round(a), round(b)] for a, b in
+                             zip(rates[NOT_KEPT], rates[KEPT], strict=True)],
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--url", default=None, help="default: a database of its own (PG)")
+    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=None)
+    args = parser.parse_args()
+    if args.url is None:
+        from . import common  # the bench's own PostgreSQL (and its venv's tools)
+
+        url = common.own_database("kept", args.quick)
+    else:
+        url = args.url
+    setup_django(url, "bench.settings.alkqueue_kept")
+    from django.db import connection
+
+    jobs = args.jobs or (2000 if args.quick else 5000)
+    rounds = args.rounds or (1 if args.quick else 3)
+    figures = {"database": connection.vendor, **measure(jobs, rounds, 4)}
+    print(json.dumps(figures, indent=2))
+    if args.url is None:  # the page quotes the bench's own database only
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        out = RESULTS / f"kept-{'quick' if args.quick else 'full'}.json"
+        out.write_text(json.dumps(figures, indent=2) + "\n")
+        if not args.quick:  # docs/benchmarks.md holds full runs only, as bench.report's page
+            from bench import page
+
+            page.write_kept_history_section()
+            print(f"wrote the kept-history section of {page.DOCS.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

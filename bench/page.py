@@ -40,6 +40,7 @@ def render(results: dict[str, Any]) -> str:
     fields["flow_control"] = flow_section(flow)
     fields["cancel_latency"] = cancel_latency(CANCEL_RESULTS)
     fields["process_pool"] = process_pool(POOL_RESULTS)
+    fields["kept_history"] = kept_history(KEPT_RESULTS)
     fields["workflows"] = workflows_section(WORKFLOW_RESULTS)
     fields["soak"] = _soak()
     return Template(TEMPLATE.read_text()).substitute(fields)
@@ -57,11 +58,28 @@ def _write_section(heading: str, body_text: str) -> None:
     """Replace the body of one section of docs/benchmarks.md (the rest of the page is
     bench.run's, rewritten only by a full run of it)."""
     text = DOCS.read_text()
-    start = text.index(heading + "\n")
-    body = start + len(heading) + 1
+    body = _body_start(text, heading)
+    rest = text[_body_end(text, body) :]
+    DOCS.write_text(text[:body] + "\n" + body_text.strip("\n") + "\n\n" + rest)
+
+
+def _write_template_section(heading: str, fields: dict[str, str]) -> None:
+    """Replace one section of docs/benchmarks.md with the template's, its placeholders filled
+    (the prose stays in the template, written once)."""
+    template = TEMPLATE.read_text()
+    start = _body_start(template, heading)
+    section = template[start : _body_end(template, start)]
+    _write_section(heading, Template(section).substitute(fields))
+
+
+def _body_start(text: str, heading: str) -> int:
+    return text.index(heading + "\n") + len(heading) + 1
+
+
+def _body_end(text: str, body: int) -> int:
+    """Where the next section's heading starts (the end of the text after the last)."""
     end = text.find("\n## ", body)
-    end = len(text) if end < 0 else end + 1
-    DOCS.write_text(text[:body] + "\n" + body_text + "\n" + text[end:])
+    return len(text) if end < 0 else end + 1
 
 
 def _drain_note(drain: dict[str, Any]) -> list[str]:
@@ -166,8 +184,15 @@ def cancel_latency(path: Path) -> str:
     return "\n".join(lines) + f"\n\n({figures['cancels']} cancels, one after another.)"
 
 
-#: What bench/process_pool.py wrote in the full run (`make bench` runs it after bench.run).
+#: What bench/process_pool.py wrote in the full run (`make bench` runs it after bench.run),
+#: and the heading of its section of the page.
 POOL_RESULTS = common.BENCH / "results" / "pool-full.json"
+POOL_HEADING = "## The process pool"
+
+
+def write_process_pool_section() -> None:
+    """Replace the process-pool section of docs/benchmarks.md with the last full run's."""
+    _write_template_section(POOL_HEADING, {"process_pool": process_pool(POOL_RESULTS)})
 
 
 def process_pool(path: Path) -> str:
@@ -175,11 +200,39 @@ def process_pool(path: Path) -> str:
     if not path.exists():
         return "- not measured in this run (`python -m bench.process_pool`)"
     f = json.loads(path.read_text())
+    rounds = ", ".join(f"{a:,} / {b:,}" for a, b in f["rounds (thread, process)"])
     return (f"- `--pool thread`: {f['thread jobs/s']:,} jobs/s\n"
             f"- `--pool process`: {f['process jobs/s']:,} jobs/s, "
             f"**{f['process / thread']:.2f}** of the thread pool's\n\n"
             f"({f['jobs']:,} no-op jobs, {f['rounds']} rounds taking turns, on "
-            f"{f['database']}.)")  # fmt: skip
+            f"{f['database']}; each round's jobs/s, thread / process: {rounds}.)")  # fmt: skip
+
+
+#: What bench/kept_history.py wrote in the full run (`make bench` runs it after bench.run),
+#: and the heading of its section of the page.
+KEPT_RESULTS = common.BENCH / "results" / "kept-full.json"
+KEPT_HEADING = "## Kept history"
+
+
+def write_kept_history_section() -> None:
+    """Replace the kept-history section of docs/benchmarks.md with the last full run's."""
+    _write_template_section(KEPT_HEADING, {"kept_history": kept_history(KEPT_RESULTS)})
+
+
+def kept_history(path: Path) -> str:
+    """The drain with keep on against keep off (bench/kept_history.py) and issue 35's target,
+    as a list."""
+    if not path.exists():
+        return "- not measured in this run (`python -m bench.kept_history`)"
+    f = json.loads(path.read_text())
+    share, target = f["on / off"], f["target"]
+    rounds = ", ".join(f"{off:,} / {on:,}" for off, on in f["rounds (off, on)"])
+    return (f"- keep off: {f['keep off jobs/s']:,} jobs/s\n"
+            f"- keep on: {f['keep on jobs/s']:,} jobs/s, **{share:.0%}** of keep off (target: at "
+            f"least {target:.0%}; {'met' if share >= target else '**missed**'})\n\n"
+            f"({f['jobs']:,} no-op jobs, `--concurrency {f['concurrency']}`, {f['rounds']} "
+            f"rounds taking turns, on {f['database']}; each round's jobs/s, off / on: "
+            f"{rounds}.)")  # fmt: skip
 
 
 #: What bench/workflows.py wrote in the full run, and the heading of its section of the page.

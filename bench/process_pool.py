@@ -10,7 +10,8 @@ part of its cost), and the figure is the median of each side and their ratio.
 Run by `make bench` and `make bench-quick` after bench.run, in a database of its own
 (PREFIX + "pool") on the bench's PostgreSQL; `--url` names another database instead (for
 instance `sqlite:////tmp/pool.sqlite3`; then it only prints). Writes results/pool-MODE.json,
-whose figures docs/benchmarks.md quotes ("The process pool"). Public APIs only:
+whose figures docs/benchmarks.md quotes ("The process pool"); a full run rewrites that
+section. Public APIs only:
 `@consumer`, `queue()`, `Queue.enqueue_many` and `stats`, `alk_worker`.
 """
 
@@ -90,6 +91,11 @@ def main() -> None:
         RESULTS.mkdir(parents=True, exist_ok=True)
         out = RESULTS / f"pool-{'quick' if args.quick else 'full'}.json"
         out.write_text(json.dumps(figures, indent=2) + "\n")
+        if not args.quick:  # docs/benchmarks.md holds full runs only, as bench.report's page
+            from bench import page
+
+            page.write_process_pool_section()
+            print(f"wrote the process-pool section of {page.DOCS.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -253,7 +253,7 @@ class FinishedJob(models.Model):
     recorded output"): written in the transaction of its ack, deleted by the leader's
     history sweep once past `delete_after`.
 
-    On PostgreSQL the table is partitioned by the day of `finished_at` (migration 0002), and
+    On PostgreSQL the table is partitioned by the day of `finished_at` (migration 0003), and
     its primary key is (job_id, finished_at), since a partitioned table's must include the
     partition key; Django still reads `job_id` as the primary key, which holds: a job id is
     handed out once, and a job finishes once.

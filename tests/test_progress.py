@@ -126,6 +126,16 @@ def test_the_job_list_shows_a_progress_bar_for_a_claimed_job(q, held, clock, roo
     assert '<progress value="0.300" max="1">' in page and "three of ten" in page
 
 
+def test_the_job_page_shows_a_progress_bar_for_a_claimed_job(q, held, clock, root):
+    handle, job, keeper = held
+    job.progress(3, 10, "three of ten")
+    keeper.run_once(clock())
+
+    page = root.get(f"{JOBS}{handle.job.id}/change/").content.decode()
+
+    assert '<progress value="0.300" max="1">' in page and "three of ten" in page
+
+
 def test_the_job_list_and_page_show_cancel_requested_until_the_handler_stops(q, root):
     from django_alkqueue import operations
 

@@ -57,8 +57,9 @@ def test_a_job_snoozed_for_no_time_runs_again_and_succeeds():
     assert not QueueMessage.objects.filter(id=job.id).exists()
 
 
-def test_a_worker_counts_snoozed_jobs_apart_in_its_summary_and_the_minute_stats():
+def test_a_worker_refunds_snoozed_jobs_and_counts_them_apart_in_its_summary_and_the_minute_stats():
     queue("snoozing").enqueue_many([{"snooze": 600} for _ in range(3)])
+    before = timezone.now()
 
     output = run_worker("--queue", "snoozing", "--burst",
                         env={"ALKQUEUE_EXTRA_CONSUMERS": "tests.snoozing_consumers"})  # fmt: skip
@@ -71,6 +72,10 @@ def test_a_worker_counts_snoozed_jobs_apart_in_its_summary_and_the_minute_stats(
     stats = QueueStat.objects.filter(queue="snoozing")
     totals = stats.aggregate(snoozed=Sum("snoozed"), failed=Sum("failed"), finished=Sum("finished"))
     assert totals == {"snoozed": 3, "failed": 0, "finished": 0}
+    # The refund, through the worker's own path: each job pending again, no attempt counted.
+    rows = QueueMessage.objects.filter(queue="snoozing")
+    assert [(r.attempts, r.claim_token, r.last_error) for r in rows] == [(0, None, None)] * 3
+    assert all(r.run_at > before + timedelta(seconds=599) for r in rows)
 
 
 def test_handle_snooze_refuses_a_claim_that_is_no_longer_held():

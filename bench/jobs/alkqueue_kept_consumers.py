@@ -1,6 +1,6 @@
 """The no-op consumers of bench/kept_history.py: the same handler on two queues, one that
-keeps history (its return value recorded) and one that does not. Loaded by the worker
-through ALKQUEUE_EXTRA_CONSUMERS."""
+keeps history (its return value recorded) and one that does not (bench/settings/alkqueue_kept.py
+loads them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The kept history's day partitions on PostgreSQL (migration 0002 makes the table).
+"""The kept history's day partitions on PostgreSQL (migration 0003_finished_jobs makes the table).
 
 Each day of `finished_at` (UTC) has a partition named alkqueue_finishedjob_pYYYYMMDD, made
 ahead by the leader (`prepare`); rows of a day without one go to the DEFAULT partition, so

@@ -190,7 +190,7 @@ RETURNING c.place, m.in_workflow
 # The ack of a batch holding jobs of queues that keep history: the same DELETE, and the rows
 # it deleted with a keep (NULL: not kept) written to the history in the same statement, so
 # in the same transaction. Each claim's place also picks its keep, duration and output. The
-# insert goes to the finished day's partition, or to the default one (migration 0002).
+# insert goes to the finished day's partition, or to the default one (migration 0003_finished_jobs).
 ACK_KEEPING = f"""
 WITH acked AS (
     DELETE FROM {MESSAGE_TABLE} m
