@@ -16,7 +16,7 @@ from . import error_groups, flow_status, timings
 from .conf import get_settings
 from .consumers import registry
 from .flow_status import FlowFigures, in_force
-from .jobs import Progress, stored_progress
+from .jobs import Progress, parked_at, stored_progress
 from .models import (
     CONSUMER_TABLE,
     DEAD_LETTER_TABLE,
@@ -40,6 +40,8 @@ class QueueRow:
     claimed: int
     dead: int
     oldest_pending_age: float
+    #: Live jobs waiting for their dependencies (docs/workflows.md); not in `scheduled`.
+    waiting: int = 0
     #: A worker has served the queue (it wrote the Consumer row). False with a handler: the
     #: code binds one, but no worker has started on the queue yet.
     served: bool = False
@@ -83,11 +85,12 @@ class WorkerRow:
 
 
 def live_counts(using: str, now: datetime) -> dict[str, dict[str, Any]]:
-    """Per queue with live jobs: pending, scheduled and claimed counts and the oldest due
-    run_at. Two queries, each over one partial index and only its columns (queue, run_at), so
-    PostgreSQL can answer them from the index alone: the unclaimed rows from
+    """Per queue with live jobs: pending, scheduled, waiting and claimed counts and the
+    oldest due run_at. Two queries, each over one partial index and only its columns (queue,
+    run_at), so PostgreSQL can answer them from the index alone: the unclaimed rows from
     alkqueue_pending_idx, the claimed ones from alkqueue_lease_idx."""
     due = Q(run_at__lte=now)
+    parked = parked_at()
     live: dict[str, dict[str, Any]] = {
         row["queue"]: {**row, "claimed": 0}
         for row in QueueMessage.objects.using(using)
@@ -95,14 +98,17 @@ def live_counts(using: str, now: datetime) -> dict[str, dict[str, Any]]:
         .values("queue")
         .annotate(
             pending=Count("queue", filter=due),
-            scheduled=Count("queue", filter=Q(run_at__gt=now)),
+            scheduled=Count("queue", filter=Q(run_at__gt=now, run_at__lt=parked)),
+            waiting=Count("queue", filter=Q(run_at__gte=parked)),
             oldest=Min("run_at", filter=due),
         )
         .order_by()
     }
     claimed = QueueMessage.objects.using(using).claimed().values_list("queue")
     for name, n in claimed.annotate(n=Count("queue")).order_by():
-        row = live.setdefault(name, {"queue": name, "pending": 0, "scheduled": 0, "oldest": None})
+        row = live.setdefault(
+            name, {"queue": name, "pending": 0, "scheduled": 0, "waiting": 0, "oldest": None}
+        )
         row["claimed"] = n
     return live
 
@@ -130,6 +136,7 @@ def queue_overview(using: str, now: datetime) -> list[QueueRow]:
                 served=consumer is not None,
                 pending=counts.get("pending", 0),
                 scheduled=counts.get("scheduled", 0),
+                waiting=counts.get("waiting", 0),
                 claimed=counts.get("claimed", 0),
                 dead=dead.get(name, 0),
                 oldest_pending_age=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
@@ -332,6 +339,10 @@ class Reading:
     claimed: int
     dead: int
     oldest_pending_at: datetime | None
+    #: Jobs waiting for their dependencies (not in `scheduled`) and due jobs flow control
+    #: held back (a part of `pending`).
+    waiting: int = 0
+    throttled: int = 0
 
     def oldest_pending_age(self) -> float:
         """Seconds the oldest due job had waited past its run_at when read; 0 when none."""
@@ -352,11 +363,12 @@ def latest_readings(using: str, now: datetime) -> dict[str, Reading]:
     read = QueueStat.objects.using(using).filter(read_at__isnull=False)
     newest = read.filter(minute__gte=minute_of(now) - READINGS_WITHIN).order_by("-minute")
     rows = read.filter(minute=Subquery(newest.values("minute")[:1])).values_list(
-        "queue", "read_at", "pending", "scheduled", "claimed", "dead", "oldest_pending_at"
-    )
+        "queue", "read_at", "pending", "scheduled", "claimed", "dead", "oldest_pending_at",
+        "waiting", "throttled",
+    )  # fmt: skip
     return {
-        name: Reading(name, read_at, pending, scheduled, claimed, dead, oldest)
-        for name, read_at, pending, scheduled, claimed, dead, oldest in rows
+        name: Reading(name, read_at, pending, scheduled, claimed, dead, oldest, waiting, held)
+        for name, read_at, pending, scheduled, claimed, dead, oldest, waiting, held in rows
         if read_at is not None
     }
 

@@ -11,9 +11,10 @@ from django.test import Client, override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from django_alkqueue import queue
 from django_alkqueue.metrics.collector import hour_of
 from django_alkqueue.metrics.hour_sums import hour_sums
-from django_alkqueue.models import QueueStat, Worker
+from django_alkqueue.models import Consumer, QueueStat, Worker
 from django_alkqueue.sql import dialect_name
 from django_alkqueue.worker.queue_stats import QueueStatWriter
 from tests.admin_helpers import Seeded, add_worker, client_for, make_user
@@ -177,3 +178,37 @@ def test_dead_tuples_are_exposed_where_the_server_counts_them(root: Client):
         assert got[key] >= 0
     else:
         assert key not in got
+
+
+def test_jobs_waiting_for_their_dependencies_are_waiting_not_scheduled(root: Client):
+    first = queue("wf").enqueue({})
+    queue("wf").enqueue_many([{}, {}], after=[first])
+    queue("wf").enqueue({}, delay=600)
+    QueueStatWriter("default").run_once(timezone.now())
+
+    got = scrape(root)
+
+    wf = (("queue", "wf"),)
+    assert got[("alkqueue_jobs", (*wf, ("state", "waiting")))] == 2
+    assert got[("alkqueue_jobs", (*wf, ("state", "scheduled")))] == 1
+    assert got[("alkqueue_jobs", (*wf, ("state", "pending")))] == 1
+
+
+def test_throttled_jobs_are_the_due_ones_a_full_concurrency_holds_back(root: Client):
+    api = queue("api")
+    api.enqueue_many([{}] * 5)
+    Consumer.objects.create(queue="api", handler="app.f", lease=30, max_attempts=3,
+                            limit_overrides={"concurrency": 2})  # fmt: skip
+    assert len(api.claim("w-1", 2)) == 2
+    QueueStatWriter("default").run_once(timezone.now())
+
+    got = scrape(root)
+
+    assert got[("alkqueue_jobs_throttled", (("queue", "api"),))] == 3
+    assert got[("alkqueue_jobs", (("queue", "api"), ("state", "pending")))] == 3
+
+
+def test_a_queue_without_limits_has_no_throttled_jobs(root: Client):
+    queue("plain").enqueue_many([{}] * 5)
+    QueueStatWriter("default").run_once(timezone.now())
+    assert scrape(root)[("alkqueue_jobs_throttled", (("queue", "plain"),))] == 0

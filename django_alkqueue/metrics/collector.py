@@ -39,7 +39,7 @@ COUNTERS = {
 HISTOGRAM_COLUMNS = ("duration_count", "duration_sum", *(c for _, c in DURATION_BUCKETS))
 #: Each bucket's `le` label, as prometheus_client writes a bound (0.005, 1.0, 300.0).
 _BUCKET_LABELS = tuple((label("le", repr(bound)), column) for bound, column in DURATION_BUCKETS)
-_STATES = ("pending", "scheduled", "claimed", "dead")
+_STATES = ("pending", "scheduled", "waiting", "claimed", "dead")
 _STATE_LABELS = tuple((state, label("state", state)) for state in _STATES)
 
 
@@ -59,8 +59,8 @@ def scrape(using: str, now: datetime) -> str:
 
 
 def queue_metrics(out: Exposition, using: str, now: datetime) -> None:
-    """Depth by state and the oldest pending job's age, per queue, as the leader last read
-    them (at most READINGS_WITHIN old); the paused flag from the Consumer rows."""
+    """Depth by state, throttled jobs and the oldest pending job's age, per queue, as the
+    leader last read them (at most READINGS_WITHIN old); the paused flag from the Consumer rows."""
     readings = sorted(latest_readings(using, now).items())
     out.family("alkqueue_jobs", "gauge",
                "Jobs per queue and state, at the leader's last reading (every 30 s).")  # fmt: skip
@@ -68,6 +68,11 @@ def queue_metrics(out: Exposition, using: str, now: datetime) -> None:
         queue = label("queue", name)
         for state, state_label in _STATE_LABELS:
             out.sample("alkqueue_jobs", f"{queue},{state_label}", getattr(reading, state))
+    out.family("alkqueue_jobs_throttled", "gauge",
+               "Due jobs flow control held back (a full concurrency cap or a spent rate) at "
+               "the leader's last reading; a part of the pending ones.")  # fmt: skip
+    for name, reading in readings:
+        out.sample("alkqueue_jobs_throttled", label("queue", name), reading.throttled)
     out.family("alkqueue_oldest_pending_age_seconds", "gauge",
                "Seconds the oldest due job had waited past its run_at at the leader's last "
                "reading; 0 when none waited.")  # fmt: skip
