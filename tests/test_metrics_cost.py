@@ -1,6 +1,6 @@
 """What a scrape and alk_health cost: they never read the live table, their QueueStat reads
 go through the minute index, and the hour's settled minutes are summed once per process
-(hour_sums). The figures at 1M rows and 1,000 queues are bench/scrape_cost.py's."""
+(hour_sums). The figures at 1M rows and 1,000 queues are bench/observability.py's."""
 
 from __future__ import annotations
 
