@@ -6,6 +6,7 @@ figures (docs/flow-control-operating.md)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,7 +15,7 @@ from django.utils.translation import pgettext_lazy
 
 from . import limits as flow
 from .limits import Limits, LimitsInForce, Rate
-from .models import ClaimLedger, QueueMessage
+from .models import ClaimLedger, Consumer, QueueMessage
 
 #: Keys the busiest-keys table lists.
 BUSIEST_KEYS = 20
@@ -134,6 +135,27 @@ def throttled(
     for row in _per_key(using, queue, now).order_by().iterator():
         room = key_room(limits, row["running"], used.get(row["concurrency_key"], 0))
         held += row["pending"] - min(row["pending"], max(room, 0))
+    return held
+
+
+def throttled_counts(
+    using: str, now: datetime, counts: Mapping[str, tuple[int, int]]
+) -> dict[str, int]:
+    """Per queue of `counts` (its pending and claimed jobs), its throttled jobs: what the
+    leader writes beside its reading for the scrape. One query for the queues' Consumer rows,
+    then `throttled`'s indexed ones for each queue that has limits and due jobs."""
+    if not counts:
+        return {}
+    stored = {
+        queue: (code, overrides)
+        for queue, code, overrides in Consumer.objects.using(using)
+        .filter(queue__in=list(counts))
+        .values_list("queue", "code_limits", "limit_overrides")
+    }
+    held = {}
+    for queue, (pending, claimed) in counts.items():
+        limits = in_force(queue, *stored.get(queue, (None, None))).limits
+        held[queue] = throttled(using, queue, now, limits, pending, claimed)
     return held
 
 

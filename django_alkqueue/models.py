@@ -416,6 +416,11 @@ class QueueStat(models.Model):
     #: instead of counting the live table (docs/operations.md, "Metrics").
     read_at = models.DateTimeField(null=True, blank=True)
     oldest_pending_at = models.DateTimeField(null=True, blank=True)
+    #: Also the leader's: live jobs waiting for their dependencies (not in `scheduled`), and
+    #: due jobs flow control holds back (a part of `pending`, flow_status.throttled). A
+    #: database default, so a row a worker inserts without naming them still holds 0.
+    waiting = models.IntegerField(default=0, db_default=0)
+    throttled = models.IntegerField(default=0, db_default=0)
     #: Failed attempts put back for another try (part of `failed`; the rest died).
     retried = models.IntegerField(default=0)
     #: Handler calls that ended in the minute (a batch consumer's call counts once), the

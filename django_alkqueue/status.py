@@ -339,6 +339,10 @@ class Reading:
     claimed: int
     dead: int
     oldest_pending_at: datetime | None
+    #: Jobs waiting for their dependencies (not in `scheduled`) and due jobs flow control
+    #: held back (a part of `pending`).
+    waiting: int = 0
+    throttled: int = 0
 
     def oldest_pending_age(self) -> float:
         """Seconds the oldest due job had waited past its run_at when read; 0 when none."""
@@ -359,11 +363,12 @@ def latest_readings(using: str, now: datetime) -> dict[str, Reading]:
     read = QueueStat.objects.using(using).filter(read_at__isnull=False)
     newest = read.filter(minute__gte=minute_of(now) - READINGS_WITHIN).order_by("-minute")
     rows = read.filter(minute=Subquery(newest.values("minute")[:1])).values_list(
-        "queue", "read_at", "pending", "scheduled", "claimed", "dead", "oldest_pending_at"
-    )
+        "queue", "read_at", "pending", "scheduled", "claimed", "dead", "oldest_pending_at",
+        "waiting", "throttled",
+    )  # fmt: skip
     return {
-        name: Reading(name, read_at, pending, scheduled, claimed, dead, oldest)
-        for name, read_at, pending, scheduled, claimed, dead, oldest in rows
+        name: Reading(name, read_at, pending, scheduled, claimed, dead, oldest, waiting, held)
+        for name, read_at, pending, scheduled, claimed, dead, oldest, waiting, held in rows
         if read_at is not None
     }
 

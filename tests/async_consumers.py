@@ -40,3 +40,13 @@ async def run_async(payload: dict[str, Any], job: Job) -> None:
 async def run_async_batch(jobs: list[Job]) -> None:
     for job in jobs:
         await HandlerRun.objects.acreate(queue=job.queue, job_id=job.id, attempt=job.attempts)
+
+
+@consumer("async-overrunning", timeout=1, max_attempts=1)
+async def overrun_async(payload: dict[str, Any], job: Job) -> None:
+    """Sleeps `sleep` seconds whatever its time limit."""
+    await HandlerRun.objects.acreate(queue=job.queue, job_id=job.id, attempt=job.attempts,
+                                     note="started")  # fmt: skip
+    await asyncio.sleep(float(payload["sleep"]))
+    await HandlerRun.objects.acreate(queue=job.queue, job_id=job.id, attempt=job.attempts,
+                                     note="woke")  # fmt: skip

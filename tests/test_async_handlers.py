@@ -10,10 +10,11 @@ import pytest
 
 from django_alkqueue import InvalidOption, consumer, queue
 from django_alkqueue.consumers import registry
-from django_alkqueue.models import QueueMessage
+from django_alkqueue.models import DeadLetter, QueueMessage
 from django_alkqueue.testing import Drained, drain
 from testproject.shop.models import HandlerRun
-from tests.workers import run_worker
+from tests.conftest import wait_until
+from tests.workers import Watched, run_worker, start_worker, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,13 +23,13 @@ ASYNC = {"ALKQUEUE_EXTRA_CONSUMERS": "tests.async_consumers"}
 
 @pytest.fixture(autouse=True)
 def async_consumers():
-    """The two async queues, registered in this process for the test (a reload re-runs the
+    """The async queues, registered in this process for the test (a reload re-runs the
     decorators that the last test's teardown unregistered)."""
     import tests.async_consumers
 
     importlib.reload(tests.async_consumers)
     yield
-    for name in ("async-jobs", "async-batch"):
+    for name in ("async-jobs", "async-batch", "async-overrunning"):
         registry.unregister(name)
 
 
@@ -66,3 +67,47 @@ def test_an_async_handler_cannot_be_atomic():
             return None
 
     assert registry.get("async-atomic") is None
+
+
+def test_an_async_handler_running_three_times_its_lease_keeps_its_claim():
+    job = queue("async-jobs", lease=1).enqueue({"sleep": 3})
+    # Two workers: a lapsed lease would hand the job to either, as a second attempt.
+    args = ("--queue", "async-jobs", "--concurrency", "1", "--poll-interval", "0.1")
+    workers = [Watched(start_worker(*args, env=ASYNC)) for _ in range(2)]
+    holders: set[str] = set()
+
+    def finished() -> bool:
+        row = QueueMessage.objects.filter(id=job.id).first()
+        if row is not None and row.claimed_by:
+            holders.add(row.claimed_by)
+        return row is None
+
+    try:
+        wait_until(finished, timeout=30,
+                   what="the job acked\n" + "".join(w.output for w in workers))  # fmt: skip
+    finally:
+        for worker in workers:
+            stop(worker.process)
+    output = "".join(w.output for w in workers)
+    runs = list(HandlerRun.objects.filter(job_id=job.id).values_list("attempt", flat=True))
+    assert runs == [1], output  # one run: never reclaimed, never run again
+    assert len(holders) == 1, output
+    assert not DeadLetter.objects.filter(job_id=job.id).exists()
+    assert "lease renewal refused" not in output
+
+
+def test_an_async_handler_past_its_time_limit_fails_with_time_limit_exceeded_while_it_sleeps():
+    job = queue("async-overrunning").enqueue({"sleep": 4})
+    worker = Watched(start_worker("--queue", "async-overrunning", "--concurrency", "1",
+                                  "--shutdown-timeout", "1", env=ASYNC))  # fmt: skip
+    try:
+        wait_until(lambda: DeadLetter.objects.filter(job_id=job.id).exists(), timeout=30,
+                   what=f"the dead letter\n{worker.output}")  # fmt: skip
+        # Failed at its limit, not at its end: the coroutine has not woken yet.
+        notes = list(HandlerRun.objects.filter(job_id=job.id).values_list("note", flat=True))
+        assert notes == ["started"], worker.output
+    finally:
+        stop(worker.process)
+    dead = DeadLetter.objects.get(job_id=job.id)
+    assert dead.last_error == "TimeLimitExceeded: ran longer than 1 s"
+    assert dead.reason == "max attempts exceeded"

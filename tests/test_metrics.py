@@ -6,17 +6,20 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.apps import apps
 from django.db import connection
 from django.test import Client, override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from django_alkqueue import queue
 from django_alkqueue.metrics.collector import hour_of
 from django_alkqueue.metrics.hour_sums import hour_sums
-from django_alkqueue.models import QueueStat, Worker
+from django_alkqueue.models import Consumer, FinishedJob, QueueStat, Worker
 from django_alkqueue.sql import dialect_name
 from django_alkqueue.worker.queue_stats import QueueStatWriter
 from tests.admin_helpers import Seeded, add_worker, client_for, make_user
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -170,10 +173,72 @@ def test_workers_by_state_and_the_leader(root: Client):
     assert got[("alkqueue_leader", ())] == 1
 
 
-def test_dead_tuples_are_exposed_where_the_server_counts_them(root: Client):
+def dead_tuples(got: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
+    return {dict(labels)["table"]: v for (name, labels), v in got.items()
+            if name == "alkqueue_dead_tuples"}  # fmt: skip
+
+
+def test_dead_tuples_are_exposed_for_every_queue_table_where_the_server_counts_them(root):
+    tables = dead_tuples(scrape(root))
+    if dialect_name(connection) != "postgresql":
+        assert tables == {}
+        return
+    assert set(tables) == {model._meta.db_table for model in apps.get_app_config(
+        "django_alkqueue").get_models()}  # fmt: skip
+    assert {"alkqueue_message", "alkqueue_deadletter", "alkqueue_finishedjob",
+            "alkqueue_queuestat", "alkqueue_batch", "alkqueue_batchmember",
+            "alkqueue_dependency", "alkqueue_waitingjob"} <= set(tables)  # fmt: skip
+    assert all(count >= 0 for count in tables.values())
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)  # the deletes must commit to leave dead rows
+def test_the_kept_historys_partitions_are_one_figure_under_its_table(root):
+    at = timezone.now()
+    FinishedJob.objects.bulk_create(
+        FinishedJob(job_id=n, queue="kept", payload={}, attempts=1, max_attempts=3,
+                    backoff_base=5, lease=30, enqueued_at=at, finished_at=at,
+                    outcome="succeeded", delete_after=at)
+        for n in range(1, 51)
+    )  # fmt: skip
+    FinishedJob.objects.all().delete()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+
+    wait_until(lambda: dead_tuples(scrape(root)).get("alkqueue_finishedjob", 0) >= 50,
+               what="the finished jobs' dead rows counted")  # fmt: skip
+    assert not [t for t in dead_tuples(scrape(root)) if t.startswith("alkqueue_finishedjob_")]
+
+
+def test_jobs_waiting_for_their_dependencies_are_waiting_not_scheduled(root: Client):
+    first = queue("wf").enqueue({})
+    queue("wf").enqueue_many([{}, {}], after=[first])
+    queue("wf").enqueue({}, delay=600)
+    QueueStatWriter("default").run_once(timezone.now())
+
     got = scrape(root)
-    key = ("alkqueue_dead_tuples", (("table", "alkqueue_message"),))
-    if dialect_name(connection) == "postgresql":
-        assert got[key] >= 0
-    else:
-        assert key not in got
+
+    wf = (("queue", "wf"),)
+    assert got[("alkqueue_jobs", (*wf, ("state", "waiting")))] == 2
+    assert got[("alkqueue_jobs", (*wf, ("state", "scheduled")))] == 1
+    assert got[("alkqueue_jobs", (*wf, ("state", "pending")))] == 1
+
+
+def test_throttled_jobs_are_the_due_ones_a_full_concurrency_holds_back(root: Client):
+    api = queue("api")
+    api.enqueue_many([{}] * 5)
+    Consumer.objects.create(queue="api", handler="app.f", lease=30, max_attempts=3,
+                            limit_overrides={"concurrency": 2})  # fmt: skip
+    assert len(api.claim("w-1", 2)) == 2
+    QueueStatWriter("default").run_once(timezone.now())
+
+    got = scrape(root)
+
+    assert got[("alkqueue_jobs_throttled", (("queue", "api"),))] == 3
+    assert got[("alkqueue_jobs", (("queue", "api"), ("state", "pending")))] == 3
+
+
+def test_a_queue_without_limits_has_no_throttled_jobs(root: Client):
+    queue("plain").enqueue_many([{}] * 5)
+    QueueStatWriter("default").run_once(timezone.now())
+    assert scrape(root)[("alkqueue_jobs_throttled", (("queue", "plain"),))] == 0

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.apps import apps
 from django.db import connections
 from django.db.models import Count, Q
 
 from ..conf import get_settings
-from ..models import DURATION_BUCKETS, MESSAGE_TABLE, Consumer, Worker
+from ..models import DURATION_BUCKETS, Consumer, Worker
 from ..sql import dialect_for
 from ..status import latest_readings
 from .exposition import Exposition, label
@@ -39,7 +40,7 @@ COUNTERS = {
 HISTOGRAM_COLUMNS = ("duration_count", "duration_sum", *(c for _, c in DURATION_BUCKETS))
 #: Each bucket's `le` label, as prometheus_client writes a bound (0.005, 1.0, 300.0).
 _BUCKET_LABELS = tuple((label("le", repr(bound)), column) for bound, column in DURATION_BUCKETS)
-_STATES = ("pending", "scheduled", "claimed", "dead")
+_STATES = ("pending", "scheduled", "waiting", "claimed", "dead")
 _STATE_LABELS = tuple((state, label("state", state)) for state in _STATES)
 
 
@@ -59,8 +60,8 @@ def scrape(using: str, now: datetime) -> str:
 
 
 def queue_metrics(out: Exposition, using: str, now: datetime) -> None:
-    """Depth by state and the oldest pending job's age, per queue, as the leader last read
-    them (at most READINGS_WITHIN old); the paused flag from the Consumer rows."""
+    """Depth by state, throttled jobs and the oldest pending job's age, per queue, as the
+    leader last read them (at most READINGS_WITHIN old); the paused flag from the Consumer rows."""
     readings = sorted(latest_readings(using, now).items())
     out.family("alkqueue_jobs", "gauge",
                "Jobs per queue and state, at the leader's last reading (every 30 s).")  # fmt: skip
@@ -68,6 +69,11 @@ def queue_metrics(out: Exposition, using: str, now: datetime) -> None:
         queue = label("queue", name)
         for state, state_label in _STATE_LABELS:
             out.sample("alkqueue_jobs", f"{queue},{state_label}", getattr(reading, state))
+    out.family("alkqueue_jobs_throttled", "gauge",
+               "Due jobs flow control held back (a full concurrency cap or a spent rate) at "
+               "the leader's last reading; a part of the pending ones.")  # fmt: skip
+    for name, reading in readings:
+        out.sample("alkqueue_jobs_throttled", label("queue", name), reading.throttled)
     out.family("alkqueue_oldest_pending_age_seconds", "gauge",
                "Seconds the oldest due job had waited past its run_at at the leader's last "
                "reading; 0 when none waited.")  # fmt: skip
@@ -132,13 +138,22 @@ def worker_metrics(out: Exposition, using: str, now: datetime) -> None:
     out.sample("alkqueue_leader", "", int(counts["leaders"] > 0))
 
 
+def queue_tables() -> list[str]:
+    """Every table of the app: the live table, dead letters, kept history, stats, workers,
+    flow control, workflows, task results; a table a later release adds is among them."""
+    models = apps.get_app_config("django_alkqueue").get_models()
+    return sorted(model._meta.db_table for model in models)
+
+
 def table_metrics(out: Exposition, using: str) -> None:
-    """Dead row versions of the live table where the server counts them (PostgreSQL: the
-    statistic the leader's vacuum reads)."""
+    """Dead row versions of each queue table where the server counts them (PostgreSQL's
+    statistics, the one the leader's vacuum reads among them; the kept history's day
+    partitions as one figure): one query of the statistics, no table read."""
     connection = connections[using]
-    dead = dialect_for(connection).dead_tuples(connection)
+    dead = dialect_for(connection).table_dead_tuples(connection, queue_tables())
     if dead is None:
         return
     out.family("alkqueue_dead_tuples", "gauge",
                "Dead row versions in a queue table, as the server counts them.")  # fmt: skip
-    out.sample("alkqueue_dead_tuples", label("table", MESSAGE_TABLE), dead)
+    for table, count in sorted(dead.items()):
+        out.sample("alkqueue_dead_tuples", label("table", table), count)

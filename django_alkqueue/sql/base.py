@@ -287,6 +287,14 @@ class Dialect:
         server keeps no such count (SQLite reuses freed pages itself)."""
         return None
 
+    def table_dead_tuples(
+        self, connection: BaseDatabaseWrapper, tables: Sequence[str]
+    ) -> dict[str, int] | None:
+        """Per table of `tables`, its dead row versions as the server counts them (a
+        partitioned table's partitions summed into its own); None where the server keeps no
+        such count."""
+        return None
+
     def undo_history_length(self, connection: BaseDatabaseWrapper) -> int | None:
         """Undo records not yet purged (supports_undo_history); None when unreadable."""
         return None

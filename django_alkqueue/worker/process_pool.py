@@ -42,6 +42,7 @@ from ..running import CANCELLED, CLAIM_LOST, TIME_LIMIT, Run, RunningJob, runnin
 from . import child as child_module
 from .executor import HANDLER_ERRORS, Executor, LostClaim
 from .pool import ThreadPool
+from .report import job_fields
 from .wire import Outcome, Raised, Work, rebuilt
 
 logger = logging.getLogger("django_alkqueue")
@@ -224,13 +225,14 @@ class Children:
                 self._retire(child)
                 self._local.child = None
 
-    def terminate(self, job_id: int, why: str) -> bool:
-        """Terminate the child running `job_id`; False when none does."""
+    def terminate(self, job: Job, why: str) -> bool:
+        """Terminate the child running `job`; False when none does."""
         with self._lock:
-            child = self._running.get(job_id)
+            child = self._running.get(job.id)
         if child is None:
             return False
-        logger.warning("terminating child %d (job %s: %s)", child.pid, job_id, why)
+        logger.warning("terminating child %d (job %s: %s)", child.pid, job.id, why,
+                       extra=job_fields(job))  # fmt: skip
         child.terminate(self.kill_grace, why)
         return True
 
@@ -272,7 +274,7 @@ class ProcessPool(ThreadPool):
 
     def write_off(self, handle: JobHandle, stuck_at: float) -> bool:
         """Past its time limit: terminate the job's child. No thread is written off."""
-        return self.children.terminate(handle.job.id, TIME_LIMIT)
+        return self.children.terminate(handle.job, TIME_LIMIT)
 
     def stuck(self, at: float | None = None) -> int:
         return 0  # a child past its limit is killed: nothing stays stuck

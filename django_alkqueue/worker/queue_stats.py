@@ -1,7 +1,8 @@
 """The QueueStat writers: one row per queue per minute, the data of the admin charts.
 
-- `QueueStatWriter` (leader only): the state counts read at that minute, the dead letters
-  that died in it, and the pruning of minutes older than ALKQUEUE["STATS_RETENTION"].
+- `QueueStatWriter` (leader only): the state counts read at that minute (waiting and
+  throttled jobs among them), the dead letters that died in it, and the pruning of minutes
+  older than ALKQUEUE["STATS_RETENTION"].
 - `QueueStatDeltas` (every worker): what this worker finished, failed and retried, how
   long its jobs waited and its handlers took, since its last flush, added to the current
   minute's row.
@@ -20,6 +21,7 @@ from django.db.models.functions import TruncMinute
 
 from .. import timings
 from ..conf import get_settings
+from ..flow_status import throttled_counts
 from ..models import DeadLetter, QueueStat
 from ..sql import dialect_for
 from ..sql.queue_stat_deltas import DELTA_COLUMNS, Delta
@@ -29,7 +31,7 @@ from .stats import BOUNDS, WorkerStats
 #: Seconds between two readings of the leader: at least one lands in every minute.
 STATS_INTERVAL = 30.0
 
-_COUNTS = ("pending", "scheduled", "claimed", "dead")
+_COUNTS = ("pending", "scheduled", "claimed", "dead", "waiting", "throttled")
 
 
 class QueueStatWriter:
@@ -45,6 +47,10 @@ class QueueStatWriter:
         """Returns the number of queues whose minute was written."""
         minute = minute_of(now)
         died = self._dead_lettered(minute - timedelta(minutes=1))
+        read = queue_overview(self.using, now)
+        held = throttled_counts(self.using, now, {
+            row.queue: (row.pending, row.claimed) for row in read if row.limited and row.pending
+        })  # fmt: skip
         rows = [
             QueueStat(
                 queue=row.queue,
@@ -53,13 +59,15 @@ class QueueStatWriter:
                 scheduled=row.scheduled,
                 claimed=row.claimed,
                 dead=row.dead,
+                waiting=row.waiting,
+                throttled=held.get(row.queue, 0),
                 dead_lettered=died[(row.queue, minute)],
                 read_at=now,
                 oldest_pending_at=(
                     now - timedelta(seconds=row.oldest_pending_age) if row.pending else None
                 ),
             )
-            for row in queue_overview(self.using, now)
+            for row in read
         ]
         previous = {key: n for key, n in died.items() if key[1] != minute}
         # MySQL and MariaDB upsert on whichever unique key conflicts and refuse a target.

@@ -44,6 +44,25 @@ def job_fields(
     }
 
 
+class JobFieldDefaults(logging.Filter):
+    """Gives every record of the worker's logger the JOB_FIELDS, None where the call passed
+    none, so that a JSON formatter's output has the same keys on every line (a record about
+    the worker itself, a leader change, a start-up line) and a format string naming
+    %(job_id)s never fails."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for field in JOB_FIELDS:
+            if not hasattr(record, field):
+                setattr(record, field, None)
+        return True
+
+
+def default_job_fields(into: logging.Logger = logger) -> None:
+    """Install JobFieldDefaults on the worker's logger, once however often called."""
+    if not any(isinstance(f, JobFieldDefaults) for f in into.filters):
+        into.addFilter(JobFieldDefaults())
+
+
 #: The outcomes as the --burst table's header shows them.
 OUTCOME_LABELS = {
     "succeeded": pgettext_lazy("outcome", "succeeded"),

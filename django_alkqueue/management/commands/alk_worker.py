@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 
 from django_alkqueue import defaults
 from django_alkqueue.worker.reload import run_with_reload
+from django_alkqueue.worker.report import default_job_fields
 from django_alkqueue.worker.runner import Worker, WorkerOptions
 from django_alkqueue.worker.supervisor import Supervisor
 
@@ -156,6 +157,7 @@ class Command(BaseCommand):
         logger = logging.getLogger("django_alkqueue")
         logger.setLevel(levels.get(options["verbosity"], logging.DEBUG))
         ensure_console_handler(logger)
+        default_job_fields(logger)
         health_file = options["health_file"]
         if health_file and not Path(health_file).resolve().parent.is_dir():
             text = _("--health-file: the directory of %(path)r does not exist")

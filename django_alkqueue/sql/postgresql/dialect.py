@@ -122,6 +122,13 @@ class PostgresDialect(Dialect):
             row = cursor.fetchone()
         return None if row is None else int(row[0])
 
+    def table_dead_tuples(
+        self, connection: BaseDatabaseWrapper, tables: Sequence[str]
+    ) -> dict[str, int] | None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.TABLE_DEAD_TUPLES, [list(tables)])
+            return {name: int(dead) for name, dead in cursor.fetchall()}
+
     def vacuum(self, connection: BaseDatabaseWrapper) -> None:
         with connection.cursor() as cursor:
             cursor.execute(sql.VACUUM)

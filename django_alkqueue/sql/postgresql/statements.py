@@ -314,3 +314,14 @@ DEAD_TUPLES = (
     f"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{MESSAGE_TABLE}'::regclass"
 )
 VACUUM = f"VACUUM (SKIP_LOCKED) {MESSAGE_TABLE}"
+# The same count for each of the tables named by the parameter (a text array), a
+# partitioned table's partitions summed into its own figure (the kept history's day
+# partitions come and go; one series per day would churn). The names are resolved through
+# the search path, as Django's unqualified names are; a missing table is left out.
+TABLE_DEAD_TUPLES = """
+SELECT COALESCE(i.inhparent, s.relid)::regclass::text, SUM(s.n_dead_tup)::bigint
+FROM pg_stat_user_tables s
+LEFT JOIN pg_inherits i ON i.inhrelid = s.relid
+WHERE COALESCE(i.inhparent, s.relid) IN (SELECT to_regclass(t) FROM unnest(%s::text[]) t)
+GROUP BY 1
+"""
