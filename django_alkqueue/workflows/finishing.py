@@ -15,9 +15,9 @@ from . import batches, dependencies
 
 
 def involved(using: str, ids: Sequence[int]) -> bool:
-    """Whether any of these jobs is an unfinished batch member or has a dependent waiting:
-    the one query an ack of plain jobs pays for workflows (two index probes in one
-    statement), with the COMMIT of the transaction it shares with the ack."""
+    """Whether any of these jobs is an unfinished batch member or has a dependent waiting
+    (two index probes in one statement): what a death, cancel or requeue asks first. Acks
+    need not ask: their rows' in_workflow mark says it."""
     if not ids:
         return False
     size = max(dialect_for(connections[using]).ids_per_statement // 2, 1)
@@ -31,8 +31,9 @@ def involved(using: str, ids: Sequence[int]) -> bool:
 
 
 def succeeded(using: str, ids: Sequence[int], now: datetime) -> None:
-    """The jobs were acked: release their dependents, finish their batch members."""
-    if not involved(using, ids):
+    """The jobs were acked, their rows marked in_workflow (so no involved() probe): release
+    their dependents, finish their batch members."""
+    if not ids:
         return
     dependencies.succeeded(using, ids)
     batches.finished(using, ids, "succeeded", now)
