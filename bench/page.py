@@ -273,7 +273,10 @@ def workflows_section(path: Path) -> str:
         f"Each drain's rate is N over the two workers' wall time, start-up included; "
         f"{drain['rounds']} rounds took turns (jobs/s, plain / batch: {rounds}) and the ratio is "
         f"that of the medians. The latencies are over {late['repetitions']} repetitions with one "
-        "worker (`--concurrency 4`); the callback's includes the acker's group-commit window."
+        "worker (`--concurrency 4`); the callback's includes the acker's group-commit window. "
+        "What a batch costs: each group of member acks is followed by one transaction of three "
+        "statements (the dependents' edges, the members' outcomes, the last-member probe; "
+        "docs/workflows.md, \"The ack\"), where a plain group's ack is its one DELETE."
     )
 
 
