@@ -276,7 +276,7 @@ def workflows_section(path: Path) -> str:
         "worker (`--concurrency 4`); the callback's includes the acker's group-commit window. "
         "What a batch costs: each group of member acks is followed by one transaction of three "
         "statements (the dependents' edges, the members' outcomes, the last-member probe; "
-        "docs/workflows.md, \"The ack\"), where a plain group's ack is its one DELETE."
+        'docs/workflows.md, "The ack"), where a plain group\'s ack is its one DELETE.'
     )
 
 
