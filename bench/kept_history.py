@@ -19,8 +19,6 @@ Public APIs only: `@consumer(keep=...)`, `queue()`, `Queue.enqueue_many`, `purge
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -29,10 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.django_setup import setup_django
+from bench import script_runs
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
 #: Issue 35's target: the drain with keep on at least this share of the drain with it off.
 TARGET = 0.60
 
@@ -76,34 +73,21 @@ def measure(jobs: int, rounds: int, concurrency: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--url", default=None, help="default: a database of its own (PG)")
-    parser.add_argument("--jobs", type=int, default=None)
-    parser.add_argument("--rounds", type=int, default=None)
-    args = parser.parse_args()
-    if args.url is None:
-        from . import common  # the bench's own PostgreSQL (and its venv's tools)
-
-        url = common.own_database("kept", args.quick)
-    else:
-        url = args.url
-    setup_django(url, "bench.settings.alkqueue_kept")
+    args = script_runs.arguments(__doc__)
+    script_runs.start(args, "kept", "bench.settings.alkqueue_kept")
     from django.db import connection
 
     jobs = args.jobs or (2000 if args.quick else 5000)
     rounds = args.rounds or (1 if args.quick else 3)
     figures = {"database": connection.vendor, **measure(jobs, rounds, 4)}
-    print(json.dumps(figures, indent=2))
-    if args.url is None:  # the page quotes the bench's own database only
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        out = RESULTS / f"kept-{'quick' if args.quick else 'full'}.json"
-        out.write_text(json.dumps(figures, indent=2) + "\n")
-        if not args.quick:  # docs/benchmarks.md holds full runs only, as bench.report's page
-            from bench import page
+    script_runs.record(args, "kept", figures, _write_section)
 
-            page.write_kept_history_section()
-            print(f"wrote the kept-history section of {page.DOCS.relative_to(ROOT)}")
+
+def _write_section() -> None:
+    from bench import page
+
+    page.write_kept_history_section()
+    print(f"wrote the kept-history section of {page.DOCS.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

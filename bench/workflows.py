@@ -19,8 +19,6 @@ on the bench's PostgreSQL. Writes results/workflows-MODE.json, quoted by docs/be
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -29,10 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.django_setup import setup_django
+from bench import script_runs
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
 
 
 def _worker(queue_name: str, burst: bool = True) -> subprocess.Popen[bytes]:
@@ -170,36 +167,24 @@ def _summary(name: str, values: list[float]) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--url", default=None, help="default: a database of its own (PG)")
-    parser.add_argument("--jobs", type=int, default=None)
-    args = parser.parse_args()
-    if args.url is None:
-        from . import common
-
-        url = common.own_database("workflows", args.quick)
-    else:
-        url = args.url
-    setup_django(url, "bench.settings.alkqueue_workflows")
+    args = script_runs.arguments(__doc__)
+    script_runs.start(args, "workflows", "bench.settings.alkqueue_workflows")
     from django.db import connection
 
     jobs = args.jobs or (10_000 if args.quick else 100_000)
-    rounds = 1 if args.quick else 3
+    rounds = args.rounds or (1 if args.quick else 3)
     figures = {
         "database": connection.vendor,
         "batch drain": batch_drain(jobs, rounds),
         "latency": latencies(20 if args.quick else 200),
     }
-    print(json.dumps(figures, indent=2))
-    if args.url is None:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        out = RESULTS / f"workflows-{'quick' if args.quick else 'full'}.json"
-        out.write_text(json.dumps(figures, indent=2) + "\n")
-        if not args.quick:  # docs/benchmarks.md holds full runs only, as bench.report's page
-            from bench import page
+    script_runs.record(args, "workflows", figures, _write_section)
 
-            page.write_workflows_section()
+
+def _write_section() -> None:
+    from bench import page
+
+    page.write_workflows_section()
 
 
 if __name__ == "__main__":
