@@ -268,7 +268,7 @@ def test_purge_deletes_exactly_the_named_states_or_refuses(states: Any, schedule
         q.claim_one("w")
         handle = q.claim_one("w")
         assert handle is not None and handle.fail("boom")
-        return {"pending": 0, "scheduled": int(scheduled), "claimed": 1, "dead": 1}
+        return {"waiting": 0, "pending": 0, "scheduled": int(scheduled), "claimed": 1, "dead": 1}
 
     def verify(counts: dict[str, int], purged: int) -> None:
         chosen = {states} if isinstance(states, str) else set(states)
