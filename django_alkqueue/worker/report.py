@@ -51,9 +51,8 @@ class JobFieldDefaults(logging.Filter):
     %(job_id)s never fails."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for field in JOB_FIELDS:
-            if not hasattr(record, field):
-                setattr(record, field, None)
+        for field in JOB_FIELDS:  # as Logger.makeRecord writes `extra` into the record
+            record.__dict__.setdefault(field, None)
         return True
 
 
