@@ -29,7 +29,7 @@ from ..conf import get_settings
 from ..models import Consumer, DeadLetter, FinishedJob, QueueMessage, QueueStat, Worker
 from ..sql import dialect_for
 from . import charts, health, queue_charts
-from .base import LIVE_SECONDS, NUL, ModelAdmin
+from .base import LIVE_SECONDS, NUL, ModelAdmin, reload_without_scripts
 from .links import changelist_url, queue_page_url
 from .permissions import has_perm
 from .times import format_age
@@ -145,11 +145,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
     def _context(self, request: HttpRequest, title: str) -> dict[str, Any]:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        # ?refresh=0 turns off the reload that stands in for live.js when scripts are off.
-        refresh = request.GET.get("refresh") != "0"
-        toggled: dict[str, str] = {k: request.GET[k] for k in request.GET if k != "refresh"}
-        if refresh:
-            toggled["refresh"] = "0"
+        reload = reload_without_scripts(request)  # stands in for live.js when scripts are off
         window = charts.window_from(request.GET.get("window"))
         others = {k: request.GET[k] for k in request.GET if k not in ("window", "p")}
         return {
@@ -162,8 +158,8 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "opts": self.opts,
             "title": title,
             "live_seconds": LIVE_SECONDS,
-            "refresh": LIVE_SECONDS if refresh else None,
-            "refresh_toggle": "?" + urlencode(toggled) if toggled else request.path,
+            "refresh": reload["alk_refresh"],
+            "refresh_toggle": reload["alk_refresh_toggle"],
             "can_view_jobs": has_perm(request, QueueMessage, "view_queuemessage"),
             "can_view_dead": has_perm(request, DeadLetter, "view_deadletter"),
             "can_view_finished": has_perm(request, FinishedJob, "view_finishedjob"),
