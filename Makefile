@@ -77,12 +77,15 @@ mariadb: /usr/sbin/mariadbd
 	@for i in $$(seq 1 30); do mariadb-admin -uroot ping >/dev/null 2>&1 && break; sleep 1; done
 	@mariadb -uroot -e '$(MARIADB_SQL)'
 
-# mysqlclient builds against libmariadb; pkg-config finds it.
-mysqlclient: venv
-	@$(PY) -c 'import MySQLdb' 2>/dev/null || { \
-	  dpkg -s libmariadb-dev pkg-config >/dev/null 2>&1 || \
-	    { apt-get update && apt-get install -y libmariadb-dev pkg-config; }; \
-	  $(PY) -m pip install -q -e '.[mysql]'; }
+# mysqlclient builds against libmariadb; pkg-config finds it. Every venv that installs the
+# [mysql] extra (the project's, the bench's, the package check's) needs these first.
+.PHONY: mysql-build-deps
+mysql-build-deps:
+	@dpkg -s libmariadb-dev pkg-config >/dev/null 2>&1 || \
+	  { apt-get update && apt-get install -y libmariadb-dev pkg-config; }
+
+mysqlclient: venv mysql-build-deps
+	@$(PY) -c 'import MySQLdb' 2>/dev/null || $(PY) -m pip install -q -e '.[mysql]'
 
 test: venv postgres mariadb mysqlclient /usr/bin/chromium /usr/sbin/pgbouncer
 	$(MAKE) --no-print-directory test-pg
@@ -156,9 +159,7 @@ chaos: venv postgres mariadb mysqlclient
 
 # The wheel in a fresh venv with no extras on SQLite, then with [mysql] on MariaDB.
 .PHONY: package-check
-package-check: venv mariadb
-	@dpkg -s libmariadb-dev pkg-config >/dev/null 2>&1 || \
-	  { apt-get update && apt-get install -y libmariadb-dev pkg-config; }
+package-check: venv mariadb mysql-build-deps
 	bash .ci/package_check.sh "$(PYTHON_BOOT)" "$(MARIADB_URL)"
 
 lint: venv
@@ -188,7 +189,7 @@ clean:
 BENCH_VENV := bench/.venv
 BENCH_PY := $(BENCH_VENV)/bin/python
 
-$(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
+$(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt | mysql-build-deps
 	@test -n "$(PYTHON_BOOT)" || { echo "no Python >= 3.12 found (tried python3.13, python3.12, pyenv 3.13.0)"; exit 1; }
 	"$(PYTHON_BOOT)" -m venv $(BENCH_VENV)
 	$(BENCH_PY) -m pip install -q --upgrade pip
