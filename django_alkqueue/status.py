@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db import connections
 from django.db.models import Count, Max, Min, Q, Subquery, Sum
+from django.db.models.functions import TruncHour
 from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 
@@ -323,6 +324,39 @@ def history(
             claimed, tuple(row[8 : 8 + bins]),
             timings.run_bins(runs[0], runs[1:]) if runs else (),
         )  # fmt: skip
+        series.setdefault(name, []).append(point)
+    return series
+
+
+def hourly_history(
+    using: str, now: datetime, hours: float, queues: Collection[str]
+) -> dict[str, list[StatPoint]]:
+    """`history` summed by the hour in the database, one point per queue and hour: the
+    hour's last minute with its state counts (the last reading, as charts.bucketize keeps)
+    and the sums of the hour's finished, failed and dead-lettered jobs. For charts whose
+    buckets are whole hours: a 7-day chart of 100 queues reads about 17,000 rows, not the
+    million minutes behind them. Two queries, both on the unique (queue, minute) index."""
+    since = now - timedelta(hours=hours)
+    stats = QueueStat.objects.using(using).filter(minute__gt=since, queue__in=list(queues))
+    hours_read = (
+        stats.annotate(hour=TruncHour("minute", tzinfo=UTC))
+        .values("queue", "hour")
+        .annotate(last=Max("minute"), finished_sum=Sum("finished"), failed_sum=Sum("failed"),
+                  dead_sum=Sum("dead_lettered"))
+        .values_list("queue", "last", "finished_sum", "failed_sum", "dead_sum")
+    )  # fmt: skip
+    sums = {(name, last): figures for name, last, *figures in hours_read}
+    lasts = stats.filter(minute__in={last for _, last in sums}).order_by("queue", "minute")
+    series: dict[str, list[StatPoint]] = {}
+    for name, minute, pending, scheduled, claimed in lasts.values_list(
+        "queue", "minute", "pending", "scheduled", "claimed"
+    ):
+        summed = sums.get((name, minute))
+        if summed is None:  # another queue's last minute of an hour, not this one's
+            continue
+        finished, failed, dead = summed
+        point = StatPoint(minute, pending + scheduled + claimed, finished, failed, dead,
+                          pending, scheduled, claimed)  # fmt: skip
         series.setdefault(name, []).append(point)
     return series
 

@@ -14,8 +14,9 @@ from django.utils import timezone
 import django_alkqueue
 from django_alkqueue import queue
 from django_alkqueue.admin import health
+from django_alkqueue.admin.charts import WINDOWS, bucketize
 from django_alkqueue.models import DeadLetter, QueueMessage, QueueStat
-from django_alkqueue.status import minute_of
+from django_alkqueue.status import history, hourly_history, minute_of
 from tests.admin_helpers import (
     CONSUMERS,
     DEAD,
@@ -115,6 +116,28 @@ def test_each_queue_has_an_inline_svg_chart_of_the_last_24_hours(seeded, root):
     assert "<svg" in row and "<path" in row
     assert "depth now 10, at most 30; finished 9, failed 3" in row
     assert "http" not in re.sub(r'xmlns="http://www.w3.org/2000/svg"', "", row.split("<svg")[1])
+
+
+def test_the_seven_day_chart_sums_hours_in_the_database_as_the_minutes_would_be_bucketed():
+    now = minute_of(timezone.now()) + timedelta(seconds=17)
+    start = now - timedelta(days=7)
+    rows = []
+    for queue_name, step in (("a", 37), ("b", 53)):  # minutes that fall unevenly in hours
+        for n, at in enumerate(range(0, 7 * 24 * 60 + 120, step)):
+            minute = minute_of(start) - timedelta(minutes=60) + timedelta(minutes=at)
+            if minute <= now:
+                rows.append(QueueStat(queue=queue_name, minute=minute, pending=n % 7,
+                                      scheduled=n % 3, claimed=n % 2, finished=n % 11,
+                                      failed=n % 5, dead_lettered=n % 2))  # fmt: skip
+    QueueStat.objects.bulk_create(rows)
+    week = WINDOWS["7d"]
+    minutes = history("default", now, 24 * 7, queues=["a", "b"])
+    hours = hourly_history("default", now, 24 * 7, ["a", "b"])
+    for name in ("a", "b"):
+        by_minute = bucketize(minutes[name], now, week)
+        by_hour = bucketize(hours[name], now, week)
+        assert [vars(b) for b in by_hour] == [vars(b) for b in by_minute]
+        assert len(hours[name]) <= 24 * 7 + 1 < len(minutes[name])
 
 
 def test_the_overview_fetches_nothing_from_the_internet(seeded, root):
