@@ -113,7 +113,8 @@ test-sqlite: venv
 .PHONY: screenshots
 screenshots: venv postgres /usr/bin/chromium
 	ALKQUEUE_DOC_IMAGES=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider -q \
-	  tests/test_admin_browser.py tests/test_admin_browser_console.py tests/test_admin_browser_widths.py
+	  tests/test_admin_browser.py tests/test_admin_browser_console.py tests/test_admin_browser_widths.py \
+	  tests/test_admin_browser_workflows.py
 
 # Django 5.2 LTS on the machine's default python3 (3.11), with the django-tasks backport, and
 # the oldest psycopg supported (3.2) in its pure Python build over the system's libpq: make

@@ -92,6 +92,8 @@ DOC_IMAGES = {
     "requeue-confirmation": "admin-requeue-confirmation.png",
     "jobs": "admin-jobs.png",
     "queue-error-groups": "admin-error-groups.png",
+    "workflow-graph": "admin-workflow-graph.png",
+    "workflow-batch": "admin-batch.png",
 }
 
 

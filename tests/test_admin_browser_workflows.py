@@ -43,3 +43,17 @@ def test_a_job_page_draws_its_workflow_as_a_graph_of_linked_boxes(page):
     graph.locator(f'g.alk-node[data-job="{load.id}"]').click()
     page.wait_for_url(f"**/queuemessage/{load.id}/change/")
     assert page.locator("#alk-workflow svg.alk-graph g.alk-node-current").count() == 1
+
+
+def test_a_batch_page_shows_its_progress_and_callbacks_in_the_browser(page):
+    User.objects.create_superuser("admin", "admin@example.com", "pw")
+    with batch(on_success=queue("audit").job({}), name="nightly import") as nightly:
+        for n in range(3):
+            queue("fetch").enqueue({"n": n})
+    (first,) = queue("fetch").claim("w", 1)
+    first.ack()
+    log_in(page, f"/admin/django_alkqueue/batch/{nightly.pk}/change/")
+
+    assert page.get_by_text("nightly import").count() >= 1
+    assert page.locator(".alk-progress").first.inner_text().strip() == "1/3"
+    shot(page, "workflow-batch")

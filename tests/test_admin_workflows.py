@@ -46,6 +46,18 @@ def test_the_job_list_shows_a_waiting_job_with_the_waiting_badge(root):
     assert '<span class="alk-state alk-waiting">waiting</span>' in html
 
 
+def test_a_waiting_job_runs_when_its_dependencies_are_done_not_in_the_year_9000(root):
+    first = queue("shop-emails").enqueue({})
+    waiting = queue("shop-emails").enqueue({}, after=[first])
+
+    listed = root.get(JOBS).content.decode()
+    page = root.get(f"{JOBS}{waiting.id}/change/").content.decode()
+
+    for html in (listed, page):
+        assert "when its dependencies are done" in html
+        assert "9000" not in html
+
+
 def test_the_state_filter_offers_waiting_and_lists_only_waiting_jobs(root):
     first = queue("shop-emails").enqueue({})
     waiting = queue("shop-emails").enqueue({}, after=[first])
