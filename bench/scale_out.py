@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -102,23 +104,41 @@ def drains(cluster: own_cluster.Cluster, jobs: int, rounds: int, config: Config)
         pooled = SeparateWorkers(cluster, port)
         for r in range(rounds):
             for processes in PROCESSES:
-                runs[str(processes)].append(
-                    measure.drain(direct, jobs, processes, config, f"drain-{processes}-{r}")
-                )
+                runs[str(processes)].append(drain(direct, jobs, processes, config, f"{r}"))
                 _progress(f"{processes} processes", runs[str(processes)][-1])
-            runs["pooled"].append(
-                measure.drain(pooled, jobs, POOLED_PROCESSES, config, f"pooled-{r}")
-            )
+            runs["pooled"].append(drain(pooled, jobs, POOLED_PROCESSES, config, f"pooled-{r}"))
             _progress(f"{POOLED_PROCESSES} processes through PgBouncer", runs["pooled"][-1])
-    return {key: measure.drain_summary(found, config, jobs, found[0]["processes"])
-            for key, found in runs.items()}  # fmt: skip
+    return {key: _summary(found, config, jobs) for key, found in runs.items()}
+
+
+def drain(
+    system: SeparateWorkers, jobs: int, processes: int, config: Config, tag: str
+) -> dict[str, Any]:
+    """bench/measure.py's drain, with the transactions the database committed per job (the
+    workers' start and warm-up included: a few hundred against N jobs)."""
+    before = _commits(system)
+    run = measure.drain(system, jobs, processes, config, f"drain-{processes}-{tag}")
+    return {**run, "commits_per_job": (_commits(system) - before) / jobs}
+
+
+def _commits(system: SeparateWorkers) -> int:
+    # The stopped workers' backends flushed their counts as they exited.
+    with system.connection() as conn:
+        row = conn.execute("SELECT xact_commit FROM pg_stat_database "
+                           "WHERE datname = current_database()").fetchone()  # fmt: skip
+    return int(row[0]) if row else 0
+
+
+def _summary(runs: list[dict[str, Any]], config: Config, jobs: int) -> dict[str, Any]:
+    summary = measure.drain_summary(runs, config, jobs, runs[0]["processes"])
+    return {**summary, "commits_per_job": common.figure([r["commits_per_job"] for r in runs])}
 
 
 def _progress(what: str, run: dict[str, Any]) -> None:
     server = run["server_cpu_ms_per_job"]
     load = os.getloadavg()[0]
-    print(f"  {what}: {run['jobs_per_s']:,.0f} jobs/s, server {server:.3f} ms/job, load {load:.1f}",
-          flush=True)  # fmt: skip
+    print(f"  {what}: {run['jobs_per_s']:,.0f} jobs/s, server {server:.3f} ms/job, "
+          f"{run['commits_per_job']:.3f} commits/job, load {load:.1f}", flush=True)  # fmt: skip
 
 
 def latencies(cluster: own_cluster.Cluster, rounds: int, config: Config) -> dict[str, Any]:
@@ -152,6 +172,8 @@ def ratios(drained: dict[str, Any], picked: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     args = script_runs.arguments(__doc__)
+    # A SIGTERM unwinds like an error: the workers, PgBouncer and the cluster are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.url is not None:
         raise SystemExit("bench.scale_out runs on a PostgreSQL cluster of its own (no --url)")
     jobs = args.jobs or (5000 if args.quick else 200_000)
@@ -202,14 +224,15 @@ def _range(fig: dict[str, Any], fmt: str) -> str:
 
 
 def _drain_table(f: dict[str, Any]) -> str:
-    rows = ["| worker processes | jobs/s | server CPU ms/job | worker CPU ms/job | machine busy |",
-            "|---|---|---|---|---|"]  # fmt: skip
+    rows = ["| worker processes | jobs/s | server CPU ms/job | worker CPU ms/job | commits/job "
+            "| machine busy |", "|---|---|---|---|---|---|"]  # fmt: skip
     for key, label in [*((str(p), f"{p}") for p in PROCESSES),
                        ("pooled", f"{POOLED_PROCESSES}, through PgBouncer")]:  # fmt: skip
         d = f["drains"][key]
         rows.append(f"| {label} | {_range(d['jobs_per_s'], ',.0f')} | "
                     f"{_range(d['server_cpu_ms_per_job'], '.3f')} | "
                     f"{_range(d['cpu_ms_per_job'], '.3f')} | "
+                    f"{_range(d['commits_per_job'], '.3f')} | "
                     f"{d['machine_busy']['median']:.0%} |")  # fmt: skip
     return "\n".join(rows)
 
