@@ -215,7 +215,9 @@ def section(path: Path) -> str:
     if not path.exists():
         return "Not measured in this run (`python -m bench.scale_out`)."
     f = json.loads(path.read_text())
-    return "\n\n".join([_drain_table(f), _verdicts(f), _pickup_table(f), _conditions(f)])
+    parts = [_drain_table(f), _verdicts(f), _where_the_time_goes(f), _pickup_table(f),
+             _conditions(f)]  # fmt: skip
+    return "\n\n".join(part for part in parts if part)
 
 
 def _range(fig: dict[str, Any], fmt: str) -> str:
@@ -254,6 +256,44 @@ def _verdicts(f: dict[str, Any]) -> str:
             f"p99 with one")  # fmt: skip
 
 
+def _cpu(drain: dict[str, Any]) -> float:
+    """Worker and server CPU per job, ms (medians)."""
+    return float(drain["cpu_ms_per_job"]["median"] + drain["server_cpu_ms_per_job"]["median"])
+
+
+def _where_the_time_goes(f: dict[str, Any]) -> str:
+    """For each missed target, what the figures say: CPU per job against the cores, and the
+    commits per job. Empty when both are met."""
+    r, d = f["ratios"], f["drains"]
+    notes = []
+    if r["16 / best"] < SCALE_TARGET:
+        best, most = d[str(r["best processes"])], d[str(PROCESSES[-1])]
+        notes.append(
+            f"Where the time goes at 16 processes: each job cost {_cpu(most):.3f} ms of CPU "
+            f"(workers and server) against {_cpu(best):.3f} ms with {r['best processes']}, "
+            f"and the database committed {most['commits_per_job']['median']:.3f} transactions "
+            f"per job against {best['commits_per_job']['median']:.3f}. The machine was "
+            f"{best['machine_busy']['median']:.0%} busy at {r['best processes']} processes "
+            f"already, so the rate can only fall as the CPU per job rises: that alone predicts "
+            f"{_cpu(best) / _cpu(most):.0%} of the best rate, and {r['16 / best']:.0%} was "
+            f"measured. Each process gets a sixteenth of the jobs, so the ack groups "
+            f"(`ACK_WINDOW`, 2 ms) and the claims (sized to the free threads) of each carry "
+            f"fewer jobs, and every process's own loops (heartbeat, statistics, LISTEN, "
+            f"leader) and threads share the same {f['cores']} cores with the other 15."
+        )
+    pooled = r["pooled / direct"]["median"]
+    if pooled < POOLER_TARGET:
+        direct, through = d[str(POOLED_PROCESSES)], d["pooled"]
+        notes.append(
+            f"Through PgBouncer each job cost {through['server_cpu_ms_per_job']['median']:.3f} "
+            f"ms of server CPU against {direct['server_cpu_ms_per_job']['median']:.3f} direct: "
+            f"behind a pooler nothing is prepared, so every claim and ack is planned again "
+            f"([worker.md](worker.md#pgbouncer)), and PgBouncer's own process (not counted "
+            f"here) relays every statement on the same {f['cores']} cores."
+        )
+    return "\n\n".join(notes)
+
+
 def _pickup_table(f: dict[str, Any]) -> str:
     rows = ["| idle processes listening | pickup p50 ms | pickup p99 ms |", "|---|---|---|"]
     for p in LISTENING:
@@ -265,7 +305,7 @@ def _pickup_table(f: dict[str, Any]) -> str:
 def _conditions(f: dict[str, Any]) -> str:
     before, after = f["load average before"], f["load average after"]
     return (f"({f['jobs']:,} no-op jobs per drain, `{f['config']}` per process, "
-            f"{f['rounds']} rounds, medians with min to max; {f['cores']} cores; PgBouncer "
+            f"rounds: {f['rounds']}, medians with min to max; {f['cores']} cores; PgBouncer "
             f"pool of {f['pool_size']} server connections; load average "
             f"{before[0]:.1f} / {before[1]:.1f} / {before[2]:.1f} before the run and "
             f"{after[0]:.1f} / {after[1]:.1f} / {after[2]:.1f} after it.)")  # fmt: skip
