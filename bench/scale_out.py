@@ -13,15 +13,15 @@ A drain is bench/measure.py's: workers started, connected and warmed up, then N 
 visible in one commit; the rate is N over the time until none is left. All of it runs on a
 PostgreSQL cluster of the script's own (bench/own_cluster.py: 16 workers need more
 connections than the shared server has), so the server's CPU per job is that cluster's
-processes' alone. The targets: 16 processes at least 80% of the best of the four,
-the pooled drain at least 70% of the direct one with 8 processes. Each figure is the median
-of the rounds with their min and max.
+processes' alone. The targets: 16 processes at least 80% of the best of the four, the
+pooled drain at least 70% of the direct one with 8 processes. Each figure is the median of
+the rounds with their min and max.
 
     python -m bench.scale_out [--quick] [--jobs N] [--rounds R]
 
 Run by `make bench` (N = 200,000, 3 rounds) and `make bench-quick` (N = 5,000, 1 round).
-Writes
-results/scaleout-MODE.json; a full run rewrites docs/benchmarks.md's "Scale-out" section.
+Writes results/scaleout-MODE.json; a full run rewrites docs/benchmarks.md's "Scale-out"
+section.
 """
 
 from __future__ import annotations
