@@ -48,7 +48,8 @@ postgres:
 /usr/bin/chromium:
 	apt-get update && apt-get install -y chromium
 
-# The PgBouncer tests (tests/test_pgbouncer.py) run Debian's pgbouncer in transaction mode.
+# The PgBouncer tests (tests/test_pgbouncer.py) and the bench's scale-out run
+# (bench/scale_out.py) run Debian's pgbouncer in transaction mode.
 /usr/sbin/pgbouncer:
 	apt-get update && apt-get install -y pgbouncer
 
@@ -207,7 +208,7 @@ brokers:
 	  for i in $$(seq 1 60); do timeout 1 bash -c '</dev/tcp/127.0.0.1/5672' 2>/dev/null && break; \
 	  sleep 1; done; }
 
-bench: $(BENCH_VENV)/.installed postgres mariadb brokers
+bench: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbouncer
 	$(BENCH_PY) -m bench.run $(BENCH_ARGS)
 	$(BENCH_PY) -m bench.flow_control
 	$(BENCH_PY) -m bench.cancel_latency
@@ -215,6 +216,7 @@ bench: $(BENCH_VENV)/.installed postgres mariadb brokers
 	$(BENCH_PY) -m bench.kept_history
 	$(BENCH_PY) -m bench.observability
 	$(BENCH_PY) -m bench.workflows
+	$(BENCH_PY) -m bench.scale_out
 
 # make soak: hours of load in small, not in CI (bench/soak.py, docs/benchmarks.md "Hours of
 # load"): the drain capacity, then SOAK_MINUTES of steady enqueue at half of it; writes
@@ -224,7 +226,7 @@ SOAK_MINUTES ?= 30
 soak: $(BENCH_VENV)/.installed postgres
 	$(BENCH_PY) -m bench.soak --minutes $(SOAK_MINUTES)
 
-bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers
+bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbouncer
 	$(BENCH_PY) -m bench.run --quick $(BENCH_ARGS)
 	$(BENCH_PY) -m bench.flow_control --quick
 	$(BENCH_PY) -m bench.cancel_latency --quick
@@ -232,3 +234,4 @@ bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers
 	$(BENCH_PY) -m bench.kept_history --quick
 	$(BENCH_PY) -m bench.observability --quick
 	$(BENCH_PY) -m bench.workflows --quick
+	$(BENCH_PY) -m bench.scale_out --quick

@@ -214,11 +214,12 @@ class Workers:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def server_cpu(process: str = "postgres") -> dict[int, float]:
-    """CPU seconds of every database server process named `process`, by pid."""
+def server_cpu(process: str = "postgres", parent: int | None = None) -> dict[int, float]:
+    """CPU seconds of every database server process named `process`, by pid; with `parent`,
+    only that process's children (one cluster's, when the machine runs two)."""
     found = {}
-    for proc in psutil.process_iter(["name"]):
-        if proc.info["name"] != process:
+    for proc in psutil.process_iter(["name", "ppid"]):
+        if proc.info["name"] != process or parent not in (None, proc.info["ppid"]):
             continue
         try:
             times = proc.cpu_times()

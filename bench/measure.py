@@ -122,7 +122,7 @@ def drain(system: System, n: int, processes: int, config: Config, tag: str) -> d
             system.seed(batch, config)
             committed = time.perf_counter()
             # After the seed: its INSERTs do not count.
-            server_before = common.server_cpu(system.server_process)
+            server_before = common.server_cpu(system.server_process, system.server_parent)
             machine_before = common.machine_cpu()
             timeout = max(120.0, n / 20)
             try:
@@ -135,7 +135,7 @@ def drain(system: System, n: int, processes: int, config: Config, tag: str) -> d
                                    f"{workers.tail()}") from None  # fmt: skip
             cpu = workers.cpu_seconds() - cpu_before
             busy = common.machine_busy_since(machine_before)
-            server_after = common.server_cpu(system.server_process)
+            server_after = common.server_cpu(system.server_process, system.server_parent)
             server = common.server_cpu_delta(server_before, server_after)
             # The completion polls' own backend: part of the server figure, not the system's.
             poll_pid = system.poll_backend_pid(conn)
@@ -173,13 +173,18 @@ def drain_summary(
 # -- pickup latency ---------------------------------------------------------------------------
 
 
-def latency(system: System, config: Config, jobs: int, gap: float) -> dict[str, Any]:
-    """An idle worker; `jobs` jobs enqueued `gap` s apart; each job's start minus enqueue."""
+def latency(
+    system: System, config: Config, jobs: int, gap: float, processes: int = 1
+) -> dict[str, Any]:
+    """`processes` idle worker processes; `jobs` jobs enqueued `gap` s apart; each job's start
+    minus enqueue."""
     system.reset()
     fd, name = tempfile.mkstemp(prefix=f"bench-latency-{system.name}-", suffix=".txt")
     os.close(fd)
     path = Path(name)
-    workers = start_workers(system, 1, config, "latency", BENCH_LATENCY_FILE=name)
+    workers = start_workers(
+        system, processes, config, f"latency-{processes}", BENCH_LATENCY_FILE=name
+    )
     try:
         path.write_text("")  # the warm-up jobs carry no "t"; start clean all the same
         first = time.perf_counter()

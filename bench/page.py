@@ -12,7 +12,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from . import common, tables, targets
+from . import common, scale_out, tables, targets
 from .systems import SYSTEMS
 from .tables import fmt, fmt_num, get, median, ratio, variant
 
@@ -42,6 +42,7 @@ def render(results: dict[str, Any]) -> str:
     fields["process_pool"] = process_pool(POOL_RESULTS)
     fields["kept_history"] = kept_history(KEPT_RESULTS)
     fields["workflows"] = workflows_section(WORKFLOW_RESULTS)
+    fields["scale_out"] = scale_out.section(scale_out.RESULTS)
     fields["soak"] = _soak()
     return Template(TEMPLATE.read_text()).substitute(fields)
 
@@ -233,6 +234,16 @@ def kept_history(path: Path) -> str:
             f"({f['jobs']:,} no-op jobs, `--concurrency {f['concurrency']}`, {f['rounds']} "
             f"rounds taking turns, on {f['database']}; each round's jobs/s, off / on: "
             f"{rounds}.)")  # fmt: skip
+
+
+#: The heading of bench/scale_out.py's section of the page (its own module formats it).
+SCALE_OUT_HEADING = "## Scale-out (issue 39)"
+
+
+def write_scale_out_section() -> None:
+    """Replace the scale-out section of docs/benchmarks.md with the last full run's."""
+    _write_template_section(SCALE_OUT_HEADING,
+                            {"scale_out": scale_out.section(scale_out.RESULTS)})  # fmt: skip
 
 
 #: What bench/workflows.py wrote in the full run, and the heading of its section of the page.

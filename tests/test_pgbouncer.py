@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -30,12 +31,18 @@ from django_alkqueue.sql.postgresql import session
 from django_alkqueue.sql.postgresql.dialect import PostgresDialect
 from django_alkqueue.sql.postgresql.session import behind_a_pooler, fetch_all
 from django_alkqueue.sql.postgresql.statements import CLAIM, claim_params
+from django_alkqueue.worker.leader import LEADER_LOCK_KEY
 from testproject.shop.models import HandlerRun
-from tests.conftest import PLANNER_DEFAULTS, planner_settings
-from tests.pgbouncer import pgbouncer, url
-from tests.workers import database_env, run_worker
+from tests.conftest import PLANNER_DEFAULTS, planner_settings, wait_until
+from tests.pgbouncer import PGBOUNCER, pgbouncer, url
+from tests.workers import database_env, run_worker, start_worker, stop
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.postgres_only,
+    pytest.mark.skipif(not Path(PGBOUNCER).exists(), reason=f"no pgbouncer at {PGBOUNCER}: "
+                       "`make test` installs Debian's (apt-get install pgbouncer)"),
+]  # fmt: skip
 
 # Every fifth job fails once (the emails consumer retries at once), so retries go through too.
 PAYLOADS = [{"i": i, **({"fail_times": 1} if i % 5 == 0 else {})} for i in range(300)]
@@ -147,3 +154,31 @@ def test_the_claims_pinned_settings_do_not_reach_the_next_client_of_the_server_c
     assert [row[1] for row in prepared if "FOR UPDATE SKIP LOCKED" in row[0]] == [1]  # generic
     assert seen_on == (claimed_on,)  # the same server connection, so a leak would show
     assert settings == PLANNER_DEFAULTS
+
+
+def leader_lock_holders() -> list[int]:
+    """The server processes holding the leader's advisory lock in this test's database."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            [LEADER_LOCK_KEY & 0xFFFFFFFF],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_the_leaders_advisory_lock_is_held_on_the_direct_alias_not_on_the_pooled_server():
+    # A session lock taken through the pooler would stay on its one server connection,
+    # whichever client runs there next; on the direct alias it lives as long as the worker.
+    with pgbouncer() as port:
+        with psycopg.connect(url(port), autocommit=True, prepare_threshold=None) as pooled:
+            pooled_pid = pooled.execute("SELECT pg_backend_pid()").fetchone()
+        worker = start_worker("--queue", "shop-emails", env=through(port))
+        try:
+            wait_until(lambda: bool(leader_lock_holders()), timeout=30)
+            holders = leader_lock_holders()
+        finally:
+            stop(worker)
+
+    assert pooled_pid is not None and holders and pooled_pid[0] not in holders, holders
+    wait_until(lambda: leader_lock_holders() == [], what="the stopped worker's lock freed")

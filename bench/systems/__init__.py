@@ -66,6 +66,9 @@ class System:
     #: port a started worker holds a connection to.
     server_process = "postgres"
     server_port = 5432
+    #: The server's parent process (a cluster of the script's own, bench/own_cluster.py): only
+    #: its children count. None: every process named server_process.
+    server_parent: int | None = None
 
     def __init__(self) -> None:
         self.database = common.PREFIX + self.name
