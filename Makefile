@@ -211,6 +211,7 @@ bench: $(BENCH_VENV)/.installed postgres mariadb brokers
 	$(BENCH_PY) -m bench.cancel_latency
 	$(BENCH_PY) -m bench.process_pool
 	$(BENCH_PY) -m bench.kept_history
+	$(BENCH_PY) -m bench.held_vacuum
 	$(BENCH_PY) -m bench.observability
 	$(BENCH_PY) -m bench.workflows
 
@@ -228,5 +229,6 @@ bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers
 	$(BENCH_PY) -m bench.cancel_latency --quick
 	$(BENCH_PY) -m bench.process_pool --quick
 	$(BENCH_PY) -m bench.kept_history --quick
+	$(BENCH_PY) -m bench.held_vacuum --quick
 	$(BENCH_PY) -m bench.observability --quick
 	$(BENCH_PY) -m bench.workflows --quick
