@@ -253,7 +253,8 @@ def held_vacuum(path: Path) -> str:
         return "- not measured in this run (`python -m bench.held_vacuum`)"
     f = json.loads(path.read_text())
     lines = ["| configuration | no snapshot held | snapshot held | held / free | "
-             "server CPU per job, free / held |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+             "server CPU per job, free / held | VACUUMs while held |",
+             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for d in f["drains"]:
         share = d["held / free"]
         met = "met" if d["met"] else "**missed**"
@@ -263,7 +264,8 @@ def held_vacuum(path: Path) -> str:
             f"{fmt(d['held jobs/s'])} jobs/s | **{share['median']:.0%}** "
             f"({share['min']:.0%}-{share['max']:.0%}; {met}) | "
             f"{d['free server cpu ms/job']['median']:.3f} / "
-            f"{d['held server cpu ms/job']['median']:.3f} ms |"
+            f"{d['held server cpu ms/job']['median']:.3f} ms | "
+            f"{', '.join(str(v) for v in d['held vacuums'])} |"
         )  # fmt: skip
     lines += ["", f"({f['jobs']:,} no-op jobs per drain, {f['processes']} processes, "
               f"{f['rounds']} rounds, held and free taking turns; target: held at least "
