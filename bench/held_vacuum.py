@@ -55,7 +55,7 @@ def held_snapshot(database: str) -> Iterator[int]:
 
 
 def configurations() -> list[tuple[Any, Any]]:
-    """(system, config) pairs, each system's database the script's own."""
+    """(system, config) pairs, each system on the script's own database, its tables made."""
     from django.db import connection
 
     from bench.systems import Config, load
