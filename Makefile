@@ -214,6 +214,7 @@ bench: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbouncer
 	$(BENCH_PY) -m bench.cancel_latency
 	$(BENCH_PY) -m bench.process_pool
 	$(BENCH_PY) -m bench.kept_history
+	$(BENCH_PY) -m bench.held_vacuum
 	$(BENCH_PY) -m bench.observability
 	$(BENCH_PY) -m bench.workflows
 	$(BENCH_PY) -m bench.scale_out
@@ -232,6 +233,7 @@ bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbounc
 	$(BENCH_PY) -m bench.cancel_latency --quick
 	$(BENCH_PY) -m bench.process_pool --quick
 	$(BENCH_PY) -m bench.kept_history --quick
+	$(BENCH_PY) -m bench.held_vacuum --quick
 	$(BENCH_PY) -m bench.observability --quick
 	$(BENCH_PY) -m bench.workflows --quick
 	$(BENCH_PY) -m bench.scale_out --quick

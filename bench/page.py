@@ -41,6 +41,7 @@ def render(results: dict[str, Any]) -> str:
     fields["cancel_latency"] = cancel_latency(CANCEL_RESULTS)
     fields["process_pool"] = process_pool(POOL_RESULTS)
     fields["kept_history"] = kept_history(KEPT_RESULTS)
+    fields["held_vacuum"] = held_vacuum(HELD_RESULTS)
     fields["workflows"] = workflows_section(WORKFLOW_RESULTS)
     fields["scale_out"] = scale_out.section(scale_out.RESULTS)
     fields["soak"] = _soak()
@@ -244,6 +245,45 @@ def write_scale_out_section() -> None:
     """Replace the scale-out section of docs/benchmarks.md with the last full run's."""
     _write_template_section(SCALE_OUT_HEADING,
                             {"scale_out": scale_out.section(scale_out.RESULTS)})  # fmt: skip
+
+
+#: What bench/held_vacuum.py wrote in the full run, and the heading of its section of the page.
+HELD_RESULTS = common.BENCH / "results" / "held-full.json"
+HELD_HEADING = "## A held-back vacuum (issue 39)"
+
+
+def write_held_vacuum_section() -> None:
+    """Replace the held-back vacuum section of docs/benchmarks.md with the last full run's."""
+    _write_template_section(HELD_HEADING, {"held_vacuum": held_vacuum(HELD_RESULTS)})
+
+
+def held_vacuum(path: Path) -> str:
+    """Each drain with a snapshot held against the same drain free (bench/held_vacuum.py),
+    a table, and issue 39's target."""
+    if not path.exists():
+        return "- not measured in this run (`python -m bench.held_vacuum`)"
+    f = json.loads(path.read_text())
+    lines = ["| configuration | no snapshot held | snapshot held | held / free | "
+             "server CPU per job, free / held | VACUUMs while held |",
+             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for d in f["drains"]:
+        share = d["held / free"]
+        met = "met" if d["met"] else "**missed**"
+        met = met if d["system"] == "alkqueue" else "the ceiling, no target"
+        lines.append(
+            f"| {d['config']} | {fmt(d['free jobs/s'])} jobs/s | "
+            f"{fmt(d['held jobs/s'])} jobs/s | **{share['median']:.0%}** "
+            f"({share['min']:.0%}-{share['max']:.0%}; {met}) | "
+            f"{d['free server cpu ms/job']['median']:.3f} / "
+            f"{d['held server cpu ms/job']['median']:.3f} ms | "
+            f"{', '.join(str(v) for v in d['held vacuums'])} |"
+        )  # fmt: skip
+    lines += ["", f"({f['jobs']:,} no-op jobs per drain, {f['processes']} processes, "
+              f"{f['rounds']} rounds, held and free taking turns; target: held at least "
+              f"{f['target']:.0%} of free for `alk_worker`; load average before "
+              f"{f['load average before'][0]}, after {f['load average after'][0]}; "
+              f"{f['minutes']} minutes.)"]  # fmt: skip
+    return "\n".join(lines)
 
 
 #: What bench/workflows.py wrote in the full run, and the heading of its section of the page.

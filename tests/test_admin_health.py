@@ -111,3 +111,22 @@ def test_a_real_long_transaction_is_found(monkeypatch):
         other.rollback()
         other.close()
     assert connection.vendor == "postgresql"
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_held_snapshot_that_wrote_nothing_is_named_as_holding_vacuum_back():
+    """A report's REPEATABLE READ snapshot pins the horizon with no transaction id of its own
+    (pg_stat_activity.backend_xmin only): the status still names its session."""
+    other = connections.create_connection("default")
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+        check = health.judge_sessions(health._fetch("default", health.SESSIONS_SQL))
+        assert f"vacuum is held back by pid {pid} (" in check.status
+    finally:
+        other.rollback()
+        other.close()
