@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import override_settings
 
 from django_alkqueue.clock import system_clock
@@ -68,6 +68,32 @@ def test_vacuum_dead_tuples_none_never_vacuums(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": None}):
         assert Vacuumer("default").run_once(system_clock()) is False
     assert _manual_vacuums() == vacuums_before
+
+
+@pytest.mark.postgres_only
+def test_while_the_snapshot_that_held_back_the_last_vacuum_is_open_no_vacuum_runs(q):
+    held = connections.create_connection("default")
+    leader = Vacuumer("default")
+    try:
+        held.set_autocommit(False)
+        with held.cursor() as cursor:  # a report's snapshot: no transaction id of its own
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("SELECT 1")
+        _churn(q, 300)  # rows the held snapshot may still see
+        _flush_own_statistics()
+        wait_until(lambda: _dead_tuples() >= 300)
+        vacuums = _manual_vacuums()
+        with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 300}):
+            assert leader.run_once(system_clock()) is True
+            wait_until(lambda: _manual_vacuums() == vacuums + 1)
+            assert _dead_tuples() >= 300  # kept for the held snapshot
+            assert leader.run_once(system_clock()) is False
+            held.rollback()
+            assert leader.run_once(system_clock()) is True
+        wait_until(lambda: _manual_vacuums() == vacuums + 2)
+    finally:
+        held.rollback()
+        held.close()
 
 
 def test_sqlite_has_nothing_to_vacuum(q, is_postgres):

@@ -302,6 +302,11 @@ class Dialect:
     def vacuum(self, connection: BaseDatabaseWrapper) -> None:
         """Reclaim the live table's dead row versions (PostgreSQL VACUUM; nothing elsewhere)."""
 
+    def vacuum_horizon(self, connection: BaseDatabaseWrapper) -> str | None:
+        """The oldest transaction that keeps dead row versions from a VACUUM, as a token to
+        compare with an earlier one (PostgreSQL); None when none is known."""
+        return None
+
     def try_leader_lock(self, connection: BaseDatabaseWrapper) -> bool:
         """Take the leader's session lock without waiting (supports_advisory_locks only)."""
         assert self.session_lock is not None

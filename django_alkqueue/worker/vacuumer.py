@@ -7,7 +7,10 @@ migrations tune autovacuum for the table, but autovacuum may be off, busy with o
 tables or asleep for its naptime while a busy queue makes tens of thousands of dead rows a
 second. So the leader checks the server's count of dead row versions and runs VACUUM once it
 passes ALKQUEUE["VACUUM_DEAD_TUPLES"]. A VACUUM cannot remove rows that an open transaction
-may still see; the admin's health section names the session holding it back.
+may still see; the admin's health section names the session holding it back. While the
+oldest such transaction is the one the last VACUUM had to keep rows for, no row has become
+removable since, and the leader does not VACUUM again (it would read the table and its
+indexes every RECLAIM_INTERVAL for nothing, for as long as a report holds its snapshot).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class Vacuumer:
 
     def __init__(self, using: str) -> None:
         self.using = using
+        #: The oldest open transaction when this leader last vacuumed (Dialect.vacuum_horizon).
+        self._vacuumed_behind: str | None = None
 
     @property
     def interval(self) -> float:
@@ -45,11 +50,17 @@ class Vacuumer:
         dead = dialect.dead_tuples(connection)
         if dead is None or dead < threshold:
             return False
+        horizon = dialect.vacuum_horizon(connection)
+        if horizon is not None and horizon == self._vacuumed_behind:
+            logger.debug("vacuum of %s skipped: the transaction (xid %s) that held back the "
+                         "last one is still open", MESSAGE_TABLE, horizon)  # fmt: skip
+            return False
         try:
             dialect.vacuum(connection)
         except DatabaseError as exc:
             # E.g. a statement_timeout: the next tick tries again; leadership stays.
             logger.warning("vacuum of %s failed: %s", MESSAGE_TABLE, exc)
             return False
+        self._vacuumed_behind = horizon
         logger.info("vacuumed %s: %d dead row versions", MESSAGE_TABLE, dead)
         return True

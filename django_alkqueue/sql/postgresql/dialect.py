@@ -133,6 +133,12 @@ class PostgresDialect(Dialect):
         with connection.cursor() as cursor:
             cursor.execute(sql.VACUUM)
 
+    def vacuum_horizon(self, connection: BaseDatabaseWrapper) -> str | None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.VACUUM_HORIZON)
+            row = cursor.fetchone()
+        return None if row is None else str(row[0])
+
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
     ) -> tuple[list[tuple[Job, Claim]], list[Job]]:

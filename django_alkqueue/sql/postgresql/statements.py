@@ -314,6 +314,24 @@ DEAD_TUPLES = (
     f"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{MESSAGE_TABLE}'::regclass"
 )
 VACUUM = f"VACUUM (SKIP_LOCKED) {MESSAGE_TABLE}"
+# The oldest transaction id a VACUUM of the live table must keep rows for: the snapshot
+# (backend_xmin) or transaction (backend_xid) of another session of this database, a
+# replication slot's xmin or a prepared transaction. Compared with the last VACUUM's for
+# equality only, so xid wraparound does not matter; NULL when nothing else is open.
+VACUUM_HORIZON = """
+SELECT x::text FROM (
+    SELECT backend_xmin AS x FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL
+    UNION ALL
+    SELECT backend_xid FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL
+    UNION ALL
+    SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
+    UNION ALL
+    SELECT transaction FROM pg_prepared_xacts
+) AS holders
+ORDER BY age(x) DESC LIMIT 1
+"""
 # The same count for each of the tables named by the parameter (a text array), a
 # partitioned table's partitions summed into its own figure (the kept history's day
 # partitions come and go; one series per day would churn). The names are resolved through
