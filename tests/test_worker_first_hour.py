@@ -1,6 +1,6 @@
 """What a new user's first worker says (issue 37, "First hour"): its start-up line, the lines
-of jobs that did not succeed (a success's line is -v 2's, issue 39) and summary even in a project without a LOGGING setting, and where it looked for
-consumers when it finds none."""
+of jobs that did not succeed (a success's line is -v 2's, issue 39) and summary even in a
+project without a LOGGING setting, and where it looked for consumers when it finds none."""
 
 from __future__ import annotations
 
