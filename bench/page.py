@@ -227,7 +227,7 @@ def defaults_section(path: Path) -> str:
         return "- not measured in this run (`python -m bench.defaults`)"
     f = json.loads(path.read_text())
     drain, hold = f["drain"], f["hold"]
-    rows = [f"| `{('alk_worker ' + name.removeprefix('defaults')).strip()}` | "
+    rows = [f"| `{('alk_worker ' + name.removeprefix('defaults').strip()).strip()}` | "
             f"{r['median']:,} | {r['min']:,} to {r['max']:,} |"
             for name, r in drain["jobs/s"].items()]  # fmt: skip
     share, cost = drain["defaults / best tuned"], drain["defaults / defaults -v 0"]
