@@ -218,6 +218,7 @@ bench: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbouncer
 	$(BENCH_PY) -m bench.observability
 	$(BENCH_PY) -m bench.workflows
 	$(BENCH_PY) -m bench.scale_out
+	$(BENCH_PY) -m bench.defaults
 
 # make soak: hours of load in small, not in CI (bench/soak.py, docs/benchmarks.md "Hours of
 # load"): the drain capacity, then SOAK_MINUTES of steady enqueue at half of it; writes
@@ -237,3 +238,4 @@ bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbounc
 	$(BENCH_PY) -m bench.observability --quick
 	$(BENCH_PY) -m bench.workflows --quick
 	$(BENCH_PY) -m bench.scale_out --quick
+	$(BENCH_PY) -m bench.defaults --quick

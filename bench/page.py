@@ -42,6 +42,7 @@ def render(results: dict[str, Any]) -> str:
     fields["process_pool"] = process_pool(POOL_RESULTS)
     fields["kept_history"] = kept_history(KEPT_RESULTS)
     fields["held_vacuum"] = held_vacuum(HELD_RESULTS)
+    fields["defaults"] = defaults_section(DEFAULTS_RESULTS)
     fields["workflows"] = workflows_section(WORKFLOW_RESULTS)
     fields["scale_out"] = scale_out.section(scale_out.RESULTS)
     fields["soak"] = _soak()
@@ -208,6 +209,51 @@ def process_pool(path: Path) -> str:
             f"**{f['process / thread']:.2f}** of the thread pool's\n\n"
             f"({f['jobs']:,} no-op jobs, {f['rounds']} rounds taking turns, on "
             f"{f['database']}; each round's jobs/s, thread / process: {rounds}.)")  # fmt: skip
+
+
+#: What bench/defaults.py wrote in the full run (`make bench` runs it after bench.run), and
+#: the heading of its section of the page.
+DEFAULTS_RESULTS = common.BENCH / "results" / "defaults-full.json"
+DEFAULTS_HEADING = "## Fast by default (issue 39)"
+
+
+def write_defaults_section() -> None:
+    """Replace the fast-by-default section of docs/benchmarks.md with the last full run's."""
+    _write_template_section(DEFAULTS_HEADING, {"defaults": defaults_section(DEFAULTS_RESULTS)})
+
+
+def defaults_section(path: Path) -> str:
+    """The defaults' drain against the tuned ones', the verbosity's cost and the hold check
+    (bench/defaults.py), a table and a list."""
+    if not path.exists():
+        return "- not measured in this run (`python -m bench.defaults`)"
+    f = json.loads(path.read_text())
+    drain, hold = f["drain"], f["hold"]
+    rows = [f"| `{('alk_worker ' + name.removeprefix('defaults').strip()).strip()}` | "
+            f"{r['median']:,} | {r['min']:,} to {r['max']:,} |"
+            for name, r in drain["jobs/s"].items()]  # fmt: skip
+    share, cost = drain["defaults / best tuned"], drain["defaults / defaults -v 0"]
+    share_target = drain["targets"]["defaults / best tuned"]
+    cost_target = drain["targets"]["defaults / defaults -v 0"]
+    held = ", ".join(f"{h:.2f} s" for h in hold["longest hold past the limit, s"])
+
+    def verdict(met: bool) -> str:
+        return "met" if met else "**missed**"
+
+    return "\n".join([
+        "| workers (2 processes) | jobs/s, median | min to max |", "|---|---|---|", *rows, "",
+        f"- the defaults: **{share:.0%}** of the best tuned (`{drain['best tuned']}`; target: "
+        f"at least {share_target:.0%}; {verdict(share >= share_target)})",
+        f"- `-v 1` against `-v 0`: **{cost:.0%}** (target: at least "
+        f"{cost_target:.0%}; {verdict(cost >= cost_target)})",
+        f"- {hold['jobs']} jobs of {hold['seconds each']:g} s, 2 default workers: the longest "
+        f"wait of a claimed job, unstarted, past {hold['hold limit, s']:g} s while the other "
+        f"worker had a free thread, per round: {held} ({verdict(hold['met'])})",
+        "",
+        f"({drain['jobs']:,} no-op jobs, {drain['rounds']} rounds taking turns, on "
+        f"{f['database']}; load average (1, 5, 15 min) {', '.join(map(str, f['load average']))} "
+        f"before the run and {', '.join(map(str, f['load average after']))} after.)",
+    ])  # fmt: skip
 
 
 #: What bench/kept_history.py wrote in the full run (`make bench` runs it after bench.run),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import timedelta
 from typing import Any
 
 from django_alkqueue import Cancelled, Job, RetryPolicy, consumer
@@ -17,7 +18,7 @@ NO_WAIT = RetryPolicy(backoff="constant", base=0)
 QUEUES = ("overrunning", "overrunning-batch", "stuck", "cancellable", "cancellable-long-lease",
           "reporting", "cancellable-kept", "self-cancelling-kept", "pids", "overrunning-unwound",
           "killable", "cancel-ignoring", "atomic-second-try", "batch-failing-odd",
-          "exiting", "atomic-overrunning")  # fmt: skip
+          "exiting", "atomic-overrunning", "two-seconds")  # fmt: skip
 
 
 def record(job: Job, note: str) -> None:
@@ -178,3 +179,16 @@ def overrun_in_a_transaction(payload: dict[str, Any], job: Any) -> None:
     record(job, f"last error: {job.last_error}")
     if job.attempts == 1:
         time.sleep(60)
+
+
+# -- claim ahead (tests/test_worker_claim_ahead.py) -------------------------------------------
+
+
+@consumer("two-seconds")
+def sleep_and_record_times(payload: dict[str, Any], job: Job) -> None:
+    """Records when its job was claimed and when it started, then sleeps `seconds`, then
+    records when it ended (epoch seconds: the workers run on this host)."""
+    claimed = job.claimed_at or (job.lease_expires_at - timedelta(seconds=job.lease))  # type: ignore[operator]
+    record(job, f"claimed={claimed.timestamp()} started={time.time()}")
+    time.sleep(payload["seconds"])
+    record(job, f"ended={time.time()}")

@@ -1,6 +1,6 @@
-"""What a new user's first worker says (issue 37, "First hour"): its start-up line, per-job
-lines and summary even in a project without a LOGGING setting, and where it looked for
-consumers when it finds none."""
+"""What a new user's first worker says (issue 37, "First hour"): its start-up line, the lines
+of jobs that did not succeed (a success's line is -v 2's, issue 39) and summary even in a
+project without a LOGGING setting, and where it looked for consumers when it finds none."""
 
 from __future__ import annotations
 
@@ -21,15 +21,26 @@ NO_LOGGING = {"ALKQUEUE_TEST_NO_LOGGING": "1"}
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_worker_in_a_project_without_logging_prints_its_start_job_lines_and_summary():
-    job = queue("shop-reports").enqueue({})
+def test_a_worker_in_a_project_without_logging_prints_its_start_failures_and_summary():
+    reports = queue("shop-reports")
+    job, failing = reports.enqueue({}), reports.enqueue({"fail_times": 1})
 
     output = run_worker("--queue", "shop-reports", "--burst",
                         env=NO_LOGGING)  # fmt: skip
 
     assert "serving shop-reports with 4 threads" in output
-    assert f"shop-reports job {job.id} succeeded" in output
+    assert f"shop-reports job {failing.id} retried" in output
+    # A success's line is for -v 2: at -v 1 the summary counts it (docs/worker.md, "Logging").
+    assert f"shop-reports job {job.id} succeeded" not in output
     assert "succeeded  retried" in output  # the --burst summary table
+
+
+def test_at_verbosity_2_a_worker_prints_a_line_per_success():
+    job = queue("shop-reports").enqueue({})
+
+    output = run_worker("--queue", "shop-reports", "--burst", "-v", "2", env=NO_LOGGING)
+
+    assert f"shop-reports job {job.id} succeeded" in output
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

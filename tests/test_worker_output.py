@@ -17,7 +17,12 @@ from django.core.management.base import OutputWrapper
 from django_alkqueue import Job, queue
 from django_alkqueue.clock import system_clock
 from django_alkqueue.jobs import make_job
-from django_alkqueue.worker.report import StatusReporter, report_successes, summary_line
+from django_alkqueue.worker.report import (
+    StatusReporter,
+    report_outcome,
+    report_successes,
+    summary_line,
+)
 from django_alkqueue.worker.stats import WorkerStats
 from tests.workers import database_env, worker_command
 
@@ -63,9 +68,9 @@ def test_an_ack_batch_counts_its_successes_per_queue():
     assert stats.snapshot()["shop-reports"]["succeeded"] == 1
 
 
-def test_each_job_of_an_ack_batch_logs_its_line_at_info(caplog):
+def test_each_job_of_an_ack_batch_logs_its_line_at_debug(caplog):
     started = time.monotonic()
-    caplog.set_level(logging.INFO, logger="django_alkqueue")
+    caplog.set_level(logging.DEBUG, logger="django_alkqueue")
 
     report_successes(WorkerStats(), [finished("shop-emails", 7, started),
                                      finished("shop-reports", 8, started)])  # fmt: skip
@@ -73,6 +78,25 @@ def test_each_job_of_an_ack_batch_logs_its_line_at_info(caplog):
     lines = [r.getMessage().rsplit(" in ", 1)[0] for r in caplog.records]
     assert lines == ["shop-emails job 7 succeeded", "shop-reports job 8 succeeded"]
     assert all(r.getMessage().endswith(" ms") for r in caplog.records)
+
+
+def test_at_info_an_ack_batch_logs_no_line_per_success(caplog):
+    caplog.set_level(logging.INFO, logger="django_alkqueue")
+
+    report_successes(WorkerStats(), [finished("shop-emails", 7, time.monotonic())])
+
+    assert caplog.records == []
+
+
+def test_at_info_a_job_that_did_not_succeed_still_logs_its_line(caplog):
+    caplog.set_level(logging.INFO, logger="django_alkqueue")
+    job, started = finished("shop-emails", 7, time.monotonic())
+
+    report_outcome(WorkerStats(), job, "retried", started)
+
+    (record,) = caplog.records
+    assert record.levelno == logging.INFO
+    assert record.getMessage().startswith("shop-emails job 7 retried in ")
 
 
 def test_the_live_status_line_rewrites_one_line_through_a_commands_stdout():

@@ -3,6 +3,7 @@ in one visible order (runner.py).
 
 acker.py          the service that groups the acks of finished jobs into one commit
 child.py          a process-pool child: runs the handler calls its worker sends (--pool process)
+claim_ahead.py    how many jobs beyond the free threads a claim takes, from the observed pace
 claimer.py        claim up to the free capacity, dispatch; ClaimLoop, the main thread's service
 connections.py    connection hygiene for long-lived threads (instead of close_old_connections)
 consumer_table.py write the consumer registry to the Consumer table at start (--takeover)

@@ -1,4 +1,5 @@
-"""Claim and dispatch: claim up to the free capacity in one query per queue, hand each claim's
+"""Claim and dispatch: claim up to the free capacity (and, without --batch, the jobs it will
+start within a short horizon: claim_ahead.py) in one query per queue, hand each claim's
 jobs to the handler threads (`dispatch`, see worker/units.py), then wait for a wake-up (a
 NOTIFY, a freed slot) or the poll interval."""
 
@@ -51,6 +52,9 @@ class Claimer:
     woke us, has committed by then (sql/postgresql/wake_pacing.py). A later NOTIFY moves it on.
     A claim held back by its queue's rate brings a full look when the rate frees room
     (limits.LimitsCache.room_at), not a poll interval later.
+
+    Without a `batch`, `ahead()` (a ClaimAhead's estimate, read once per look) adds the jobs
+    the worker will start shortly to its capacity: the refill mark is half of that sum.
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class Claimer:
         poll_interval: float = 1.0,
         follow_up: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        ahead: Callable[[], int] | None = None,
     ) -> None:
         self.queues = queues
         self.worker_id = worker_id
@@ -76,7 +81,9 @@ class Claimer:
         self.batch = batch
         self.paused = paused
         self.max_jobs = max_jobs
-        self.refill = max(1, min(batch or capacity, capacity) // 2)
+        #: None with --batch: the batch pins the claim size.
+        self.ahead = ahead if batch is None else None
+        self._ahead = 0  # this look's estimate
         self.poll_interval = poll_interval
         self.follow_up = follow_up
         self.monotonic = monotonic
@@ -88,6 +95,12 @@ class Claimer:
         #: Whether the last run_once filled a claim to the brim: more may be due right now.
         self.came_back_full = False
         self._next = 0
+
+    @property
+    def refill(self) -> int:
+        """The free slots a top-up waits for: half the in-flight limit (or of the batch)."""
+        limit = self.capacity + self._ahead
+        return max(1, min(self.batch or limit, limit) // 2)
 
     def worth_claiming(self, full_look: bool = False) -> bool:
         """Any free slot is worth a full look; a top-up waits for the refill mark, unless
@@ -131,7 +144,7 @@ class Claimer:
 
     def room(self) -> int:
         """How many more jobs this worker may take now."""
-        free = self.capacity - self.inflight.running()
+        free = self.capacity + self._ahead - self.inflight.running()
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.claimed_total)
         return max(free, 0)
@@ -139,6 +152,8 @@ class Claimer:
     def run_once(self) -> int:
         """Claim and dispatch once across the served, non-paused queues; returns jobs claimed."""
         self.came_back_full = False
+        if self.ahead is not None:
+            self._ahead = self.ahead()
         if not self.worth_claiming(self.full_look_due()):
             return 0
         paused = self.paused.current()

@@ -1,5 +1,10 @@
 """What the worker prints: a line per finished job, a periodic summary, and its summary on
-shutdown (the --burst table)."""
+shutdown (the --burst table).
+
+A success's line is DEBUG (`-v 2`): at the default `-v 1` a draining worker would spend
+about half its time formatting and writing one line per job (docs/benchmarks.md, "Fast by
+default"), so `-v 1` has the periodic summary (StatusReporter) for successes, and a line for
+each job that did not succeed (retried, snoozed, dead, cancelled at INFO; lost at WARNING)."""
 
 from __future__ import annotations
 
@@ -20,8 +25,11 @@ from .stats import OUTCOMES, WorkerStats
 
 logger = logging.getLogger("django_alkqueue")
 
-#: The INFO line of a finished job: queue, id, outcome, milliseconds since its handler started.
+#: The line of a finished job: queue, id, outcome, milliseconds since its handler started.
+#: DEBUG for a success (SUCCESS_LEVEL), INFO for any other outcome.
 FINISHED_LINE = "%s job %s %s in %.1f ms"
+#: The level of a success's FINISHED_LINE: `-v 2` shows it, the default `-v 1` does not.
+SUCCESS_LEVEL = logging.DEBUG
 SUMMARY_INTERVAL = 10.0
 LIVE_INTERVAL = 1.0
 #: The `extra` fields of every record the worker logs about one job, so that a JSON formatter
@@ -106,11 +114,12 @@ def sampled_times(
 
 
 def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -> None:
-    """Count the outcome and its times and log one line for the job (cheap when INFO is
+    """Count the outcome and its times and log one line for the job (cheap when its level is
     off)."""
     times = wait_and_run(job, started, time.monotonic(), time.time())
     stats.record(job.queue, outcome, times=[(*times, 1)])
-    if outcome != "lost" and not logger.isEnabledFor(logging.INFO):
+    level = SUCCESS_LEVEL if outcome == "succeeded" else logging.INFO
+    if outcome != "lost" and not logger.isEnabledFor(level):
         return
     elapsed = (time.monotonic() - started) * 1000
     fields = job_fields(job, outcome, elapsed)
@@ -118,7 +127,7 @@ def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -
         logger.warning("%s job %s: claim lost (lease lapsed or job taken); result discarded",
                        job.queue, job.id, extra=fields)  # fmt: skip
     else:
-        logger.info(FINISHED_LINE, job.queue, job.id, outcome, elapsed, extra=fields)
+        logger.log(level, FINISHED_LINE, job.queue, job.id, outcome, elapsed, extra=fields)
 
 
 def report_successes(stats: WorkerStats, finished: Sequence[tuple[Job, float]]) -> None:
@@ -130,12 +139,12 @@ def report_successes(stats: WorkerStats, finished: Sequence[tuple[Job, float]]) 
         by_queue.setdefault(pair[0].queue, []).append(pair)
     for queue, pairs in by_queue.items():
         stats.record(queue, "succeeded", len(pairs), sampled_times(pairs, now, wall))
-    if logger.isEnabledFor(logging.INFO):
+    if logger.isEnabledFor(SUCCESS_LEVEL):
         now = time.monotonic()
         for job, started in finished:
             elapsed = (now - started) * 1000
-            logger.info(FINISHED_LINE, job.queue, job.id, "succeeded", elapsed,
-                        extra=job_fields(job, "succeeded", elapsed))  # fmt: skip
+            logger.log(SUCCESS_LEVEL, FINISHED_LINE, job.queue, job.id, "succeeded", elapsed,
+                       extra=job_fields(job, "succeeded", elapsed))  # fmt: skip
 
 
 def summary_line(stats: WorkerStats, in_flight: int, depth: int) -> str:

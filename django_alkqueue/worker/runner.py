@@ -30,6 +30,7 @@ from ..queues import JobHandle, queue
 from ..running import CANCELLED
 from ..sql import dialect_for, follow_up_delay
 from .acker import Acker
+from .claim_ahead import ClaimAhead, ahead_of
 from .claimer import Claimer, ClaimLoop, PausedQueues
 from .connections import ThreadConnections
 from .consumer_table import sync_consumers
@@ -49,7 +50,7 @@ from .report import StatusReporter, Stream, report_shutdown
 from .service import Loop, Service
 from .stats import WorkerStats
 from .time_limits import TimeLimits
-from .units import Dispatch, worker_capacity
+from .units import Dispatch, jobs_per_call, worker_capacity
 from .vacuumer import Vacuumer
 
 logger = logging.getLogger("django_alkqueue")
@@ -255,6 +256,8 @@ class Worker:
             queues, self.worker_id, inflight, Dispatch(executor.specs, pool.submit), capacity,
             options.batch, PausedQueues(using, names, options.poll_interval), options.max_jobs,
             poll_interval=options.poll_interval, follow_up=follow_up_delay(settings.NOTIFY_WINDOW),
+            ahead=ahead_of(ClaimAhead(options.concurrency, jobs_per_call(specs),
+                                      min(q.lease for q in queues)), stats.handler_totals),
         )  # fmt: skip
         heartbeat = settings.WORKER_HEARTBEAT_INTERVAL
         presence = Presence(using, self.worker_id, names, options.concurrency, stats, heartbeat,

@@ -35,6 +35,9 @@ class WorkerStats:
         self.waits: dict[str, list[int]] = {}
         #: Per queue, its handler calls' durations: the run time (record_duration).
         self.durations: dict[str, Durations] = {}
+        #: Over every queue: handler calls finished and their seconds (handler_totals).
+        self._calls = 0
+        self._call_seconds = 0.0
         self.started = time.monotonic()
 
     def record(
@@ -81,6 +84,14 @@ class WorkerStats:
                 durations = self.durations[queue] = Durations()
             durations.runs[bisect_left(BOUNDS, seconds)] += 1
             durations.seconds += seconds
+            self._calls += 1
+            self._call_seconds += seconds
+
+    def handler_totals(self) -> tuple[int, float]:
+        """Handler calls finished so far, over every queue, and the seconds they took: what
+        the claim-ahead estimate reads (claim_ahead.py)."""
+        with self._lock:
+            return self._calls, self._call_seconds
 
     def duration_snapshot(self) -> dict[str, tuple[list[int], float]]:
         """Per queue: runs per bucket so far (the last past every bound) and their seconds."""

@@ -15,8 +15,12 @@ from ..queues import JobHandle
 def worker_capacity(concurrency: int, batch: int | None, specs: list[ConsumerSpec]) -> int:
     """The most jobs a worker holds running: one per thread, or a full call per thread for
     a batch consumer, or the `--batch` prefetch when that is more."""
-    per_call = max((spec.batch or 1 for spec in specs), default=1)
-    return max(concurrency * per_call, batch or 0)
+    return max(concurrency * jobs_per_call(specs), batch or 0)
+
+
+def jobs_per_call(specs: list[ConsumerSpec]) -> int:
+    """The most jobs one handler call takes: a batch consumer's batch, else 1."""
+    return max((spec.batch or 1 for spec in specs), default=1)
 
 
 def split(handles: list[JobHandle], spec: ConsumerSpec) -> Iterator[list[JobHandle]]:

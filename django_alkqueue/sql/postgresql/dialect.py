@@ -286,7 +286,7 @@ class PostgresDialect(Dialect):
                 params = [ids, tokens, expiries, texts, times, ids, now]
                 statement = sql.HEARTBEAT_WITH_PROGRESS
             else:
-                params, statement = [ids, tokens, expiries, ids, now], sql.HEARTBEAT
+                params, statement = [ids, now, ids, tokens, expiries], sql.HEARTBEAT
             rows = fetch_all(connection, statement, params, generic_plan=True)
             renewed.extend(returned_claim(row) for row in rows)
         return renewed

@@ -247,14 +247,19 @@ SNOOZE = RELEASE
 
 # Rows locked by an atomic handler's transaction are skipped, not waited for: the keeper
 # must never stall behind a running handler (the lock already keeps others off that row).
+# The locking read is a CTE, run once: as an IN (subquery) the planner, misled by a table's
+# stale statistics, re-ran it for every row of the table, and one renewal of 2,000 prefetched
+# jobs took minutes while the acker's DELETE waited on its row locks (docs/benchmarks.md,
+# "Fast by default").
 HEARTBEAT = f"""
-UPDATE {MESSAGE_TABLE} m SET lease_expires_at = c.expires
-FROM unnest(%s::bigint[], %s::uuid[], %s::timestamptz[]) AS c(id, token, expires)
-WHERE m.id = c.id AND m.id IN (
+WITH locked AS (
     SELECT id FROM {MESSAGE_TABLE}
     WHERE id = ANY(%s::bigint[]) AND claim_token IS NOT NULL AND lease_expires_at > %s
     FOR NO KEY UPDATE SKIP LOCKED
-) AND m.claim_token = c.token
+)
+UPDATE {MESSAGE_TABLE} m SET lease_expires_at = c.expires
+FROM unnest(%s::bigint[], %s::uuid[], %s::timestamptz[]) AS c(id, token, expires), locked
+WHERE m.id = c.id AND m.id = locked.id AND m.claim_token = c.token
 RETURNING m.id, m.claim_token
 """
 
