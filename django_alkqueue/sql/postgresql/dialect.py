@@ -283,7 +283,7 @@ class PostgresDialect(Dialect):
                 reports = [progress.get(claim) for claim, _ in chunk]
                 texts = [None if p is None else p.stored() for p in reports]
                 times = [None if p is None else p.updated_at for p in reports]
-                params = [ids, tokens, expiries, texts, times, ids, now]
+                params = [ids, now, ids, tokens, expiries, texts, times]
                 statement = sql.HEARTBEAT_WITH_PROGRESS
             else:
                 params, statement = [ids, now, ids, tokens, expiries], sql.HEARTBEAT

@@ -267,16 +267,17 @@ RETURNING m.id, m.claim_token
 # in the arrays leaves that row's progress as it was. Used only on ticks with progress to
 # write, so the plain renewal keeps its three arrays.
 HEARTBEAT_WITH_PROGRESS = f"""
+WITH locked AS (
+    SELECT id FROM {MESSAGE_TABLE}
+    WHERE id = ANY(%s::bigint[]) AND claim_token IS NOT NULL AND lease_expires_at > %s
+    FOR NO KEY UPDATE SKIP LOCKED
+)
 UPDATE {MESSAGE_TABLE} m SET lease_expires_at = c.expires,
     progress = CASE WHEN c.progress_at IS NULL THEN m.progress ELSE c.progress END,
     progress_at = COALESCE(c.progress_at, m.progress_at)
 FROM unnest(%s::bigint[], %s::uuid[], %s::timestamptz[], %s::text[], %s::timestamptz[])
-    AS c(id, token, expires, progress, progress_at)
-WHERE m.id = c.id AND m.id IN (
-    SELECT id FROM {MESSAGE_TABLE}
-    WHERE id = ANY(%s::bigint[]) AND claim_token IS NOT NULL AND lease_expires_at > %s
-    FOR NO KEY UPDATE SKIP LOCKED
-) AND m.claim_token = c.token
+    AS c(id, token, expires, progress, progress_at), locked
+WHERE m.id = c.id AND m.id = locked.id AND m.claim_token = c.token
 RETURNING m.id, m.claim_token
 """
 
