@@ -421,6 +421,12 @@ class JobHandle:
         self.finish = history.finish(self.job.queue, output, duration)
         self._recorded = True
 
+    def record_finish(self, finish: Finish | None) -> None:
+        """record() with the Finish made already: a batch handler's call makes one for all
+        its jobs (`history.finish` once, not once per job)."""
+        self.finish = finish
+        self._recorded = True
+
     def kept(self) -> Finish | None:
         """What the ack writes to the history: the recorded Finish, else the queue's keep
         with no output; None when the queue keeps none."""

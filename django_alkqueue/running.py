@@ -154,6 +154,15 @@ class Run:
                 self._unwritten = False
 
 
+def settle_all(runs: list[Run]) -> list[bool]:
+    """Run.settle() for the jobs of one batch handler call, under one taking of the lock."""
+    with _LOCK:
+        taken = [not run._settled for run in runs]
+        for run in runs:
+            run._settled = True
+    return taken
+
+
 class RunningJob(Job):
     """The `job` a handler gets: the Job as claimed, plus its deadline (`deadline`,
     `remaining()`), its cancel flag (`cancelled`, `check_cancelled()`) and
