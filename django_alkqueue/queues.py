@@ -507,7 +507,8 @@ def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     live = [h for h in handles if not h._finished]
     if not live:
         return set()
-    finishes = [h.kept() for h in live]
+    # kept() inline: one method call fewer per job on a draining worker's ack.
+    finishes = [h.finish if h._recorded else h.kept() for h in live]
     acked = operations.ack(using, [h.claim for h in live], live[0].queue.clock(), finishes)
     for handle in live:
         handle._finish(handle.claim in acked)
