@@ -347,6 +347,8 @@ def main() -> None:
     parser.add_argument("--skip-rates", action="store_true")
     parser.add_argument("--short", action="store_true",
                         help="rates: no per-job drains, a quarter of the jobs")  # fmt: skip
+    parser.add_argument("--only", metavar="TEXT",
+                        help="rates: only the figures whose label holds TEXT")  # fmt: skip
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--config", default="", help=argparse.SUPPRESS)
@@ -372,6 +374,8 @@ def main() -> None:
         print(record, flush=True)
         record["cpu_ir_per_job"] = {} if args.skip_cpu else cpu(made, out_dir)
         labels = SHORT if args.short else list(RATES)
+        if args.only:
+            labels = [label for label in labels if args.only in label]
         scale = 0.25 if args.short else 1.0
         errors: list[str] = record.setdefault("errors", [])
         record["rates"] = {} if args.skip_rates else rates(made, args.reps, labels, scale, errors)

@@ -421,6 +421,12 @@ class JobHandle:
         self.finish = history.finish(self.job.queue, output, duration)
         self._recorded = True
 
+    def record_finish(self, finish: Finish | None) -> None:
+        """record() with the Finish made already: a batch handler's call makes one for all
+        its jobs (`history.finish` once, not once per job)."""
+        self.finish = finish
+        self._recorded = True
+
     def kept(self) -> Finish | None:
         """What the ack writes to the history: the recorded Finish, else the queue's keep
         with no output; None when the queue keeps none."""
@@ -501,7 +507,8 @@ def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     live = [h for h in handles if not h._finished]
     if not live:
         return set()
-    finishes = [h.kept() for h in live]
+    # kept() inline: one method call fewer per job on a draining worker's ack.
+    finishes = [h.finish if h._recorded else h.kept() for h in live]
     acked = operations.ack(using, [h.claim for h in live], live[0].queue.clock(), finishes)
     for handle in live:
         handle._finish(handle.claim in acked)

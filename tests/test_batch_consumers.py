@@ -51,6 +51,20 @@ def test_a_batch_handler_is_called_once_with_the_jobs_in_handout_order(work):
     assert all(work.get_job(job.id) is None for job in jobs)
 
 
+def test_a_job_the_time_limits_settled_during_the_call_is_not_acked_and_the_rest_are(work):
+    late, on_time = work.enqueue_many([1, 2])
+    handles = work.claim("w", 2)
+    harness = batch_harness(lambda batch: None)
+
+    def handler(batch):
+        harness.inflight.run_of(handles[0]).settle()  # what the time limits do at a deadline
+
+    harness.executor.specs["work"] = _spec(handler)
+    harness.run_unit(handles)
+    assert work.get_job(late.id).state == "claimed"  # its outcome is the time limits' to give
+    assert work.get_job(on_time.id) is None
+
+
 def test_returning_none_acks_every_job_and_counts_each(work):
     work.enqueue_many(range(4))
     harness = batch_harness(lambda batch: None)

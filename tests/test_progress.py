@@ -35,6 +35,17 @@ def held(q):
     return handle, job, LeaseKeeper(inflight, q.using)
 
 
+def test_the_handlers_job_reads_the_claimed_fields_and_leaves_the_claimed_job_as_it_was(held):
+    handle, job, _ = held
+    before = dict(vars(handle.job))
+    job.progress(1, 2)
+    assert (job.id, job.payload, job.state, job.attempts) == (
+        handle.job.id, {"n": 1}, "claimed", handle.job.attempts,
+    )  # fmt: skip
+    assert vars(handle.job) == before  # no progress, no Run written into the claimed Job
+    assert job.progress.done == 1 and not job.cancelled
+
+
 def test_progress_is_written_by_the_next_lease_renewal_and_read_back_by_get_job(q, held, clock):
     handle, job, keeper = held
     job.progress(3, 10, "three of ten")

@@ -35,7 +35,7 @@ from ..jobs import Job
 from ..outcomes import Cancelled, Fail, Retry, Snooze
 from ..privacy import is_sensitive
 from ..queues import JobHandle
-from ..running import CANCELLED, CLAIM_LOST, Run, running_job
+from ..running import CANCELLED, CLAIM_LOST, Run, running_job, settle_all
 from .acker import Acker
 from .connections import ThreadConnections, ages_connections
 from .event_loop import EventLoopThread
@@ -177,7 +177,7 @@ class Executor:
             self.connections.recycle()
         jobs = [handle.job for handle in live]
         begun = live
-        runs = [self._start(spec, handle, started) for handle in live]
+        runs = self._start_all(spec, live, started)
         for job in jobs:
             signals.announce(signals.job_started, Job, job=job)
         unsettled = live  # until the handler's outcome is known: let go if anything raises
@@ -192,15 +192,16 @@ class Executor:
             except HANDLER_ERRORS as error:
                 failures = dict.fromkeys([job.id for job in jobs], error)
             # Jobs the time limits settled meanwhile are done with: what came back is late.
-            live = [h for h, run in zip(live, runs, strict=True) if self._settles(h, run)]
+            live = self._settle_all(live, runs)
             if failures:
                 unsettled = [handle for handle in live if handle.job.id in failures]
                 acking = [handle for handle in live if handle.job.id not in failures]
             else:
                 unsettled, acking = [], live
-            ran = time.monotonic() - started
-            for handle in acking:  # a batch handler returns failures, not outputs
-                handle.record(None, ran)
+            # A batch handler returns failures, not outputs: one Finish for all its jobs.
+            finish = history.finish(spec.queue, None, time.monotonic() - started)
+            for handle in acking:
+                handle.record_finish(finish)
             self.inflight.handlers_done(acking)
             self.acker.submit_all(acking, started)
             for handle in unsettled:
@@ -254,6 +255,21 @@ class Executor:
         run = self.inflight.run_of(handle)
         run.start(handle.queue.clock, spec.timeout, started)
         return run
+
+    def _start_all(self, spec: ConsumerSpec, handles: list[JobHandle], started: float) -> list[Run]:
+        """_start() for the jobs of one batch handler call: their Runs under one lock."""
+        runs = self.inflight.runs_of(handles)
+        for run in runs:
+            run.start(handles[0].queue.clock, spec.timeout, started)
+        return runs
+
+    def _settle_all(self, handles: list[JobHandle], runs: list[Run]) -> list[JobHandle]:
+        """_settles() for the jobs of one batch handler call: those it may still settle."""
+        taken = settle_all(runs)
+        if all(taken):
+            return handles
+        return [h for h, run, ok in zip(handles, runs, taken, strict=True)
+                if ok or self._settles(h, run)]  # fmt: skip
 
     def _settles(self, handle: JobHandle, run: Run) -> bool:
         """Take the right to settle the job's attempt; False (logged) when the time limits

@@ -116,6 +116,11 @@ class InFlight:
         with self._lock:
             return self._held.get(handle) or Run()
 
+    def runs_of(self, handles: list[JobHandle]) -> list[Run]:
+        """run_of() for the jobs of one batch handler call, under one lock."""
+        with self._lock:
+            return [self._held.get(handle) or Run() for handle in handles]
+
     def runs(self) -> list[tuple[JobHandle, Run]]:
         """The running jobs (handler not returned yet) and their Runs, oldest claim first."""
         with self._lock:

@@ -10,6 +10,7 @@ of a cancel (docs/running-jobs.md)."""
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 
 from .. import defaults
@@ -42,10 +43,12 @@ class LeaseKeeper:
         """Renew every renewable lease; returns the claims renewed. Refusals are logged: those
         jobs' results will be discarded, since their ack will be refused too."""
         handles = self.inflight.renewable()
-        runs = {handle: self.inflight.run_of(handle) for handle in handles}
+        runs = dict(zip(handles, self.inflight.runs_of(handles), strict=True))
         reports: dict[Claim, Progress] = {}
+        at = time.monotonic()
         for handle, run in runs.items():
-            report = run.progress_due()
+            # Most jobs never report: skip their lock without taking it.
+            report = None if run.progress is None else run.progress_due(at)
             if report is not None:
                 reports[handle.claim] = report
         # Each job is renewed with its own lease, so the next tick comes within a third of

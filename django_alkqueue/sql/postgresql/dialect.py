@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,6 +39,9 @@ from .copy_rows import CopyRows
 from .listen import listening
 from .session import fetch_all
 from .wake_pacing import wake_due, wake_sent
+
+_claim_id = operator.attrgetter("id")
+_claim_token = operator.attrgetter("token")
 
 
 class PostgresDialect(Dialect):
@@ -191,17 +195,19 @@ class PostgresDialect(Dialect):
         now: datetime,
         finishes: Sequence[Finish | None] | None = None,
     ) -> Acked[Claim]:
-        if finishes is not None and any(done is not None for done in finishes):
+        # The per-job work stays in C (count, map, comprehensions): a batch consumer acks
+        # thousands of jobs a second through here.
+        if finishes is not None and finishes.count(None) < len(finishes):
             return self._ack_keeping(connection, claims, now, finishes)
         done: Acked[Claim] = Acked([], [])
         for chunk in chunked(claims, self.ids_per_statement):
             ids, tokens = (
-                sql.bigint_array(c.id for c in chunk),
-                sql.uuid_array(c.token for c in chunk),
+                sql.bigint_array(map(_claim_id, chunk)),
+                sql.uuid_array(map(_claim_token, chunk)),
             )
             rows = fetch_all(connection, sql.ACK, [ids, tokens, now], generic_plan=True)
-            for place, marked in rows:
-                done.add(chunk[place - 1], marked)
+            done.done.extend([chunk[place - 1] for place, _ in rows])
+            done.in_workflows.extend([chunk[place - 1].id for place, marked in rows if marked])
         return done
 
     def _ack_keeping(

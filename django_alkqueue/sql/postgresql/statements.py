@@ -7,6 +7,7 @@ receive the same row.
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -171,8 +172,11 @@ def bigint_array(ids: Iterable[int]) -> str:
     return "{" + ",".join(map(str, ids)) + "}"
 
 
+_HEX = operator.attrgetter("hex")
+
+
 def uuid_array(tokens: Iterable[uuid.UUID]) -> str:
-    return "{" + ",".join(token.hex for token in tokens) + "}"
+    return "{" + ",".join(map(_HEX, tokens)) + "}"
 
 
 # Acks are fenced per row by the claim token and the lease (alkqueue_message_pkey). Each
