@@ -228,6 +228,32 @@ def test_claim_query_uses_the_partial_pending_index_on_100k_rows(transactional_d
     assert "Seq Scan" not in plan, plan
 
 
+@pytest.mark.postgres_only
+def test_the_claim_finds_its_rows_by_key_when_the_statistics_were_taken_on_an_empty_table(
+    transactional_db,
+):
+    """A queue table is often empty when it is analyzed or vacuumed; the claim's generic
+    plan, pinned to nested loops (sql/postgresql/session.py), must still stamp the chosen
+    rows by their primary key rather than walk the table once per claim."""
+    from django_alkqueue.sql.postgresql.session import PINNED_PLAN_SETTINGS
+    from django_alkqueue.sql.postgresql.statements import CLAIM, claim_params
+
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE alkqueue_message")
+        fill_ten_queues(cursor)
+        for name, value in PINNED_PLAN_SETTINGS.items():
+            cursor.execute(f"SET {name} = {value}")
+        params = claim_params("q3", "w", 10, queue("q3").clock(), uuid.uuid4())
+        cursor.execute("EXPLAIN " + CLAIM, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET ALL")
+    scans = [line for line in plan.splitlines() if "alkqueue_message_pkey" in line]
+    assert scans, plan
+    for at, line in enumerate(plan.splitlines()):
+        if "alkqueue_message_pkey" in line:
+            assert "Index Cond: (id = ANY" in plan.splitlines()[at + 1], plan
+
+
 def test_a_lapsed_higher_priority_job_is_handed_out_first(q, clock):
     q.enqueue("low", priority=0)
     high = q.enqueue("high", priority=5)

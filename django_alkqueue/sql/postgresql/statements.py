@@ -92,6 +92,10 @@ COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
 #             is a large share of a batch claim+ack's server time);
 #   claimed - stamps attempts + 1, the claim token, claimed_by and the lease;
 #   buried  - lapsed rows with no attempts left go to the dead letters instead.
+# Both find their rows by `id = ANY(ARRAY(...))` on alkqueue_message_pkey, not by a join:
+# a queue table's statistics are often taken while it is empty, and under them the
+# generic plan of a join walked the whole primary key once per claim, with the chosen
+# rows as its inner side (one claim of 28 jobs at 11,000 rows: 160 ms, every claim).
 # The rows come back in handout order, sorted by the server, in one shape (unpacked in
 # PostgresDialect.claim) that leaves out what the worker already knows: the queue, for a
 # claimed row its claimed_by and claimed_at (this claim's), for a dead letter its died_at
@@ -130,11 +134,11 @@ WITH due AS (
         claimed_by = %(worker)s,
         claimed_at = %(now)s,
         lease_expires_at = %(now)s + make_interval(secs => m.lease)
-    FROM chosen WHERE m.id = chosen.id
+    WHERE m.id = ANY(ARRAY(SELECT id FROM chosen))
     RETURNING {_CLAIMED_AS_ROW}
 ), buried AS (
-    DELETE FROM {MESSAGE_TABLE} m USING lapsed
-    WHERE m.id = lapsed.id AND lapsed.exhausted
+    DELETE FROM {MESSAGE_TABLE} m
+    WHERE m.id = ANY(ARRAY(SELECT id FROM lapsed WHERE exhausted))
     RETURNING m.*
 ), dead AS (
     INSERT INTO {DEAD_LETTER_TABLE}
