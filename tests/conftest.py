@@ -103,9 +103,9 @@ PLANNER_DEFAULTS = {"plan_cache_mode": "auto", "enable_seqscan": "on", "enable_b
                     "enable_hashjoin": "on", "enable_mergejoin": "on"}  # fmt: skip
 
 
-def fill_ten_queues(cursor: Any) -> None:
-    """PostgreSQL: 100,000 pending jobs over queues q0-q9 and priorities -3..3, analysed: the
-    table the plan tests EXPLAIN their statements against."""
+def fill_ten_queues(cursor: Any, analyse: bool = True) -> None:
+    """PostgreSQL: 100,000 pending jobs over queues q0-q9 and priorities -3..3, analysed
+    unless told not: the table the plan tests EXPLAIN their statements against."""
     cursor.execute(
         """
         INSERT INTO alkqueue_message (queue, payload, priority, attempts, max_attempts,
@@ -114,7 +114,18 @@ def fill_ten_queues(cursor: Any) -> None:
         FROM generate_series(1, 100000) AS i
         """
     )
-    cursor.execute("ANALYZE alkqueue_message")
+    if analyse:
+        cursor.execute("ANALYZE alkqueue_message")
+
+
+def empty_statistics_with_pages(cursor: Any) -> None:
+    """PostgreSQL, outside a transaction: the live table's statistics as a busy queue's often
+    are, taken while it was empty but still had its pages (a VACUUM that could not truncate
+    them): 0 tuples on many pages, which the planner reads as one row, whatever the table
+    holds later."""
+    fill_ten_queues(cursor)
+    cursor.execute("DELETE FROM alkqueue_message")
+    cursor.execute("VACUUM (ANALYZE, TRUNCATE false) alkqueue_message")
 
 
 def planner_settings(cursor: Any) -> dict[str, str]:

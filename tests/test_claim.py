@@ -12,7 +12,7 @@ from django.db import connection, connections
 from django_alkqueue import InvalidName, InvalidOption, queue
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.signals import job_dead_lettered
-from tests.conftest import fill_ten_queues, run_threads
+from tests.conftest import empty_statistics_with_pages, fill_ten_queues, run_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -239,8 +239,8 @@ def test_the_claim_finds_its_rows_by_key_when_the_statistics_were_taken_on_an_em
     from django_alkqueue.sql.postgresql.statements import CLAIM, claim_params
 
     with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE alkqueue_message")
-        fill_ten_queues(cursor)
+        empty_statistics_with_pages(cursor)
+        fill_ten_queues(cursor, analyse=False)
         for name, value in PINNED_PLAN_SETTINGS.items():
             cursor.execute(f"SET {name} = {value}")
         params = claim_params("q3", "w", 10, queue("q3").clock(), uuid.uuid4())

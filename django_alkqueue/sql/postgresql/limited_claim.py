@@ -105,8 +105,12 @@ FROM (SELECT 1) AS one LEFT JOIN chosen ON true
 
 # The stamp of the chosen rows, by primary key (alkqueue_message_pkey): a row an unlimited
 # claim took meanwhile (a process that has not read the limits yet) is left out by
-# `claim_token IS NULL`. The ledger gets the claim's rows for rate (key "") and key_rate, and
-# forgets the rows no window counts any more (alkqueue_claimledger_idx).
+# `claim_token IS NOT DISTINCT FROM NULL::uuid`: IS NULL itself, written so that it no
+# longer matches the claim index's predicate. With it, under statistics taken while the
+# table was empty, alkqueue_pending_idx looked as cheap as the primary key and every stamp
+# walked it whole (tests/test_flow_control.py). The ledger gets the claim's rows for rate
+# (key "") and key_rate, and forgets the rows no window counts any more
+# (alkqueue_claimledger_idx).
 LIMITED_STAMP = f"""
 WITH claimed AS (
     UPDATE {MESSAGE_TABLE} m
@@ -115,7 +119,7 @@ WITH claimed AS (
         claimed_by = %(worker)s,
         claimed_at = %(now)s,
         lease_expires_at = %(now)s + make_interval(secs => m.lease)
-    WHERE m.id = ANY(%(ids)s::bigint[]) AND m.claim_token IS NULL
+    WHERE m.id = ANY(%(ids)s::bigint[]) AND m.claim_token IS NOT DISTINCT FROM NULL::uuid
     RETURNING m.id, m.payload, m.priority, m.attempts, m.max_attempts, m.backoff_base,
               m.lease, m.retention, m.run_at, m.enqueued_at, m.expires_at, m.unique_key,
               m.lease_expires_at, m.last_error, m.concurrency_key, m.trace_context,
