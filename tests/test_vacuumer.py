@@ -10,7 +10,7 @@ from django_alkqueue.clock import system_clock
 from django_alkqueue.queues import ack_handles
 from django_alkqueue.sql import dialect_for
 from django_alkqueue.worker.vacuumer import Vacuumer
-from tests.conftest import wait_until
+from tests.conftest import empty_statistics_with_pages, fill_ten_queues, wait_until
 
 # VACUUM cannot run inside a transaction block: no test-wrapping transaction here.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -94,6 +94,27 @@ def test_while_the_snapshot_that_held_back_the_last_vacuum_is_open_no_vacuum_run
     finally:
         held.rollback()
         held.close()
+
+
+@pytest.mark.postgres_only
+def test_statistics_that_say_empty_while_the_table_holds_rows_are_taken_again(q):
+    def planner_rows() -> float:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'alkqueue_message'")
+            return float(cursor.fetchone()[0])
+
+    with connection.cursor() as cursor:
+        empty_statistics_with_pages(cursor)
+        fill_ten_queues(cursor, analyse=False)
+    _flush_own_statistics()
+    wait_until(lambda: dialect_for(connection).statistics_say_empty(connection))
+    assert planner_rows() == 0
+
+    with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 10**9}):
+        Vacuumer("default").run_once(system_clock())
+
+    assert planner_rows() > 50_000
+    assert not dialect_for(connection).statistics_say_empty(connection)
 
 
 def test_sqlite_has_nothing_to_vacuum(q, is_postgres):

@@ -302,6 +302,14 @@ class Dialect:
     def vacuum(self, connection: BaseDatabaseWrapper) -> None:
         """Reclaim the live table's dead row versions (PostgreSQL VACUUM; nothing elsewhere)."""
 
+    def statistics_say_empty(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether the planner's statistics take the live table for empty while it holds
+        rows (PostgreSQL); False where no such statistics mislead."""
+        return False
+
+    def analyze(self, connection: BaseDatabaseWrapper) -> None:
+        """Take the live table's planner statistics again (PostgreSQL ANALYZE)."""
+
     def vacuum_horizon(self, connection: BaseDatabaseWrapper) -> str | None:
         """The oldest transaction that keeps dead row versions from a VACUUM, as a token to
         compare with an earlier one (PostgreSQL); None when none is known."""

@@ -11,6 +11,10 @@ may still see; the admin's health section names the session holding it back. Whi
 oldest such transaction is the one the last VACUUM had to keep rows for, no row has become
 removable since, and the leader does not VACUUM again (it would read the table and its
 indexes every RECLAIM_INTERVAL for nothing, for as long as a report holds its snapshot).
+
+A VACUUM of the table while it is empty, when it cannot truncate the table's pages, leaves
+planner statistics of no rows on many pages, under which the planner takes the table for one
+row whatever it holds; the leader then ANALYZEs it as soon as the server counts live rows.
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ class Vacuumer:
             return False
         connection = connections[self.using]
         dialect = dialect_for(connection)
+        if dialect.statistics_say_empty(connection):
+            # A VACUUM of the table while it was empty left statistics under which every
+            # plan takes it for one row; the ack's would walk the whole table per ack.
+            dialect.analyze(connection)
+            logger.info("analyzed %s: its statistics said empty while it held rows",
+                        MESSAGE_TABLE)  # fmt: skip
         dead = dialect.dead_tuples(connection)
         if dead is None or dead < threshold:
             return False

@@ -137,6 +137,16 @@ class PostgresDialect(Dialect):
         with connection.cursor() as cursor:
             cursor.execute(sql.VACUUM)
 
+    def statistics_say_empty(self, connection: BaseDatabaseWrapper) -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.STATISTICS_SAY_EMPTY)
+            row = cursor.fetchone()
+        return bool(row and row[0])
+
+    def analyze(self, connection: BaseDatabaseWrapper) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.ANALYZE)
+
     def vacuum_horizon(self, connection: BaseDatabaseWrapper) -> str | None:
         with connection.cursor() as cursor:
             cursor.execute(sql.VACUUM_HORIZON)

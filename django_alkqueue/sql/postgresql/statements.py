@@ -328,6 +328,16 @@ DEAD_TUPLES = (
     f"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{MESSAGE_TABLE}'::regclass"
 )
 VACUUM = f"VACUUM (SKIP_LOCKED) {MESSAGE_TABLE}"
+# Whether the planner's size of the live table says empty (reltuples 0 on pages a VACUUM
+# could not truncate) while the server counts live rows in it: the planner then takes the
+# table for one row whatever it holds, and the ack's join walks the whole primary key once
+# per ack (docs/worker.md, "Inside a worker process"). ANALYZE sets the size again.
+STATISTICS_SAY_EMPTY = f"""
+SELECT c.reltuples = 0 AND c.relpages > 0 AND s.n_live_tup > 0
+FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE c.oid = '{MESSAGE_TABLE}'::regclass
+"""
+ANALYZE = f"ANALYZE (SKIP_LOCKED) {MESSAGE_TABLE}"
 # The oldest transaction id a VACUUM of the live table must keep rows for: the snapshot
 # (backend_xmin) or transaction (backend_xid) of another session of this database, a
 # replication slot's xmin or a prepared transaction. Compared with the last VACUUM's for
