@@ -421,12 +421,6 @@ class JobHandle:
         self.finish = history.finish(self.job.queue, output, duration)
         self._recorded = True
 
-    def record_finish(self, finish: Finish | None) -> None:
-        """record() with the Finish made already: a batch handler's call makes one for all
-        its jobs (`history.finish` once, not once per job)."""
-        self.finish = finish
-        self._recorded = True
-
     def kept(self) -> Finish | None:
         """What the ack writes to the history: the recorded Finish, else the queue's keep
         with no output; None when the queue keeps none."""
@@ -500,6 +494,14 @@ class JobHandle:
         return done
 
 
+def record_finish_all(handles: Sequence[JobHandle], finish: Finish | None) -> None:
+    """record() with the Finish made already, for the jobs of one batch handler call: it
+    makes one for all its jobs (`history.finish` once, not once per job)."""
+    for handle in handles:
+        handle.finish = finish
+        handle._recorded = True
+
+
 def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     """Ack many handles in one statement (one commit); each still fenced by its own claim.
     Returns the claims acked: a batch may hold two claims of one job (an old one whose lease
@@ -510,8 +512,8 @@ def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     # kept() inline: one method call fewer per job on a draining worker's ack.
     finishes = [h.finish if h._recorded else h.kept() for h in live]
     acked = operations.ack(using, [h.claim for h in live], live[0].queue.clock(), finishes)
-    for handle in live:
-        handle._finish(handle.claim in acked)
+    for handle in live:  # _finish() inline: each of them is unfinished so far
+        handle._finished = handle.claim in acked
     return acked
 
 

@@ -84,10 +84,7 @@ class Run:
     def start(self, clock: Callable[[], datetime], timeout: float | None, at: float) -> None:
         """The handler is about to be called (at `at`, a time.monotonic() reading): the
         deadline counts from now, as `clock` reads it (read only when there is a limit)."""
-        self.timeout = timeout
-        self.started = at
-        if timeout is not None:
-            self.deadline = clock() + timedelta(seconds=timeout)
+        start_all([self], clock, timeout, at)
 
     # -- the cancel flag -------------------------------------------------------------------
 
@@ -152,6 +149,18 @@ class Run:
             self._written_at = time.monotonic() if at is None else at
             if self._progress is progress:
                 self._unwritten = False
+
+
+def start_all(
+    runs: list[Run], clock: Callable[[], datetime], timeout: float | None, at: float
+) -> None:
+    """Run.start() for the jobs of one handler call: one clock reading and one deadline for
+    all, no call per job."""
+    deadline = None if timeout is None else clock() + timedelta(seconds=timeout)
+    for run in runs:
+        run.timeout = timeout
+        run.started = at
+        run.deadline = deadline
 
 
 def settle_all(runs: list[Run]) -> list[bool]:
@@ -225,7 +234,16 @@ class _Reporter:
 
 def running_job(job: Job, run: Run) -> RunningJob:
     """`job` as its handler sees it, tied to `run`."""
-    running = object.__new__(RunningJob)
-    object.__setattr__(running, "__dict__", job.__dict__)
-    object.__setattr__(running, "_run", run)
-    return running
+    return running_jobs([job], [run])[0]
+
+
+def running_jobs(jobs: list[Job], runs: list[Run]) -> list[RunningJob]:
+    """running_job() for the jobs of one batch handler call, no call per job."""
+    called = []
+    new, set_field = object.__new__, object.__setattr__
+    for job, run in zip(jobs, runs, strict=True):
+        running = new(RunningJob)
+        set_field(running, "__dict__", job.__dict__)
+        set_field(running, "_run", run)
+        called.append(running)
+    return called

@@ -9,6 +9,7 @@ it, once, on the logger `django.dispatch` at ERROR with its traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.dispatch import Signal
@@ -31,3 +32,11 @@ def announce(signal: Signal, sender: Any, **kwargs: Any) -> None:
     `django.dispatch`), not raised, and not logged a second time here."""
     if listened(signal, sender):
         signal.send_robust(sender=sender, **kwargs)
+
+
+def announce_each(signal: Signal, sender: Any, jobs: Iterable[Any]) -> None:
+    """announce(signal, sender, job=job) for each of `jobs` (a batch handler's call, an ack
+    batch): whether anyone listens is looked up once, not once per job."""
+    if listened(signal, sender):
+        for job in jobs:
+            signal.send_robust(sender=sender, job=job)

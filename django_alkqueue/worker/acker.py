@@ -21,9 +21,10 @@ MAX_BATCH = 1000
 IDLE_WAIT = 1.0
 
 
-def frees_a_wanted_slot(handle: JobHandle) -> bool:
-    """Whether the job's ack frees a slot of its queue's cap that a claim is waiting for."""
-    return flow.cache.slots_wanted(handle.queue.name, handle.queue.using)
+def frees_a_wanted_slot(queue: str, using: str) -> bool:
+    """Whether the ack of a job of `queue` frees a slot of its cap that a claim is waiting
+    for."""
+    return flow.cache.slots_wanted(queue, using)
 
 
 class Acker:
@@ -41,6 +42,9 @@ class Acker:
         self.stats = stats
         self.window = window
         self._pending: list[tuple[JobHandle, float]] = []
+        #: The queues of the pending jobs (perhaps a few more, until none is pending): a
+        #: flush asks each once whether its acks free a wanted slot, not each job.
+        self._pending_queues: set[tuple[str, str]] = set()
         self._since = 0.0  # when the current window started (monotonic)
         self._lock = threading.Lock()
         #: Set when an ack arrives with none pending: the loop's wake-up. Not set for the
@@ -54,10 +58,12 @@ class Acker:
         """submit() for the jobs of one batch handler call, under one lock."""
         if not handles:
             return
-        now_due = frees_a_wanted_slot(handles[0])  # one handler call: one queue
+        queue = (handles[0].queue.name, handles[0].queue.using)  # one handler call: one queue
+        now_due = frees_a_wanted_slot(*queue)
         with self._lock:
             first = not self._pending
-            self._pending.extend((handle, started) for handle in handles)
+            self._pending.extend([(handle, started) for handle in handles])
+            self._pending_queues.add(queue)
             if first:
                 self._since = time.monotonic()
             if now_due:
@@ -97,19 +103,19 @@ class Acker:
                 self._pending[:0] = batch
                 self._since = time.monotonic() - self.window
             raise
-        succeeded: list[tuple[Job, float]] = []
-        for handle, started in batch:
-            if handle.claim in acked:
-                succeeded.append((handle.job, started))
-            else:
-                report_outcome(self.stats, handle.job, "lost", started)
+        succeeded = [(handle.job, started) for handle, started in batch if handle.claim in acked]
+        if len(succeeded) < len(batch):
+            for handle, started in batch:
+                if handle.claim not in acked:
+                    report_outcome(self.stats, handle.job, "lost", started)
         report_successes(self.stats, succeeded)
-        for job, _ in succeeded:
-            signals.announce(signals.job_succeeded, Job, job=job)
+        signals.announce_each(signals.job_succeeded, Job, [job for job, _ in succeeded])
         self.inflight.remove_all([handle for handle, _ in batch])
         with self._lock:
-            if self._pending:  # they came during this flush: the next window starts now
+            if not self._pending:
+                self._pending_queues.clear()
+            else:  # they came during this flush: the next window starts now
                 self._since = time.monotonic()
-                if any(frees_a_wanted_slot(handle) for handle, _ in self._pending):
+                if any(frees_a_wanted_slot(*queue) for queue in self._pending_queues):
                     self._since -= self.window
         return len(acked)

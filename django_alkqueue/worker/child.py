@@ -29,7 +29,7 @@ from typing import Any
 from ..clock import system_clock
 from ..consumers import ConsumerSpec
 from ..exceptions import TimeLimitExceeded
-from ..running import Run, running_job
+from ..running import Run, running_jobs
 from .wire import Outcome, Work, portable_value, raised
 
 
@@ -196,7 +196,7 @@ class Child:
 
         runs = [self._run(job.id, work) for job in work.jobs]
         self._begin(call, {job.id: run for job, run in zip(work.jobs, runs, strict=True)})
-        jobs = [running_job(job, run) for job, run in zip(work.jobs, runs, strict=True)]
+        jobs = running_jobs(work.jobs, runs)
         started = time.monotonic()
         try:
             spec = self._spec(work.queue)

@@ -34,8 +34,8 @@ from ..exceptions import InvalidOption, TimeLimitExceeded, WorkerChildDied
 from ..jobs import Job
 from ..outcomes import Cancelled, Fail, Retry, Snooze
 from ..privacy import is_sensitive
-from ..queues import JobHandle
-from ..running import CANCELLED, CLAIM_LOST, Run, running_job, settle_all
+from ..queues import JobHandle, record_finish_all
+from ..running import CANCELLED, CLAIM_LOST, Run, running_job, running_jobs, settle_all, start_all
 from .acker import Acker
 from .connections import ThreadConnections, ages_connections
 from .event_loop import EventLoopThread
@@ -178,14 +178,13 @@ class Executor:
         jobs = [handle.job for handle in live]
         begun = live
         runs = self._start_all(spec, live, started)
-        for job in jobs:
-            signals.announce(signals.job_started, Job, job=job)
+        signals.announce_each(signals.job_started, Job, jobs)
         unsettled = live  # until the handler's outcome is known: let go if anything raises
         try:
             try:
                 # The handler gets a list of its own: whatever it does to it, every job of
                 # the call is still settled here.
-                called = [running_job(job, run) for job, run in zip(jobs, runs, strict=True)]
+                called = running_jobs(jobs, runs)
                 failures = batch_failures(self.call(spec, jobs, called), jobs)
             except KeyboardInterrupt:
                 raise
@@ -199,9 +198,7 @@ class Executor:
             else:
                 unsettled, acking = [], live
             # A batch handler returns failures, not outputs: one Finish for all its jobs.
-            finish = history.finish(spec.queue, None, time.monotonic() - started)
-            for handle in acking:
-                handle.record_finish(finish)
+            record_finish_all(acking, history.finish(spec.queue, None, time.monotonic() - started))
             self.inflight.handlers_done(acking)
             self.acker.submit_all(acking, started)
             for handle in unsettled:
@@ -259,8 +256,7 @@ class Executor:
     def _start_all(self, spec: ConsumerSpec, handles: list[JobHandle], started: float) -> list[Run]:
         """_start() for the jobs of one batch handler call: their Runs under one lock."""
         runs = self.inflight.runs_of(handles)
-        for run in runs:
-            run.start(handles[0].queue.clock, spec.timeout, started)
+        start_all(runs, handles[0].queue.clock, spec.timeout, started)
         return runs
 
     def _settle_all(self, handles: list[JobHandle], runs: list[Run]) -> list[JobHandle]:

@@ -86,8 +86,8 @@ class InFlight:
         with self._lock:
             for handle in handles:
                 self._held.pop(handle, None)
-                self._atomic.discard(handle)
-                self._running.discard(handle)
+            self._atomic.difference_update(handles)
+            self._running.difference_update(handles)
         self.changed.set()
 
     def count(self) -> int:
