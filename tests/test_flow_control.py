@@ -19,7 +19,7 @@ from django_alkqueue.checks import check_limits
 from django_alkqueue.conf import read_settings
 from django_alkqueue.consumers import consumer, registry
 from django_alkqueue.exceptions import InvalidOption
-from django_alkqueue.models import ClaimLedger, Consumer, QueueMessage
+from django_alkqueue.models import ClaimGate, ClaimLedger, Consumer, QueueMessage
 from django_alkqueue.queues import Queue
 from django_alkqueue.worker.consumer_table import sync_consumers
 from tests.clocks import FakeClock
@@ -60,6 +60,15 @@ def test_concurrency_caps_the_live_claims_of_the_queue(fq: Queue) -> None:
     limited(concurrency=2)
     fq.enqueue_many([1, 2, 3, 4])
     assert len(fq.claim("w1", 10)) == 2
+    assert fq.claim("w2", 10) == []
+
+
+def test_the_queues_first_limited_claim_makes_its_gate_and_holds_the_cap(fq: Queue) -> None:
+    limited(concurrency=2)
+    fq.enqueue_many([1, 2, 3, 4])
+    assert not ClaimGate.objects.filter(queue=QUEUE).exists()
+    assert len(fq.claim("w1", 10)) == 2
+    assert ClaimGate.objects.filter(queue=QUEUE).exists()
     assert fq.claim("w2", 10) == []
 
 

@@ -1,9 +1,10 @@
 """PostgreSQL's claim of a queue with limits (docs/flow-control.md): the gate of
-sql/limited_claim.py, then steps 2 to 5 of that claim (count, choose, stamp, record) in one
-statement, LIMITED_CLAIM, instead of one statement each.
+sql/limited_claim.py, then that claim's count and choice in one statement (LIMITED_CHOOSE)
+and its stamp and record in another (LIMITED_STAMP). The gate and the choice go out in one
+pipeline: with the transaction's BEGIN, one round trip.
 
-The statement runs after the gate's UPDATE has returned, so its snapshot (READ COMMITTED:
-one per statement) is taken with the gate held and sees every claim committed by the gate's
+The choice runs after the gate's UPDATE has returned, so its snapshot (READ COMMITTED: one
+per statement) is taken with the gate held and sees every claim committed by the gate's
 previous holders: the same argument as the ORM claim's, with one snapshot for all the counts.
 A gate in the same statement would not do: a statement that waits for a row lock keeps the
 snapshot it took before waiting.
@@ -21,12 +22,17 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...jobs import Job, make_job
 from ...limits import Limits, cache
-from ...models import CLAIM_LEDGER_TABLE, MESSAGE_TABLE, QueueMessage
+from ...models import CLAIM_GATE_TABLE, CLAIM_LEDGER_TABLE, MESSAGE_TABLE, QueueMessage
 from ...payload import decode
 from .. import limited_claim as gate
 from ..base import Claim
-from .session import fetch_all
+from .session import fetch_all, fetch_each
 from .statements import bigint_array
+
+# The gate of sql/limited_claim.lock_gate, when the queue's row is there already (by its
+# unique index on queue, alkqueue_claimgate_queue_key); no row back: the queue's first
+# limited claim, which makes it.
+LOCK_GATE = f"UPDATE {CLAIM_GATE_TABLE} SET claimed_at = %s WHERE queue = %s RETURNING 1"
 
 # A limited claim once its gate is held, in two round trips: LIMITED_CHOOSE counts and
 # chooses, then the claim reads its clock (its claimed_at, never earlier than the counts'
@@ -179,19 +185,17 @@ def claim(
 ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
     """sql/limited_claim.claim's contract, in three statements and a commit: the gate,
     LIMITED_CHOOSE and LIMITED_STAMP (again, for a larger page or after reclaiming lapsed
-    claims, when that left room unused)."""
+    claims, when that left room unused). The gate and the first LIMITED_CHOOSE go out
+    together (`choose_behind_gate`)."""
     alias = connection.alias
     token = uuid.uuid4()
     handed: list[tuple[Job, Claim]] = []
     dead: list[Job] = []
     with transaction.atomic(using=alias):
-        gate.lock_gate(alias, queue, now)
-        counted_at = read(now, clock)
         page = 2 * n + 16
-        while len(handed) < n:
+        counted_at, rows = choose_behind_gate(connection, queue, n, now, clock, limits, page)
+        while True:
             want = n - len(handed)
-            params = choose_params(queue, want, counted_at, limits, page)
-            rows = fetch_all(connection, LIMITED_CHOOSE, params)
             lapsed, seen = rows[0][0], rows[0][1]
             ids = [row[2] for row in rows if row[2] is not None]
             if ids:
@@ -205,7 +209,11 @@ def claim(
                                          counted_at))  # fmt: skip
             elif len(ids) == want or seen < page:
                 break  # the room is used, or every eligible row was seen
+            if len(handed) >= n:
+                break
             page *= 2
+            params = choose_params(queue, n - len(handed), counted_at, limits, page)
+            rows = fetch_all(connection, LIMITED_CHOOSE, params)
         if limits.rate is not None:
             short = len(handed) < n
             at = read(now, clock)
@@ -214,6 +222,35 @@ def claim(
             )
     handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
     return handed, dead
+
+
+def choose_behind_gate(
+    connection: BaseDatabaseWrapper,
+    queue: str,
+    n: int,
+    now: datetime,
+    clock: Callable[[], datetime] | None,
+    limits: Limits,
+    page: int,
+) -> tuple[datetime, list[tuple[Any, ...]]]:
+    """Take the queue's gate and run the first LIMITED_CHOOSE behind it, in one round trip:
+    the server runs the choice once the gate's UPDATE has returned, on a snapshot taken
+    then. Its time (the counts' `now`) is read before the gate is asked for, so it may be
+    earlier than sql/limited_claim.py's; an earlier time only counts more: each rate's window
+    reaches further back, a lease lapsing meanwhile still holds its slot, and a job coming
+    due meanwhile waits for the next claim. The queue's first limited claim makes its gate
+    row first (sql/limited_claim.lock_gate) and chooses again behind it.
+
+    Returns the counts' time and LIMITED_CHOOSE's rows."""
+    counted_at = read(now, clock)
+    params = choose_params(queue, n, counted_at, limits, page)
+    locked, rows = fetch_each(connection, [(LOCK_GATE, [now, queue]), (LIMITED_CHOOSE, params)])
+    if not locked:
+        gate.lock_gate(connection.alias, queue, now)
+        counted_at = read(now, clock)
+        params = choose_params(queue, n, counted_at, limits, page)
+        rows = fetch_all(connection, LIMITED_CHOOSE, params)
+    return counted_at, rows
 
 
 def read(now: datetime, clock: Callable[[], datetime] | None) -> datetime:

@@ -88,16 +88,8 @@ def fetch_all(
     connection: BaseDatabaseWrapper, sql: str, params: Params, *, generic_plan: bool = False
 ) -> Rows:
     """Run one hot statement and return its rows; `generic_plan`: see the module docstring."""
-    if connection.queries_logged or connection.execute_wrappers:
-        with connection.cursor() as django_cursor:
-            django_cursor.execute(sql, params)
-            return list(django_cursor.fetchall())
-    connection.ensure_connection()  # SynchronousOnlyOperation inside an event loop
-    conn = connection.connection
-    if _CHECKED.get((connection.alias, threading.get_ident())) != id(conn):
-        _django_checks(connection)
-        conn = connection.connection  # a failed health check replaces it
-    if not isinstance(conn, psycopg.Connection):  # psycopg2: Django's cursor, unprepared
+    conn = _checked_connection(connection)
+    if conn is None:
         with connection.cursor() as django_cursor:
             django_cursor.execute(sql, params)
             return list(django_cursor.fetchall())
@@ -118,11 +110,58 @@ def fetch_all(
             _stop_preparing(conn, exc)
             return rows
     except psycopg.Error as exc:
-        if conn.broken:
-            # As Django does for its own queries' errors: a lost connection is not reused;
-            # outside a transaction the next statement connects anew.
-            connection.close()
-        raise as_django_error(exc) from exc
+        raise _django_error(connection, conn, exc) from exc
+
+
+def fetch_each(
+    connection: BaseDatabaseWrapper, statements: Sequence[tuple[str, Params]]
+) -> list[Rows]:
+    """Run hot statements one after another inside the caller's transaction and return each
+    one's rows. They go out in one pipeline, so they (and the BEGIN of the transaction the
+    first one opens) take one round trip, not one each; the server still runs each after the
+    one before has finished, on a snapshot of its own (READ COMMITTED). Where a statement
+    cannot be prepared (a pooler, PREPARED_STATEMENTS off) they run one by one."""
+    conn = _checked_connection(connection)
+    if conn is None or not _may_prepare(connection, conn) or not psycopg.Pipeline.is_supported():
+        return [fetch_all(connection, sql, params) for sql, params in statements]
+    zone = connection.timezone
+    cursors = []
+    try:
+        with conn.pipeline():
+            for sql, params in statements:
+                text, values = _numbered(sql, params)
+                cursor = _kept_cursor(conn, zone, text)
+                cursor.execute(text, values, prepare=True)
+                cursors.append(cursor)
+        return [cursor.fetchall() for cursor in cursors]
+    except psycopg.Error as exc:
+        raise _django_error(connection, conn, exc) from exc
+
+
+def _django_error(
+    connection: BaseDatabaseWrapper, conn: psycopg.Connection[Any], exc: psycopg.Error
+) -> Exception:
+    """What a hot statement's psycopg error raises. As Django does for its own queries'
+    errors, a lost connection is not reused: outside a transaction the next statement
+    connects anew."""
+    if conn.broken:
+        connection.close()
+    return as_django_error(exc)
+
+
+def _checked_connection(connection: BaseDatabaseWrapper) -> psycopg.Connection[Any] | None:
+    """Django's psycopg connection with Django's checks passed, as before its own queries;
+    None where Django's own cursor must run the statement (queries watched, psycopg2)."""
+    if connection.queries_logged or connection.execute_wrappers:
+        return None
+    connection.ensure_connection()  # SynchronousOnlyOperation inside an event loop
+    conn = connection.connection
+    if _CHECKED.get((connection.alias, threading.get_ident())) != id(conn):
+        _django_checks(connection)
+        conn = connection.connection  # a failed health check replaces it
+    if not isinstance(conn, psycopg.Connection):  # psycopg2: Django's cursor, unprepared
+        return None
+    return conn
 
 
 #: Per (alias, thread): the id of the psycopg connection that passed Django's checks there
