@@ -600,6 +600,7 @@ def _scale(results: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, st
         "clean_us": _f(clean, ",.0f"),
         "raw_walk_us": _f(raw_bloated - raw_clean if raw_bloated and raw_clean else None, ",.0f"),
         "raw_clean_us": _f(raw_clean, ",.0f"),
+        "raw_acked_b1": _x(targets.scale_ratio(raw, acked, "b1")),
         "vacuum_b1": _x(targets.scale_ratio(scale, vacuumed, "b1")),
         "vacuum_b100": _x(targets.scale_ratio(scale, vacuumed, "b100")),
         "acked_repetitions": _repetitions(scale, acked),

@@ -147,15 +147,17 @@ def main() -> None:
         "machine": machine(),
         "systems": {},
     }
-    if args.merge:
+    merge: dict[str, Any] = {"systems": [], "started": _now()}
+    if args.merge:  # the systems are listed as each one is measured: a run may stop early
         previous = json.loads((common.RESULTS / f"{mode}.json").read_text())
-        previous.setdefault("merged", []).append({"systems": names, "started": _now()})
+        previous.setdefault("merged", []).append(merge)
         results = previous
     started = time.monotonic() - results.get("seconds", 0.0)
     docs = not args.quick and not args.no_docs
     for name in names:
         print(f"== {name}", flush=True)
         results["systems"][name] = run_system(name, params, args)
+        merge["systems"].append(name)
         results["systems"] = {k: results["systems"][k] for k in SYSTEMS if k in results["systems"]}
         results["finished"] = _now()
         results["seconds"] = time.monotonic() - started

@@ -206,9 +206,10 @@ def machine_lines(results: dict[str, Any]) -> str:
     m = results["machine"]
     pg = m["postgresql"]
     pkgs = ", ".join(f"{k} {v}" for k, v in m["packages"].items())
-    versions = []
+    versions: list[str] = []  # each once: the four Celery systems share their packages
     for res in results["systems"].values():
-        versions += [f"{k} {v}" for k, v in (res.get("versions") or {}).items()]
+        versions += [f"{k} {v}" for k, v in (res.get("versions") or {}).items()
+                     if f"{k} {v}" not in versions]  # fmt: skip
     return "\n".join([
         f"- {m['nproc']} cores ({m['cpu']}), {m['memory_gb']} GB memory, Linux {m['kernel']}",
         f"- PostgreSQL {pg['server_version']} on the same machine: fsync={pg['fsync']}, "
