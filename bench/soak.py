@@ -281,12 +281,14 @@ def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
     # What one autovacuum visit per naptime lets pile up, twice over.
     allowance = 2 * (av["options"]["autovacuum_vacuum_threshold"] + out["rate"] * av["naptime_s"])
     return [
-        _target(f"throughput, last {k} min within 10% of the first {k}",
+        # Within 10% in the direction of wear: a last window faster than a first one that
+        # still warmed up (cold caches, first plans) is no sign of decay.
+        _target(f"throughput, last {k} min no more than 10% below the first {k}",
                 f"{t2:,.0f} against {t1:,.0f} jobs/s ({t2 / t1 - 1:+.1%})",
-                abs(t2 / t1 - 1) <= WITHIN),
-        _target(f"pickup p99, last {k} min within 10% of the first {k}",
+                t2 / t1 - 1 >= -WITHIN),
+        _target(f"pickup p99, last {k} min no more than 10% above the first {k}",
                 f"{p2:.1f} against {p1:.1f} ms ({p2 / p1 - 1:+.1%})",
-                abs(p2 / p1 - 1) <= WITHIN),
+                p2 / p1 - 1 <= WITHIN),
         _target(f"worker RSS growth < {RSS_GROWTH_MB:.0f} MB (largest worker, minute 1 to last)",
                 f"{rss1:.1f} to {rss2:.1f} MB ({rss2 - rss1:+.1f} MB)",
                 rss2 - rss1 < RSS_GROWTH_MB),
