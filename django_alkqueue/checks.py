@@ -127,26 +127,23 @@ def check_database(
         return []
     connection = connections[alias]
     try:
-        if connection.vendor == "sqlite":
-            return sqlite_journal(connection)
+        found = sqlite_journal(connection)
         dialect_name(connection)
+        return found
     except UnsupportedDatabase as exc:
         return [_error(str(exc), "alkqueue.E101")]
     except DatabaseError:
         return []  # the server is not reachable now; the worker reports that when it starts
-    return []
 
 
 def sqlite_journal(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]:
     """Without WAL a reader waits for the writer and the writer for every reader: a worker
-    and a web process on one file stall each other (an in-memory database is one process)."""
-    name = str(connection.settings_dict["NAME"])
-    if name in ("", ":memory:") or "mode=memory" in name:
-        return []
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA journal_mode")
-        mode = str(cursor.fetchone()[0]).lower()
-    if mode == "wal":
+    and a web process on one file stall each other (an in-memory database is one process).
+    Nothing for another database."""
+    from .sql.sqlite import file_journal_mode
+
+    mode = file_journal_mode(connection)
+    if mode in (None, "wal", "memory"):
         return []
     message = (
         f"The queue's SQLite database {connection.alias!r} is in journal mode {mode!r}, not "

@@ -15,7 +15,7 @@ from .. import payload as payload_codec
 from ..history import Finish, kept_job, row_of
 from ..jobs import Job, Progress, Stamps, State, live_state, make_job
 from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE, FinishedJob
-from . import queue_stat_deltas
+from . import queue_stat_deltas, workflow_rows
 from .locks import SessionLock
 
 if TYPE_CHECKING:
@@ -150,6 +150,8 @@ class Dialect:
     supports_undo_history = False
     #: The leader's session lock (sql/locks.py), where the vendor has one.
     session_lock: SessionLock | None = None
+    #: UPDATE ... RETURNING (PostgreSQL, SQLite); elsewhere a read, then the UPDATE.
+    supports_update_returning = False
 
     def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
         return value
@@ -314,6 +316,18 @@ class Dialect:
         """The oldest transaction that keeps dead row versions from a VACUUM, as a token to
         compare with an earlier one (PostgreSQL); None when none is known."""
         return None
+
+    def highest_job_id(self, connection: BaseDatabaseWrapper) -> int:
+        """The highest job id handed out so far (sql/workflow_rows.py)."""
+        return workflow_rows.highest_job_id(connection)
+
+    def finish_batch_members(
+        self, connection: BaseDatabaseWrapper, job_ids: Sequence[int], outcome: str
+    ) -> set[int]:
+        """Set the outcome of these jobs' unfinished batch member rows; returns the batches
+        they are in (sql/workflow_rows.py)."""
+        returning = self.supports_update_returning
+        return workflow_rows.finish_batch_members(connection, job_ids, outcome, returning)
 
     def try_leader_lock(self, connection: BaseDatabaseWrapper) -> bool:
         """Take the leader's session lock without waiting (supports_advisory_locks only)."""

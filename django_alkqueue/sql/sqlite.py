@@ -175,7 +175,22 @@ VALUES ({", ".join(["%s"] * (len(BURIED_FIELDS) + 5))})
 """
 
 
+def file_journal_mode(connection: BaseDatabaseWrapper) -> str | None:
+    """The journal mode of the SQLite database `connection` opens ("wal", "delete", ...;
+    "memory" for an in-memory one); None for any other database."""
+    if connection.vendor != "sqlite":
+        return None
+    name = str(connection.settings_dict["NAME"])
+    if name in ("", ":memory:") or "mode=memory" in name:
+        return "memory"
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        return str(cursor.fetchone()[0]).lower()
+
+
 class SqliteDialect(Dialect):
+    supports_update_returning = True
+
     def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
         return connection.ops.adapt_datetimefield_value(value)
 

@@ -26,8 +26,8 @@ from django.utils import timezone
 
 from ..conf import get_settings
 from ..exceptions import InvalidOption
-from ..models import BATCH_MEMBER_TABLE, Batch, BatchMember
-from ..sql import chunked
+from ..models import Batch, BatchMember
+from ..sql import chunked, dialect_for
 from ..validation import database_alias
 from . import dependencies
 from .specs import JobSpec
@@ -145,33 +145,12 @@ def seal(using: str, batch_id: int, now: datetime) -> None:
 def finished(using: str, job_ids: Sequence[int], outcome: str, now: datetime) -> list[int]:
     """Inside the transaction that finished these jobs: their member rows say how; each
     batch this finishes fires. Returns the ids of the batches that fired."""
+    connection = connections[using]
+    dialect = dialect_for(connection)
     batch_ids: set[int] = set()
     for chunk in chunked(list(job_ids), _CHUNK):
-        batch_ids |= _finish_members(using, chunk, outcome)
+        batch_ids |= dialect.finish_batch_members(connection, chunk, outcome)
     return [b for b in sorted(batch_ids) if fire_if_done(using, b, now)]
-
-
-# One statement per chunk where UPDATE returns rows (the primary key of alkqueue_batchmember).
-_FINISH_MEMBERS = f"""
-UPDATE {BATCH_MEMBER_TABLE} SET outcome = %s
-WHERE job_id IN ({{marks}}) AND outcome IS NULL
-RETURNING batch_id
-"""
-
-
-def _finish_members(using: str, job_ids: Sequence[int], outcome: str) -> set[int]:
-    """Set the outcome of these jobs' unfinished member rows; the batches they are in."""
-    connection = connections[using]
-    if connection.vendor in ("postgresql", "sqlite"):
-        with connection.cursor() as cursor:
-            marks = ", ".join(["%s"] * len(job_ids))
-            cursor.execute(_FINISH_MEMBERS.format(marks=marks), [outcome, *job_ids])
-            return {int(batch_id) for (batch_id,) in cursor.fetchall()}
-    members = BatchMember.objects.using(using).filter(job_id__in=job_ids, outcome__isnull=True)
-    found = set(members.values_list("batch_id", flat=True))  # MariaDB: no UPDATE RETURNING
-    if found:
-        members.update(outcome=outcome)
-    return found
 
 
 def fire_if_done(using: str, batch_id: int, now: datetime) -> bool:

@@ -78,7 +78,7 @@ def live_dependencies(using: str, ids: Sequence[int]) -> list[int]:
     cancelled = sorted(i for i, outcome in kept.items() if outcome != "succeeded")
     if cancelled:
         raise InvalidOption(f"job {cancelled[0]} was {kept[cancelled[0]]}: it cannot be waited for")
-    highest = highest_job_id(using)
+    highest = dialect_for(connection).highest_job_id(connection)
     unknown = sorted(i for i in gone if i not in kept and i > highest)
     if unknown:
         raise InvalidOption(f"no job has id {unknown[0]}")
@@ -91,29 +91,6 @@ def mark_in_workflow(using: str, ids: Sequence[int]) -> None:
         QueueMessage.objects.using(using).filter(pk__in=chunk, in_workflow=False).update(
             in_workflow=True
         )
-
-
-def highest_job_id(using: str) -> int:
-    """The highest job id handed out so far, from the id sequence: an id above it names no
-    job; one below it that is nowhere was acked and forgotten."""
-    connection = connections[using]
-    table = QueueMessage._meta.db_table
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT pg_sequence_last_value(pg_get_serial_sequence(%s, 'id')::regclass)",
-                [table],
-            )
-        elif connection.vendor == "sqlite":
-            cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
-        else:
-            cursor.execute(
-                "SELECT AUTO_INCREMENT - 1 FROM information_schema.TABLES"
-                " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s",
-                [table],
-            )
-        row = cursor.fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
 
 
 def wait_for(using: str, jobs: Sequence[Job], dependencies: Sequence[int], due: datetime) -> None:

@@ -50,6 +50,7 @@ class PostgresDialect(Dialect):
     session_lock = POSTGRES_LOCK
     supports_planner_estimates = True
     supports_catalog_health = True
+    supports_update_returning = True
     # Arrays travel as one parameter each; the bound keeps one statement's rows and locks small.
     ids_per_statement = 10_000
 
