@@ -46,7 +46,19 @@ def render(results: dict[str, Any]) -> str:
     fields["workflows"] = workflows_section(WORKFLOW_RESULTS)
     fields["scale_out"] = scale_out.section(scale_out.RESULTS)
     fields["soak"] = _soak()
+    fields["observability"] = _observability()
     return Template(TEMPLATE.read_text()).substitute(fields)
+
+
+def _observability() -> str:
+    """bench/observability.py's section, from its last full run, between its markers (which
+    that script rewrites after each full run of its own)."""
+    from . import observability
+
+    path = common.RESULTS / "observability-full.json"
+    if not path.exists():
+        return f"{observability.BEGIN}\n(written by bench/observability.py)\n{observability.END}"
+    return observability.section(json.loads(path.read_text()))
 
 
 # -- flow control (bench/flow_control.py, its own run) ---------------------------------------------
