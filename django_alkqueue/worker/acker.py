@@ -109,7 +109,7 @@ class Acker:
                 if handle.claim not in acked:
                     report_outcome(self.stats, handle.job, "lost", started)
         report_successes(self.stats, succeeded)
-        signals.announce_each(signals.job_succeeded, Job, [job for job, _ in succeeded])
+        signals.announce_each(signals.job_succeeded, Job, (job for job, _ in succeeded))
         self.inflight.remove_all([handle for handle, _ in batch])
         with self._lock:
             if not self._pending:
