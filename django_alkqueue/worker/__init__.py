@@ -26,6 +26,7 @@ report.py         what the worker prints: a line per job, the status line, the -
 runner.py         one worker process: its parts built from one settings read, then the
                   start-up and shutdown sequence
 service.py        the one service shape (name, interval, run_once(now)), Loop and Backoff
+signal_relay.py   signal handlers that only write to a pipe; a thread runs the reaction
 stats.py          what this worker did, per queue and outcome
 supervisor.py     --processes P: starts, restarts and stops child worker processes
 time_limits.py    the service that cancels, then abandons, handlers past their timeout

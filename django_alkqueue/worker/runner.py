@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 from django.apps import apps
@@ -48,6 +47,7 @@ from .process_pool import Children, ProcessExecutor, ProcessPool
 from .queue_stats import QueueStatDeltas, QueueStatWriter
 from .report import StatusReporter, Stream, report_shutdown
 from .service import Loop, Service
+from .signal_relay import SignalRelay
 from .stats import WorkerStats
 from .time_limits import TimeLimits
 from .units import Dispatch, jobs_per_call, worker_capacity
@@ -194,12 +194,12 @@ class Worker:
     def run(self) -> int:
         """Run until stopped; returns the exit status: 0, or EXIT_SOFTWARE after a loop died."""
         # Signals first: a stop requested during start-up still ends in a clean shutdown.
-        previous_handlers = self._install_signal_handlers()
+        relay = self._relay_signals()
         try:
             return self._run()
         finally:
-            for signum, handler in previous_handlers.items():
-                signal.signal(signum, handler)
+            if relay is not None:
+                relay.close()
 
     def _run(self) -> int:
         specs = resolve_specs(self.options.queues)
@@ -315,19 +315,18 @@ class Worker:
             inflight.changed.wait(min(0.1, max(deadline - time.monotonic(), 0)))
             inflight.changed.clear()
 
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        """Catch SIGTERM, SIGINT and the supervisor's SIGUSR1 (main thread only); returns
-        the handlers replaced."""
+    def _relay_signals(self) -> SignalRelay | None:
+        """Catch SIGTERM, SIGINT and the supervisor's SIGUSR1 (main thread only); they are
+        handled on the relay's thread (signal_relay.py)."""
         if threading.current_thread() is not threading.main_thread():
-            return {}
-        replaced: dict[int, Any] = {
-            signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS
-        }
-        replaced[SUPERVISOR_STOP] = signal.signal(SUPERVISOR_STOP, self._on_supervisor_stop)
-        return replaced
+            return None
+        relay = SignalRelay(self._on_signal)
+        relay.install([*STOP_SIGNALS, SUPERVISOR_STOP])
+        return relay
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals += 1
+    def _on_signal(self, signum: int) -> None:
+        if signum != SUPERVISOR_STOP:
+            self._signals += 1
         if self._signals > 1:
             # Second signal, however soon after the first: leave now; the leases lapse and
             # reclaim returns the jobs.
@@ -357,9 +356,6 @@ class Worker:
             self.died = name
         self.stop_claiming.set()
         self.wake.set()
-
-    def _on_supervisor_stop(self, signum: int, frame: FrameType | None) -> None:
-        self._stop_gracefully(signum)
 
     def _stop_gracefully(self, signum: int) -> None:
         if not self.stop_claiming.is_set():

@@ -12,11 +12,11 @@ import subprocess
 import sys
 import threading
 import time
-from types import FrameType
 
 from .. import defaults
 from .exits import EXIT_CONFIG
 from .runner import SUPERVISOR_STOP, WorkerOptions
+from .signal_relay import SignalRelay
 
 logger = logging.getLogger("django_alkqueue")
 
@@ -81,12 +81,18 @@ class Supervisor:
 
     def run(self) -> int:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        relay = SignalRelay(self._on_signal)
+        relay.install([signal.SIGTERM, signal.SIGINT])
+        try:
+            return self._supervise(env)
+        finally:
+            relay.close()
+
+    def _supervise(self, env: dict[str, str]) -> int:
         done: set[int] = set()
         restart_at: dict[int, float] = {}  # children waiting out their restart delay
         for index in range(self.processes):
-            self.children[index] = self._spawn(index, env)
+            self._spawn(index, env)
         while len(done) < self.processes:
             now = time.monotonic()
             for index, child in list(self.children.items()):
@@ -97,7 +103,7 @@ class Supervisor:
                         done.add(index)
                     elif now >= restart_at[index]:
                         del restart_at[index]
-                        self.children[index] = self._spawn(index, env)
+                        self._spawn(index, env)
                     continue
                 if child.poll() is None:
                     continue
@@ -121,12 +127,16 @@ class Supervisor:
             self.stopping.wait(0.1)
         return 0
 
-    def _spawn(self, index: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, index: int, env: dict[str, str]) -> None:
         command = child_command(self.options, index, self.verbosity)
         self.started_at[index] = time.monotonic()
         # Their own session: a Ctrl-C or a signal to our process group reaches the children
         # only through us, not also directly (which they would take as a second signal).
-        return subprocess.Popen(command, env=env, start_new_session=True)
+        child = self.children[index] = subprocess.Popen(command, env=env, start_new_session=True)
+        # A stop that came in while it started may have missed it (_on_signal runs on the
+        # relay's thread); it is in self.children before this check, so one of the two sees it.
+        if self.stopping.is_set():
+            child.send_signal(SUPERVISOR_STOP)
 
     def _stop_all(self) -> None:
         for child in self.children.values():
@@ -135,12 +145,12 @@ class Supervisor:
         for child in self.children.values():
             child.wait()
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+    def _on_signal(self, signum: int) -> None:
         # The first stop is forwarded as SUPERVISOR_STOP, which a child never counts as a
         # signal: under systemd's default KillMode=control-group a child also gets the
         # SIGTERM directly, and the two must add up to one graceful shutdown, not "exit now".
         self._signals += 1
         self.stopping.set()
-        for child in self.children.values():
+        for child in list(self.children.values()):
             if child.poll() is None:
                 child.send_signal(SUPERVISOR_STOP if self._signals == 1 else signal.SIGKILL)
