@@ -1,7 +1,7 @@
 """Limits changed while workers run (issue 34, rule 6), with a real worker: the override
 applies within a poll interval, and wins over the code's limit across a worker restart.
 shop-throttled's @consumer declares concurrency=1. And the worker's acker frees a capped
-queue's slots without its ack window."""
+queue's slots without its ack window, and only then wakes the claimer."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import time
 
 import pytest
 
+from django_alkqueue import RetryPolicy, operations, queue
 from django_alkqueue import limits as flow
-from django_alkqueue import operations, queue
 from django_alkqueue.clock import system_clock
-from django_alkqueue.consumers import consumer, registry
+from django_alkqueue.consumers import ConsumerSpec, consumer, registry
 from django_alkqueue.limits import REFRESH_EVERY
 from django_alkqueue.models import Consumer, QueueMessage
 from django_alkqueue.worker.acker import Acker
+from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.stats import WorkerStats
 from tests.conftest import wait_until
@@ -105,3 +106,39 @@ def test_the_ack_of_a_capped_queues_job_waits_for_the_window_while_claims_get_th
     acker = submitted_to_a_long_window(handle)
 
     assert acker.interval > 3000
+
+
+def run_by_an_executor(handle):
+    """`handle`'s job run by a worker's executor whose acker waits a long window; returns
+    the executor's InFlight, whose `changed` is the claimer's wake-up."""
+    inflight = InFlight()
+    acker = Acker("default", inflight, WorkerStats(), window=3600)
+    spec = ConsumerSpec(queue=handle.queue.name, handler=lambda payload, job: None,
+                        path="tests.handler", lease=None, max_attempts=None,
+                        retry=RetryPolicy(), atomic=False, batch=None)  # fmt: skip
+    executor = Executor({spec.queue: spec}, acker, inflight, WorkerStats(), "default")
+    inflight.add(handle)
+    inflight.changed.clear()
+    executor.run(handle)
+    return inflight, acker
+
+
+def test_a_job_whose_cap_held_a_claim_back_wakes_the_claimer_once_its_ack_commits(capped):
+    handle = capped.claim_one("w")
+    assert capped.claim("w", 1) == []  # a claim waits for the slot
+
+    inflight, acker = run_by_an_executor(handle)
+
+    assert not inflight.changed.is_set()  # a claim now would find the slot still held
+    assert acker.run_once(system_clock()) == 1
+    assert inflight.changed.is_set()
+
+
+def test_a_capped_queues_job_wakes_the_claimer_when_its_handler_returns_while_claims_get_their_fill(
+    capped,
+):
+    (handle,) = capped.claim("w", 1)  # nobody waits for a slot
+
+    inflight, _ = run_by_an_executor(handle)
+
+    assert inflight.changed.is_set()  # its thread is free for another queue's jobs

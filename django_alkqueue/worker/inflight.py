@@ -66,16 +66,16 @@ class InFlight:
         """The handler returned; the job may still await its ack."""
         self.handlers_done([handle])
 
-    def handlers_done(self, handles: list[JobHandle]) -> None:
+    def handlers_done(self, handles: list[JobHandle], wake: bool = True) -> None:
         """The handler returned for these jobs (one job, or a batch); they may still await
-        their ack."""
+        their ack. `wake`: whether the claimer is woken for the threads they free."""
         with self._lock:
             self._running.difference_update(handles)
         # Event.set takes the event's lock and notifies; a draining worker finishes a job
         # every few microseconds, and the claimer has seldom cleared the event in between.
         # Reading it set is safe: the claimer clears it before it counts the free slots,
         # and the slot was freed (above) before the read.
-        if not self.changed.is_set():
+        if wake and not self.changed.is_set():
             self.changed.set()
 
     def remove(self, handle: JobHandle) -> None:
