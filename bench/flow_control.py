@@ -104,6 +104,10 @@ def claim_ack(quick: bool) -> dict[str, Any]:
             "us per job, key_concurrency=1": round(best["flow-key"] * 1e6, 1),
             "ratio concurrency / none": round(best["flow-cap"] / best["flow-none"], 2),
             "ratio key_concurrency / none": round(best["flow-key"] / best["flow-none"], 2),
+            # Each round's three loops side by side, for the spread between rounds.
+            "us per job per round (none, concurrency, key_concurrency=1)": [
+                [round(per_job[name][i] * 1e6, 1) for name in per_job] for i in range(2)
+            ],
         }
     return figures
 

@@ -110,6 +110,26 @@ def _drain_note(drain: dict[str, Any]) -> list[str]:
     ]
 
 
+def _claim_ack_rounds(claim: dict[str, Any]) -> list[str]:
+    """Each round's claim+ack ratios, beside the table's best-of-rounds ones: on a shared
+    machine a verdict near its bound may turn with the round."""
+    key = "us per job per round (none, concurrency, key_concurrency=1)"
+    parts = []
+    for size in ("1", "100"):
+        rounds = claim[f"claim size {size}"].get(key)
+        if rounds:
+            ratios = ", ".join(f"x{cap / none:.2f} and x{keyed / none:.2f}"
+                               for none, cap, keyed in rounds)  # fmt: skip
+            parts.append(f"claim size {size}: {ratios}")
+    if not parts:
+        return []
+    return [
+        "The claim+ack rows compare each loop's best round. Each round's own ratios "
+        f"(`concurrency` and `key_concurrency=1` against no limits): {'; '.join(parts)}.",
+        "",
+    ]
+
+
 def _turns_bound(rate: dict[str, Any]) -> float:
     """Claims per second of one queue when each claim holds its gate for one commit only."""
     return float(rate["jobs per claim"]) * 1000 / float(rate["ms per durable commit"])
@@ -162,6 +182,7 @@ def flow_section(flow: dict[str, Any] | None) -> str:
         *rows,
         "",
         *_drain_note(drain),
+        *_claim_ack_rounds(claim),
         "Where the time goes:",
         "",
         f"- **A slot of `concurrency=8`** spends, per job, {busy['ms claim to start']} ms from "
