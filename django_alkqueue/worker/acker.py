@@ -51,13 +51,15 @@ class Acker:
         #: acks that join a window already running, which would only wake it early.
         self.submitted = threading.Event()
 
-    def submit(self, handle: JobHandle, started: float) -> None:
-        self.submit_all([handle], started)
+    def submit(self, handle: JobHandle, started: float) -> bool:
+        return self.submit_all([handle], started)
 
-    def submit_all(self, handles: list[JobHandle], started: float) -> None:
-        """submit() for the jobs of one batch handler call, under one lock."""
+    def submit_all(self, handles: list[JobHandle], started: float) -> bool:
+        """submit() for the jobs of one batch handler call, under one lock. Returns whether
+        their acks go out at once, without the window: a claim waits for their queue's
+        slots."""
         if not handles:
-            return
+            return False
         queue = (handles[0].queue.name, handles[0].queue.using)  # one handler call: one queue
         now_due = frees_a_wanted_slot(*queue)
         with self._lock:
@@ -70,6 +72,7 @@ class Acker:
                 self._since = time.monotonic() - self.window
         if first or now_due:
             self.submitted.set()
+        return now_due
 
     def pending(self) -> int:
         with self._lock:

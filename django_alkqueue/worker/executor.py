@@ -36,7 +36,7 @@ from ..outcomes import Cancelled, Fail, Retry, Snooze
 from ..privacy import is_sensitive
 from ..queues import JobHandle, record_finish_all
 from ..running import CANCELLED, CLAIM_LOST, Run, running_job, running_jobs, settle_all, start_all
-from .acker import Acker, frees_a_wanted_slot
+from .acker import Acker
 from .connections import ThreadConnections, ages_connections
 from .event_loop import EventLoopThread
 from .inflight import InFlight
@@ -199,7 +199,7 @@ class Executor:
                 unsettled, acking = [], live
             # A batch handler returns failures, not outputs: one Finish for all its jobs.
             record_finish_all(acking, history.finish(spec.queue, None, time.monotonic() - started))
-            self._to_ack(spec.queue, acking, started)
+            self._to_ack(acking, started)
             for handle in unsettled:
                 self._settle_failure(spec, handle, failures[handle.job.id], started)
         finally:
@@ -336,17 +336,17 @@ class Executor:
         if not self._settles(handle, run):
             return False
         handle.record(output, time.monotonic() - started)
-        self._to_ack(spec.queue, [handle], started)
+        self._to_ack([handle], started)
         return True
 
-    def _to_ack(self, queue: str, handles: list[JobHandle], started: float) -> None:
-        """The handlers of `handles` returned: their threads are free, their acks pending. The
-        claimer is woken now, unless the acker acks them at once because a claim of their
-        capped queue waits for a slot: then the ack's commit wakes it (InFlight.remove_all),
+    def _to_ack(self, handles: list[JobHandle], started: float) -> None:
+        """The handlers of `handles` returned: their acks are pending, their threads free.
+        The claimer is woken now, unless the acker acks them at once because a claim waits
+        for their capped queue's slots: then the ack's commit wakes it (InFlight.remove_all),
         and a claim before it would find the slots still held, and keep the queue's gate
         from the claim that can use them."""
-        self.inflight.handlers_done(handles, wake=not frees_a_wanted_slot(queue, self.acker.using))
-        self.acker.submit_all(handles, started)
+        at_once = self.acker.submit_all(handles, started)
+        self.inflight.handlers_done(handles, wake=not at_once)
 
     def _run_atomic(self, spec: ConsumerSpec, handle: JobHandle, run: Run, started: float) -> bool:
         job = handle.job
