@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,13 @@ from django_alkqueue.sql.postgresql import wake_pacing
 from django_alkqueue.sql.postgresql.session import PINNED_PLAN_SETTINGS
 from tests.admin_helpers import Seeded, client_for, make_user, seed
 from tests.clocks import FakeClock
+
+# A suite started as a background job of a shell without job control (`make test &` in a
+# script) starts with SIGINT ignored, and every process it starts inherits that: the tests
+# that end a command or a worker with Ctrl-C would wait in vain. A handler, unlike "ignored",
+# is reset to the default at each child's exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
