@@ -88,26 +88,36 @@ mysql-build-deps:
 mysqlclient: venv mysql-build-deps
 	@$(PY) -c 'import MySQLdb' 2>/dev/null || $(PY) -m pip install -q -e '.[mysql]'
 
+# The suite runs in TEST_PROCESSES processes (pytest-xdist), each on a test database of its
+# own: most tests wait on worker subprocesses and the database, so twice the cores pays.
+# Then the tests marked serial (they restart or reconfigure the shared server) run alone.
+# Exit status 5 means that PYTEST_ARGS selected no serial test.
+TEST_PROCESSES ?= 4
+define run_suite
+	$(1) -m pytest -p no:cacheprovider -n $(TEST_PROCESSES) -m "not serial" $(PYTEST_ARGS)
+	$(1) -m pytest -p no:cacheprovider -m serial $(PYTEST_ARGS) || test $$? -eq 5
+endef
+
 test: venv postgres mariadb mysqlclient /usr/bin/chromium /usr/sbin/pgbouncer
 	$(MAKE) --no-print-directory test-pg
 	$(MAKE) --no-print-directory test-sqlite
 	$(MAKE) --no-print-directory test-mariadb
 
 test-mariadb: venv mariadb mysqlclient
-	DATABASE_URL=$(MARIADB_URL) $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(call run_suite,DATABASE_URL=$(MARIADB_URL) $(PY))
 
 # The whole suite on PostgreSQL and on SQLite through the ORM dialect (sql/orm.py), the
 # reference their own dialects are checked against. Not in .ci/run (it would double the
 # suite's time there): run it before a release and after any change to a dialect.
 test-orm: venv postgres
-	ALKQUEUE_DIALECT=orm DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
-	ALKQUEUE_DIALECT=orm DATABASE_URL= $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(call run_suite,ALKQUEUE_DIALECT=orm DATABASE_URL=$(PG_URL) $(PY))
+	$(call run_suite,ALKQUEUE_DIALECT=orm DATABASE_URL= $(PY))
 
 test-pg: venv
-	DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(call run_suite,DATABASE_URL=$(PG_URL) $(PY))
 
 test-sqlite: venv
-	DATABASE_URL= $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(call run_suite,DATABASE_URL= $(PY))
 
 # The admin's screenshots in docs/images, taken by the browser tests on PostgreSQL
 # (tests/test_admin_browser.py, DOC_IMAGES). Not in CI: run it after changing a page.
@@ -124,7 +134,7 @@ screenshots: venv postgres /usr/bin/chromium
 COMPAT_VENV := .venv-compat
 COMPAT_PY := $(COMPAT_VENV)/bin/python
 COMPAT_DEPS := "Django>=5.2,<6" "django-tasks>=0.8" "psycopg>=3.2,<3.3" "croniter>=2.0" \
-	pytest pytest-django hypothesis dj-database-url django-extensions playwright \
+	pytest pytest-django pytest-xdist hypothesis dj-database-url django-extensions playwright \
 	"prometheus-client>=0.20" "python-json-logger>=2" "opentelemetry-api>=1.27" "opentelemetry-sdk>=1.27"
 
 $(COMPAT_VENV)/.installed: pyproject.toml Makefile
@@ -134,11 +144,12 @@ $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 test-compat: $(COMPAT_VENV)/.installed postgres /usr/sbin/pgbouncer
-	DATABASE_URL=$(PG_URL) PYTHONPATH=. PSYCOPG_IMPL=python $(COMPAT_PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(call run_suite,DATABASE_URL=$(PG_URL) PYTHONPATH=. PSYCOPG_IMPL=python $(COMPAT_PY))
 
 # The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite and on
 # MariaDB (those that run there: docs/reliability.md says which), then flow control's worker
-# tests at the issue's full sizes (FLOW_CONTROL_FULL=1, tests/test_flow_control_workers.py),
+# tests at the issue's full sizes (FLOW_CONTROL_FULL=1, tests/test_flow_control_workers.py)
+# and fair share's (FAIR_SHARE_FULL=1, tests/test_fair_share_workers.py),
 # then docs/reliability.md from the records, even when one failed (the page shows it) before
 # the target fails.
 # Scenarios 3 and 4 need root (they skip otherwise).
@@ -154,7 +165,11 @@ chaos: venv postgres mariadb mysqlclient
 	FLOW_CONTROL_FULL=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider \
 	  tests/test_flow_control_workers.py $(PYTEST_ARGS) && \
 	FLOW_CONTROL_FULL=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider \
-	  tests/test_flow_control_workers.py $(PYTEST_ARGS); \
+	  tests/test_flow_control_workers.py $(PYTEST_ARGS) && \
+	FAIR_SHARE_FULL=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_fair_share_workers.py $(PYTEST_ARGS) && \
+	FAIR_SHARE_FULL=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_fair_share_workers.py $(PYTEST_ARGS); \
 	flow=$$?; \
 	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0 && \
 	  test $$mariadb -eq 0 && test $$flow -eq 0
@@ -164,10 +179,25 @@ chaos: venv postgres mariadb mysqlclient
 package-check: venv mariadb mysql-build-deps
 	bash .ci/package_check.sh "$(PYTHON_BOOT)" "$(MARIADB_URL)"
 
+# The models diagram of docs/architecture.md (docs/images/models.svg): django-extensions'
+# graph_models writes the Graphviz source (its --dot output needs no Python binding) and
+# Debian's graphviz draws it, the tables packed six to a row (they share few foreign keys:
+# a job's id is a plain column, docs/workflows.md). Run it after changing a model;
+# tests/test_docs.py checks that the diagram names every model.
+.PHONY: models-diagram
+/usr/bin/dot:
+	apt-get update && apt-get install -y graphviz
+
+models-diagram: venv /usr/bin/dot
+	DATABASE_URL= $(PY) manage.py graph_models django_alkqueue --dot -o docs/images/models.dot
+	dot -Tsvg -Gpack=true -Gpackmode=array_r6 docs/images/models.dot -o docs/images/models.svg
+	rm docs/images/models.dot
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/vulture
 
 DEMO_ENV := DATABASE_URL= ALKQUEUE_SQLITE_NAME=testproject/demo.sqlite3 ALKQUEUE_DEMO=1
 
@@ -183,7 +213,8 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # The benchmark harness (bench/README.md): its own venv with the peers, then bench/run.py;
-# django-alkqueue runs on PostgreSQL and once more on the local MariaDB (the ORM dialect).
+# django-alkqueue runs on PostgreSQL, once more on the local MariaDB (the ORM dialect) and on
+# a SQLite file, each beside its engine's raw loops (psycopg, mysqlclient, sqlite3).
 # bench: the full run (N = 20,000, 3 repetitions, the 1M-row steps), which writes
 # bench/results/full.* and rewrites docs/benchmarks.md from bench/benchmarks.md.tmpl;
 # bench-quick: N = 2,000, 1 repetition, no 1M steps (CI), which writes bench/results/quick.*.
@@ -211,12 +242,14 @@ brokers:
 bench: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbouncer
 	$(BENCH_PY) -m bench.run $(BENCH_ARGS)
 	$(BENCH_PY) -m bench.flow_control
+	$(BENCH_PY) -m bench.fair_share
 	$(BENCH_PY) -m bench.cancel_latency
 	$(BENCH_PY) -m bench.process_pool
 	$(BENCH_PY) -m bench.kept_history
 	$(BENCH_PY) -m bench.held_vacuum
 	$(BENCH_PY) -m bench.observability
 	$(BENCH_PY) -m bench.workflows
+	$(BENCH_PY) -m bench.durable_steps
 	$(BENCH_PY) -m bench.scale_out
 	$(BENCH_PY) -m bench.defaults
 
@@ -228,14 +261,19 @@ SOAK_MINUTES ?= 30
 soak: $(BENCH_VENV)/.installed postgres
 	$(BENCH_PY) -m bench.soak --minutes $(SOAK_MINUTES)
 
+# CI's check that the harness runs: every system but three of the four Celery ones, which
+# differ from the fourth only in their pool and broker (make bench measures them all).
+BENCH_QUICK_SYSTEMS ?= raw,alkqueue,raw_mariadb,alkqueue_mariadb,raw_sqlite,alkqueue_sqlite,django_tasks_db,procrastinate,vtasks,celery_redis_threads
 bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbouncer
-	$(BENCH_PY) -m bench.run --quick $(BENCH_ARGS)
+	$(BENCH_PY) -m bench.run --quick --systems $(BENCH_QUICK_SYSTEMS) $(BENCH_ARGS)
 	$(BENCH_PY) -m bench.flow_control --quick
+	$(BENCH_PY) -m bench.fair_share --quick
 	$(BENCH_PY) -m bench.cancel_latency --quick
 	$(BENCH_PY) -m bench.process_pool --quick
 	$(BENCH_PY) -m bench.kept_history --quick
 	$(BENCH_PY) -m bench.held_vacuum --quick
 	$(BENCH_PY) -m bench.observability --quick
 	$(BENCH_PY) -m bench.workflows --quick
+	$(BENCH_PY) -m bench.durable_steps --quick
 	$(BENCH_PY) -m bench.scale_out --quick
 	$(BENCH_PY) -m bench.defaults --quick

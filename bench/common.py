@@ -193,6 +193,20 @@ class Workers:
                 return False
         return True
 
+    def has_open(self, path: Path) -> bool:
+        """Every worker process has the file `path` open (SQLite: its start-up is over)."""
+        leaves = self.leaves()
+        if not leaves:
+            return False
+        for proc in leaves:
+            try:
+                files = proc.open_files()
+            except psutil.NoSuchProcess:
+                return False
+            if not any(f.path == str(path) for f in files):
+                return False
+        return True
+
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.procs)
 
@@ -272,3 +286,36 @@ def python_env(settings: str | None = None, **extra: str) -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+# -- alk_worker runs of the feature benches ---------------------------------------------------
+
+
+def start_workers(queue_name: str, processes: int, *options: str) -> list[subprocess.Popen[bytes]]:
+    """`processes` `alk_worker` processes serving `queue_name` with `options`, each in its own
+    session, with this process's settings."""
+    command = [sys.executable, "-m", "django", "alk_worker", "--queue", queue_name, "-v", "0",
+               *options]  # fmt: skip
+    return [
+        subprocess.Popen(command, env=os.environ.copy(), cwd=ROOT, start_new_session=True)
+        for _ in range(processes)
+    ]
+
+
+def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        worker.wait(timeout=60)
+
+
+def wait_queue_empty(queue_name: str, timeout: float) -> float:
+    """Seconds until the queue holds no job."""
+    from django_alkqueue.models import QueueMessage
+
+    started = time.perf_counter()
+    while QueueMessage.objects.filter(queue=queue_name).exists():
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError(f"{queue_name} not drained in {timeout:g} s")
+        time.sleep(0.01)
+    return time.perf_counter() - started

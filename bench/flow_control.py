@@ -24,9 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -115,34 +112,6 @@ def claim_ack(quick: bool) -> dict[str, Any]:
 # -- worker runs ---------------------------------------------------------------------------
 
 
-def _workers(queue_name: str, processes: int, threads: int) -> list[subprocess.Popen[bytes]]:
-    command = [sys.executable, "-m", "django", "alk_worker", "--queue", queue_name,
-               "--concurrency", str(threads), "-v", "0"]  # fmt: skip
-    return [
-        subprocess.Popen(command, env=os.environ.copy(), cwd=ROOT, start_new_session=True)
-        for _ in range(processes)
-    ]
-
-
-def _stop(workers: list[subprocess.Popen[bytes]]) -> None:
-    for worker in workers:
-        worker.send_signal(signal.SIGTERM)
-    for worker in workers:
-        worker.wait(timeout=60)
-
-
-def _wait_empty(queue_name: str, timeout: float) -> float:
-    """Seconds until the queue holds no job."""
-    from django_alkqueue.models import QueueMessage
-
-    started = time.perf_counter()
-    while QueueMessage.objects.filter(queue=queue_name).exists():
-        if time.perf_counter() - started > timeout:
-            raise RuntimeError(f"{queue_name} not drained in {timeout:g} s")
-        time.sleep(0.01)
-    return time.perf_counter() - started
-
-
 def _run(queue_name: str, jobs: int, processes: int, threads: int, keyed: bool) -> float:
     """Start the workers, let them connect, make `jobs` jobs visible in one commit; returns
     the seconds until the queue is empty."""
@@ -151,15 +120,15 @@ def _run(queue_name: str, jobs: int, processes: int, threads: int, keyed: bool) 
     from django_alkqueue import queue
 
     _empty(queue_name)
-    workers = _workers(queue_name, processes, threads)
+    workers = common.start_workers(queue_name, processes, "--concurrency", str(threads))
     try:
         time.sleep(3.0)  # the workers start and connect
         key = (lambda p: f"k{p['i'] % KEYS}") if keyed else None
         with transaction.atomic():
             queue(queue_name).enqueue_many([{"i": i} for i in range(jobs)], concurrency_key=key)
-        return _wait_empty(queue_name, timeout=600)
+        return common.wait_queue_empty(queue_name, timeout=600)
     finally:
-        _stop(workers)
+        common.stop_workers(workers)
 
 
 def _runs() -> list[tuple[float, float, float]]:
@@ -252,14 +221,14 @@ def rate(quick: bool) -> dict[str, Any]:
 
     from django_alkqueue import queue
 
-    workers = _workers("flow-rate", 2, 16)
+    workers = common.start_workers("flow-rate", 2, "--concurrency", "16")
     try:
         time.sleep(3.0)
         with transaction.atomic():
             queue("flow-rate").enqueue_many([{"i": i} for i in range(jobs)])
         time.sleep(seconds + 1.0)
     finally:
-        _stop(workers)
+        common.stop_workers(workers)
     QueueMessage.objects.filter(queue="flow-rate").delete()
     claims = sorted(claimed for claimed, _, _ in _runs())
     first = claims[0]

@@ -94,7 +94,7 @@ def start_workers(
     )  # fmt: skip
 
     def started() -> bool:
-        return workers.connected(system.server_port) or not workers.alive()
+        return system.workers_ready(workers) or not workers.alive()
 
     try:
         common.wait_until(started, 60, 0.05)
@@ -123,6 +123,7 @@ def drain(system: System, n: int, processes: int, config: Config, tag: str) -> d
             committed = time.perf_counter()
             # After the seed: its INSERTs do not count.
             server_before = common.server_cpu(system.server_process, system.server_parent)
+            statements_before = system.server_statements()
             machine_before = common.machine_cpu()
             timeout = max(120.0, n / 20)
             try:
@@ -136,6 +137,7 @@ def drain(system: System, n: int, processes: int, config: Config, tag: str) -> d
             cpu = workers.cpu_seconds() - cpu_before
             busy = common.machine_busy_since(machine_before)
             server_after = common.server_cpu(system.server_process, system.server_parent)
+            statements_after = system.server_statements()
             server = common.server_cpu_delta(server_before, server_after)
             # The completion polls' own backend: part of the server figure, not the system's.
             poll_pid = system.poll_backend_pid(conn)
@@ -156,6 +158,10 @@ def drain(system: System, n: int, processes: int, config: Config, tag: str) -> d
         "machine_busy": busy,
         "peak_rss_mb": rss,
         "vacuums": vacuumer.vacuums,
+        # Every session's statements over the drain (the completion polls' too), per job.
+        "server_statements_per_job": (statements_after - statements_before) / n
+        if statements_before is not None and statements_after is not None
+        else None,
     }
 
 
@@ -165,8 +171,11 @@ def drain_summary(
     """The repetitions of one drain as figures (median, min, max)."""
     keys = ("jobs_per_s", "cpu_ms_per_job", "server_cpu_ms_per_job", "poll_server_cpu_ms_per_job",
             "machine_busy", "peak_rss_mb")  # fmt: skip
+    counted = [r["server_statements_per_job"] for r in runs
+               if r.get("server_statements_per_job") is not None]  # fmt: skip
     return {"config": config.label, "n": n, "processes": processes,
             **{k: common.figure([r[k] for r in runs]) for k in keys},
+            **({"server_statements_per_job": common.figure(counted)} if counted else {}),
             "vacuums": [r["vacuums"] for r in runs]}  # fmt: skip
 
 

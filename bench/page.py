@@ -44,6 +44,7 @@ def render(results: dict[str, Any]) -> str:
     fields["held_vacuum"] = held_vacuum(HELD_RESULTS)
     fields["defaults"] = defaults_section(DEFAULTS_RESULTS)
     fields["workflows"] = workflows_section(WORKFLOW_RESULTS)
+    fields["durable_steps"] = steps_section(STEPS_RESULTS)
     fields["scale_out"] = scale_out.section(scale_out.RESULTS)
     fields["soak"] = _soak()
     fields["observability"] = _observability()
@@ -410,6 +411,57 @@ def workflows_section(path: Path) -> str:
     )
 
 
+#: What bench/durable_steps.py wrote in the full run, and the heading of its section.
+STEPS_RESULTS = common.BENCH / "results" / "steps-full.json"
+STEPS_HEADING = "## Durable steps (issue 51)"
+
+
+def write_steps_section() -> None:
+    """Replace the durable steps section of docs/benchmarks.md with the last full run's."""
+    _write_section(STEPS_HEADING, steps_section(STEPS_RESULTS))
+
+
+def steps_section(path: Path) -> str:
+    """bench/durable_steps.py's figures against issue 51's targets: the section's body."""
+    if not path.exists():
+        return "Not measured in this run (`python -m bench.durable_steps`)."
+    f = json.loads(path.read_text())
+    steps, sig, sleep = f["steps against raw"], f["signal"], f["sleeping drain"]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    return (
+        "`bench/durable_steps.py`, run by `make bench` after the main run, on "
+        f"{f['database']}:\n\n"
+        "| what | target | measured | |\n|---|---|---|---|\n"
+        f"| {steps['jobs']:,} jobs of {steps['steps per job']} no-op `job.step` calls, one "
+        f"worker of {steps['threads']} threads, against {steps['threads']} threads doing one "
+        f"INSERT and one commit per step | at least 0.70 | **{steps['steps / raw']:.2f}** "
+        f"({steps['steps/s']:,} steps/s against {steps['raw rows/s']:,} rows/s) "
+        f"| {verdict(steps['steps / raw'] >= 0.70)} |\n"
+        f"| `Queue.signal` to the waiting handler running again, p50 / p99 | at most 50 / 250 "
+        f"ms | **{sig['signal p50 ms']} / {sig['signal p99 ms']} ms** (max "
+        f"{sig['signal max ms']} ms) "
+        f"| {verdict(sig['signal p50 ms'] <= 50 and sig['signal p99 ms'] <= 250)} |\n"
+        f"| {sleep['jobs']:,} jobs woken from a {sleep['sleep s']:g} s `job.sleep`, drained "
+        f"by one worker of {sleep['threads']} threads, against the same jobs without a sleep "
+        f"| at least 0.50 | **{sleep['woken / plain']:.2f}** ({sleep['woken jobs/s']:,} "
+        f"against {sleep['plain jobs/s']:,} jobs/s) | {verdict(sleep['woken / plain'] >= 0.5)} "
+        "|\n\n"
+        "The steps' rate counts the worker's claims and acks too (the time from the worker's "
+        "first claim to the queue empty); each step is one INSERT committed before "
+        "`job.step` returns, and the first step of a run one read of the job's steps. The "
+        f"signal latency is over {sig['repetitions']} repetitions with one idle worker woken "
+        "by NOTIFY. A sleeping job is two handler runs: the first records the sleep and puts "
+        "the job back to scheduled without holding a thread (one transaction of its own, "
+        "not group-committed as acks are); the second, woken, reads the job's steps (the "
+        "sleep returns at once) and acks with its steps' delete. The wake-up drain runs from "
+        "the end of the first pass (or the first wake time, when later) to the queue empty; "
+        "the plain drain from the worker's first claim to the queue empty."
+    )
+
+
 def _soak() -> str:
     """The last soak run's section (bench/soak.py writes it), kept across full runs."""
     path = common.RESULTS / "soak.md"
@@ -457,6 +509,7 @@ def _overview(results: dict[str, Any], items: list[dict[str, Any]]) -> dict[str,
         "bulk_pairs": str(get(side, "bulk", "ratio", "n") or "-"),
         "main_table": tables.main_table(results),
         "targets_table": targets.table(items),
+        "engines_table": tables.engines_table(results),
         "missed": ("Missed in this run: " + "; ".join(missed) + ".")
         if missed
         else "Every measured target is met in this run.",

@@ -20,7 +20,9 @@ def results_md(results: dict[str, Any]) -> str:
         tables.machine_lines(results),
         "## Side by side\n\nEach cell: median (min-max) of the repetitions.\n\n"
         + tables.main_table(results),
-        "## Targets (issue 6)\n\n" + targets.table(targets.evaluate(results)),
+        "## Targets (issues 6 and 53)\n\n" + targets.table(targets.evaluate(results)),
+        "## MariaDB and SQLite beside their raw loops (issue 53)\n\n"
+        + (tables.engines_table(results) or "(not in this run)"),
         "## Configuration scan (1 process, one drain each)\n\n" + tables.scan_table(results),
         "## Claim+ack cost against the table (us per job; x: against 10k pending)\n\n"
         + tables.scale_table(results),
@@ -41,7 +43,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
         r["title"].replace(", ", "\n")
         + (
             ""
-            if r["name"] == "raw"
+            if r["name"].startswith("raw")
             else "\n" + r["config"].replace(", ", "\n").replace(" --", "\n--")
         )
         for r in data

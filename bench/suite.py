@@ -26,6 +26,8 @@ RETRIES = 8
 BULK_PAIRS = 7
 #: Single enqueues per turn in the side-by-side step.
 SINGLE_CHUNK = 50
+#: django-alkqueue on MariaDB and SQLite: the raw system its enqueues take turns with.
+ENGINE_RAW = {"alkqueue_mariadb": "raw_mariadb", "alkqueue_sqlite": "raw_sqlite"}
 
 
 class Suite:
@@ -145,14 +147,19 @@ class Suite:
             )
         if self.system.name == "raw":
             self.scale(lambda: scale.RawLoops(self.system.database), scale.RawLoops)
+        if self.system.name in ENGINE_RAW:
+            self.out["side_by_side"] = self.side_by_side(ENGINE_RAW[self.system.name])
 
-    def side_by_side(self) -> dict[str, Any]:
+    def side_by_side(self, raw_name: str = "raw") -> dict[str, Any]:
         """django-alkqueue's enqueues taking turns with the raw calls, the raw table created
-        in the same database."""
-        raw = load("raw")
+        in the same database (on MariaDB and SQLite too: their raw systems, raw_name)."""
+        raw = load(raw_name)
         raw.database = self.system.database
+        if hasattr(self.system, "path"):  # SQLite: the same file
+            raw.path = self.system.path  # type: ignore[attr-defined]
         raw.install()
         sides = {"raw": raw, "alkqueue": self.system}
+        bulk_call = "COPY" if raw_name == "raw" else "multi-row INSERT"
         p = self.p
         return {
             "single": self.step(
@@ -162,7 +169,7 @@ class Suite:
                 ),
             ),
             "bulk": self.step(
-                "bulk enqueue side by side with the raw COPY",
+                f"bulk enqueue side by side with the raw {bulk_call}",
                 lambda: measure.side_by_side(
                     sides, "enqueue_bulk", p["n"], 1 if p["quick"] else BULK_PAIRS, p["n"]
                 ),

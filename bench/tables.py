@@ -56,7 +56,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         for variant in res.get("variants") or [{}]:
             title = res.get("title", name)
             config = variant.get("config", "-")
-            if name == "raw":
+            if name.startswith("raw"):
                 title = f"{title}, {config}"
             if variant.get("informational"):
                 config += " (informational: no target reads it)"
@@ -223,3 +223,58 @@ def machine_lines(results: dict[str, Any]) -> str:
         f"{results['params']['reps']} repetition(s)), {results['started']} to "
         f"{results['finished']}, {results['seconds'] / 60:.0f} min",
     ])  # fmt: skip
+
+
+#: Issue 53: each engine with django-alkqueue on it and its raw loops (bench/targets.py reads
+#: the same pairs).
+ENGINE_PAIRS = (("MariaDB", "alkqueue_mariadb", "raw_mariadb"),
+                ("SQLite", "alkqueue_sqlite", "raw_sqlite"))  # fmt: skip
+
+
+def engines_table(results: dict[str, Any]) -> str:
+    """django-alkqueue on MariaDB and on SQLite beside the engine's raw loops (claim 100 per
+    transaction): the rates the targets read and where a drain's time goes (worker and
+    server CPU per job). An engine whose systems the run lacks reads "not measured yet"."""
+    lines = ["| engine | figure | django-alkqueue | raw loop | django-alkqueue / raw |",
+             "|---|---|---:|---:|---:|"]  # fmt: skip
+    missing = []
+    for engine, ours_name, raw_name in ENGINE_PAIRS:
+        systems = results.get("systems") or {}
+        if ours_name not in systems and raw_name not in systems:
+            missing.append(f"{engine}: not measured yet (this run has neither `{ours_name}` "
+                           f"nor `{raw_name}`).")  # fmt: skip
+            continue
+        ours, raw = variant(results, ours_name), variant(results, raw_name, "claim 100 ")
+        figures = [
+            ("drain, 2 processes, jobs/s", get(ours, "drain_2", "jobs_per_s"),
+             get(raw, "drain_2", "jobs_per_s"), 0),
+            ("worker CPU per job, ms (drain, 2 processes)",
+             get(ours, "drain_2", "cpu_ms_per_job"), get(raw, "drain_2", "cpu_ms_per_job"), 3),
+            ("server CPU per job, ms (drain, 2 processes)",
+             get(ours, "drain_2", "server_cpu_ms_per_job"),
+             get(raw, "drain_2", "server_cpu_ms_per_job"), 3),
+            ("server statements per job (drain, 2 processes)",
+             get(ours, "drain_2", "server_statements_per_job"),
+             get(raw, "drain_2", "server_statements_per_job"), 2),
+            ("single enqueue, jobs/s", get(systems, ours_name, "enqueue_single", "jobs_per_s"),
+             get(systems, raw_name, "enqueue_single", "jobs_per_s"), 0),
+            ("bulk enqueue, jobs/s", get(systems, ours_name, "enqueue_bulk", "jobs_per_s"),
+             get(systems, raw_name, "enqueue_bulk", "jobs_per_s"), 0),
+            ("pickup p50, ms", get(ours, "latency", "p50_ms"), get(raw, "latency", "p50_ms"), 1),
+            ("pickup p99, ms", get(ours, "latency", "p99_ms"), get(raw, "latency", "p99_ms"), 1),
+        ]  # fmt: skip
+        for what in ("single", "bulk"):  # the enqueues taking turns in one window
+            side = get(systems, ours_name, "side_by_side", what)
+            if side:
+                paired = median(side["ratio"]) if what == "bulk" else None
+                figures.append((f"{what} enqueue side by side, jobs/s",
+                                side["jobs_per_s"]["alkqueue"], side["jobs_per_s"]["raw"], 0,
+                                paired))  # fmt: skip
+        if engine == "SQLite":  # no server: the workers' CPU is all of it
+            figures = [f for f in figures if not f[0].startswith("server ")]
+        for label, a, b, digits, *paired in figures:
+            share = paired[0] if paired and paired[0] is not None else ratio(median(a), median(b))
+            cell = "-" if share is None else f"{share:.0%}"
+            lines.append(f"| {engine} | {label} | {fmt(a, digits)} | {fmt(b, digits)} | {cell} |")
+    table = "\n".join(lines) if len(lines) > 2 else ""
+    return "\n\n".join(part for part in (table, " ".join(missing)) if part)

@@ -17,7 +17,9 @@ from .exceptions import (
     InvalidOption,
     PayloadError,
     TimeLimitExceeded,
+    TransactionLeftOpen,
     UnsupportedDatabase,
+    WaitTimedOut,
     WorkerChildDied,
 )
 from .jobs import Job, Progress, QueueStats
@@ -46,7 +48,9 @@ __all__ = [
     "RetryPolicy",
     "Snooze",
     "TimeLimitExceeded",
+    "TransactionLeftOpen",
     "UnsupportedDatabase",
+    "WaitTimedOut",
     "WorkerChildDied",
     "aenqueue",
     "batch",

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig as DjangoAdminConfig
+from django.core import checks
 from django.http import HttpRequest
+
+from .check_hints import error
 
 #: The model whose admin entry opens the overview (admin.overview.QueueStatAdmin).
 OVERVIEW_MODEL = "QueueStat"
@@ -40,7 +44,28 @@ class AdminSite(OverviewFirst, admin.AdminSite):
     """Django's admin site with the Queue overview first."""
 
 
+def check_app_installed(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """alkqueue.E103: our AdminConfig is in INSTALLED_APPS, "django_alkqueue" is not.
+    Registered by AdminConfig.ready() below, the one code of ours that runs then;
+    the models carry their app_label so that importing them (a view's `queue`, the URLconf
+    the checks load) does not fail before this check reports."""
+    if apps.is_installed("django_alkqueue"):
+        return []
+    message = (
+        'django_alkqueue.admin_site.AdminConfig is in INSTALLED_APPS, but "django_alkqueue" '
+        "is not: the queue's models, tables, commands and admin pages are missing."
+    )
+    return [error(message, "alkqueue.E103")]
+
+
 class AdminConfig(DjangoAdminConfig):
     """django.contrib.admin with `AdminSite` above as its default site."""
 
     default_site = "django_alkqueue.admin_site.AdminSite"
+
+    def ready(self) -> None:
+        super().ready()
+        if not apps.is_installed("django_alkqueue"):
+            # Without the app, none of its code runs at start-up but this: its system check
+            # says what to do (alkqueue.E103).
+            checks.register(check_app_installed, "alkqueue")

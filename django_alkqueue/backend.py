@@ -19,12 +19,11 @@ if not apps.is_installed("django_alkqueue"):
         "See docs/checks.md#alkqueuee102."
     )
 
-import copy
 import dataclasses
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import import_string
 
@@ -34,11 +33,14 @@ from .conf import get_settings
 from .exceptions import InvalidName, InvalidOption
 from .jobs import KEPT_STATES, Job
 from .models import TaskResult as TaskResultRecord
+from .payload import refuse_nul
 from .queues import queue
+from .running import Run, RunningJob, running_job
 from .tasks_compat import (
     BaseTaskBackend,
     InvalidTask,
     Task,
+    TaskContext,
     TaskError,
     TaskResult,
     TaskResultDoesNotExist,
@@ -57,6 +59,24 @@ OPTION_DEFAULTS: dict[str, Any] = {
 #: A result id is a job id written the one canonical way: a positive decimal without sign,
 #: leading zeros, spaces, underscores or non-ASCII digits, at most a signed 64-bit integer.
 _RESULT_ID = re.compile(r"[1-9][0-9]{0,18}")
+
+
+# The stubs declare TaskContext generic and not frozen; Django's own is frozen, with slots.
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class AlkQueueTaskContext(TaskContext):  # type: ignore[type-arg,misc]
+    """The `context` a `takes_context=True` task gets when django-alkqueue runs it: Django's
+    TaskContext (`task_result`, `attempt`) plus `job`, the running job, whose durable steps
+    (`context.job.step(name, fn, ...)`), progress, cancel flag and deadline a task may use
+    as a `@consumer` handler does (docs/tasks.md, "Durable steps")."""
+
+    job: RunningJob
+
+
+def task_context(task_result: TaskResult[Any, Any], job: Job) -> AlkQueueTaskContext:
+    """The context of a task run as `job`: a job no worker runs (a Job, not a RunningJob)
+    gets one whose steps refuse, with why."""
+    running = job if isinstance(job, RunningJob) else running_job(job, Run())
+    return AlkQueueTaskContext(task_result=task_result, job=running)
 
 
 class AlkQueueBackend(BaseTaskBackend):
@@ -103,6 +123,9 @@ class AlkQueueBackend(BaseTaskBackend):
         """One job, written in the caller's transaction."""
         self.validate_task(task)
         args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
+        # The task's result row keeps them in jsonb columns (task_runner.py), which refuse NUL.
+        refuse_nul(args, "args")
+        refuse_nul(kwargs, "kwargs")
         payload = {"task": task.module_path, "args": args, "kwargs": kwargs,
                    "backend": self.alias}  # fmt: skip
         if task.run_after is not None:  # the job's run_at moves with retries; this does not
@@ -110,7 +133,7 @@ class AlkQueueBackend(BaseTaskBackend):
         job = queue(task.queue_name, **self.job_options(task.queue_name)).enqueue(
             payload, run_at=task.run_after, priority=int(task.priority)
         )
-        result: TaskResult[Any, Any] = TaskResult(
+        result: TaskResult[Any, Any] = StoredTaskResult(
             task=task, id=str(job.id), status=TaskResultStatus.READY,
             enqueued_at=job.enqueued_at, started_at=None, finished_at=None,
             last_attempted_at=None, args=args, kwargs=kwargs, backend=self.alias,
@@ -162,7 +185,10 @@ def check_options(alias: str, options: dict[str, Any]) -> None:
 
 def _mapping(alias: str, value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise InvalidTask(f"task backend {alias!r}: {what} must be a dict, not {value!r:.80}")
+        raise InvalidTask(
+            f"task backend {alias!r}: {what} must be a dict, not "
+            f"{validation.shown(value, repr, 80)}"
+        )
     return dict(value)
 
 
@@ -230,6 +256,56 @@ class Enqueued:
         return None
 
 
+if TYPE_CHECKING:  # generic in the stubs and in the backport, not in Django 6
+    _TaskBase = Task[Any, Any]
+    _TaskResultBase = TaskResult[Any, Any]
+else:
+    _TaskBase, _TaskResultBase = Task, TaskResult
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueuedTask(_TaskBase):
+    """A task as it was enqueued, which today's settings may refuse (its queue left QUEUES):
+    a result still describes what was enqueued, so it is not validated again."""
+
+    def __post_init__(self) -> None:
+        """No validation: Task's own would refuse what the settings no longer allow."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StoredTaskResult(_TaskResultBase):  # type: ignore[misc]  # frozen in Django, not in the stubs
+    """The TaskResult this backend returns: Django's, with the stored return value given to
+    the constructor (`stored_return_value`), where Django's own field for it is private."""
+
+    stored_return_value: Any = None
+
+    @property
+    def return_value(self) -> Any:
+        """The task's return value; ValueError unless it succeeded, as Django's."""
+        if self.status == TaskResultStatus.SUCCESSFUL:
+            return self.stored_return_value
+        # Two-argument super(): a slots dataclass is a new class, which zero-argument misses.
+        return super(StoredTaskResult, self).return_value  # Django's ValueError
+
+    def refresh(self) -> None:
+        """Reload the result's state from the backend, as Django's refresh() does."""
+        self._take(self.task.get_backend().get_result(self.id))
+
+    async def arefresh(self) -> None:
+        """refresh() from async code."""
+        self._take(await self.task.get_backend().aget_result(self.id))
+
+    def _take(self, fresh: TaskResult[Any, Any]) -> None:
+        # What Django's refresh() copies, set as a frozen dataclass sets its own fields.
+        for name in _REFRESHED:
+            object.__setattr__(self, name, getattr(fresh, name))
+
+
+#: The fields of a result that change while its task runs (Django's refresh() copies them).
+_REFRESHED = ("status", "enqueued_at", "started_at", "finished_at", "last_attempted_at",
+              "errors", "worker_ids", "stored_return_value")  # fmt: skip
+
+
 def task_as_enqueued(result_id: str, enqueued: Enqueued) -> Task[Any, Any]:
     """The task with the `using()` overrides it was enqueued with, so that `result.task`
     equals the enqueued task and `result.refresh()` asks the backend that holds it."""
@@ -246,11 +322,9 @@ def task_as_enqueued(result_id: str, enqueued: Enqueued) -> Task[Any, Any]:
     except InvalidTask:
         # The settings changed since the enqueue (its queue left QUEUES, say): the result
         # still describes what was enqueued, so skip the validation a new task would get.
-        rebuilt = copy.copy(task)
-        for name, value in changes.items():
-            if value is not None:
-                object.__setattr__(rebuilt, name, value)
-        return rebuilt  # type: ignore[no-any-return]
+        fields = {field.name: getattr(task, field.name) for field in dataclasses.fields(task)}
+        fields.update((name, value) for name, value in changes.items() if value is not None)
+        return EnqueuedTask(**fields)
 
 
 def build_result(
@@ -278,7 +352,8 @@ def build_result(
     else:
         assert record is not None
         enqueued_at = record.enqueued_at
-    result: TaskResult[Any, Any] = TaskResult(
+    stored = record.return_value if status == TaskResultStatus.SUCCESSFUL and record else None
+    return StoredTaskResult(
         task=task, id=result_id, status=status,
         enqueued_at=enqueued_at,
         started_at=record.started_at if record else None,
@@ -288,10 +363,8 @@ def build_result(
         errors=[TaskError(exception_class_path=e["exception_class_path"],
                           traceback=e["traceback"]) for e in (record.errors if record else [])],
         worker_ids=list(record.worker_ids) if record else [],
+        stored_return_value=stored,
     )  # fmt: skip
-    if status == TaskResultStatus.SUCCESSFUL and record is not None:
-        object.__setattr__(result, "_return_value", record.return_value)
-    return result
 
 
 def _status(job: Job | None, record: TaskResultRecord | None) -> Any:

@@ -57,16 +57,24 @@ class RetryPolicy:
         retry_on: tuple[type[BaseException], ...] | None = None,
     ) -> None:
         if backoff not in BACKOFFS:
-            raise InvalidOption(f"unknown backoff {backoff!r}; use one of {', '.join(BACKOFFS)}")
+            raise InvalidOption(
+                f"unknown backoff {validation.shown(backoff, repr)}; use one of "
+                f"{', '.join(BACKOFFS)}"
+            )
         # The core's duration rule: finite, >= 0, within a century (an infinite delay would
         # fail the retry that computes a run_at from it).
         base = None if base is None else validation.seconds(base, "base")
         max_delay = validation.seconds(max_delay, "max_delay")
         if not isinstance(jitter, bool):
-            raise InvalidOption(f"jitter must be True or False, not {jitter!r}")
+            raise InvalidOption(
+                f"jitter must be True or False, not {validation.shown(jitter, repr)}"
+            )
         if retry_on is not None:
             if not isinstance(retry_on, Iterable):
-                raise InvalidOption(f"retry_on must be a tuple of exception types: {retry_on!r}")
+                raise InvalidOption(
+                    "retry_on must be a tuple of exception types: "
+                    f"{validation.shown(retry_on, repr)}"
+                )
             retry_on = tuple(retry_on)
             if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retry_on):
                 raise InvalidOption("retry_on must be a tuple of exception types")

@@ -1,4 +1,6 @@
-"""System checks. Every id is stable and documented once, in docs/checks.md."""
+"""System checks. Every id is stable and documented once, in docs/checks.md; their hints are
+check_hints.py's. Imported by the app's ready(), once the models can be; alkqueue.E103,
+which must run without the app, is admin_site.py's."""
 
 from __future__ import annotations
 
@@ -9,28 +11,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from .check_hints import error as _error
+from .check_hints import hint as _hint
+from .conf import SettingsErrors, get_settings
 from .consumers import registry
-
-#: How to fix each check's errors; docs/checks.md says more under the id's heading.
-HINTS = {
-    "alkqueue.E001": "Give each queue exactly one @consumer.",
-    "alkqueue.E002": "Fix the entry's cron, queue or task.",
-    "alkqueue.E003": "Fix the named key of the ALKQUEUE setting.",
-    "alkqueue.E004": "Name an alias of DATABASES.",
-    "alkqueue.E005": "Set the queue's limits in one place: the @consumer or ALKQUEUE['QUEUES'].",
-    "alkqueue.E101": "Use PostgreSQL, SQLite, MariaDB 10.6+ or MySQL 8.0.1+.",
-    "alkqueue.E102": 'Add "django_alkqueue" to INSTALLED_APPS.',
-    "alkqueue.W101": 'Add "PRAGMA journal_mode=WAL;" to the database\'s OPTIONS["init_command"].',
-}
-
-
-def _hint(check_id: str) -> str:
-    anchor = check_id.replace(".", "").lower()
-    return f"{HINTS[check_id]} See docs/checks.md#{anchor}."
-
-
-def _error(message: str, check_id: str) -> checks.Error:
-    return checks.Error(message, hint=_hint(check_id), id=check_id)
+from .exceptions import UnsupportedDatabase
+from .limits import NAMES, settings_limits
+from .periodic import entry_errors
+from .sql import dialect_name
+from .sql.sqlite import file_journal_mode
 
 
 @checks.register("alkqueue")
@@ -42,9 +31,6 @@ def check_consumers(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
 @checks.register("alkqueue")
 def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """alkqueue.E002: a PERIODIC entry with a bad cron, queue, task path or no target."""
-    from .conf import get_settings
-    from .periodic import entry_errors
-
     try:
         periodic = get_settings().PERIODIC
     except ImproperlyConfigured:  # reported by alkqueue.E003
@@ -60,10 +46,10 @@ def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """alkqueue.E003: the ALKQUEUE setting is not a dict, has an unknown key or a bad value.
     alkqueue.E004: DATABASE or LISTEN_DATABASE names an alias that DATABASES lacks."""
-    from .conf import get_settings
-
     try:
         settings = get_settings()
+    except SettingsErrors as exc:  # every bad key and value, each an error of its own
+        return [_error(problem, "alkqueue.E003") for problem in exc.problems]
     except ImproperlyConfigured as exc:
         return [_error(str(exc), "alkqueue.E003")]
     return [
@@ -79,9 +65,6 @@ def check_limits(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     """alkqueue.E005: a queue whose @consumer and ALKQUEUE["QUEUES"] entry set different
     limits: a limit the entry names differs from the decorator's, None included
     (docs/flow-control.md)."""
-    from .conf import get_settings
-    from .limits import NAMES, settings_limits
-
     try:
         queues = get_settings().QUEUES
     except ImproperlyConfigured:  # reported by alkqueue.E003
@@ -115,10 +98,6 @@ def check_database(
 ) -> list[checks.CheckMessage]:
     """alkqueue.E101: the queue's database has no dialect (no SKIP LOCKED).
     alkqueue.W101: the queue's database is an SQLite file not in WAL mode."""
-    from .conf import get_settings
-    from .exceptions import UnsupportedDatabase
-    from .sql import dialect_name
-
     try:
         alias = get_settings().DATABASE
     except ImproperlyConfigured:  # reported by alkqueue.E003
@@ -140,8 +119,6 @@ def sqlite_journal(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]
     """Without WAL a reader waits for the writer and the writer for every reader: a worker
     and a web process on one file stall each other (an in-memory database is one process).
     Nothing for another database."""
-    from .sql.sqlite import file_journal_mode
-
     mode = file_journal_mode(connection)
     if mode in (None, "wal", "memory"):
         return []

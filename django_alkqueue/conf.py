@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from . import limits as flow
+from . import limit_values as flow
 from . import validation
 from .exceptions import InvalidName, InvalidOption
 
@@ -54,8 +54,13 @@ class AlkQueueSettings:
     #: Seconds after an enqueue's wake-up NOTIFY during which further enqueues of the same
     #: queue, outside a transaction and on the same connection, send none; workers look again
     #: once the window (plus 50 ms) has passed after each NOTIFY. 0: every enqueue notifies.
-    #: PostgreSQL only (sql/postgresql/wake_pacing.py).
+    #: Elsewhere the same window paces the wake-ups sent to the workers of this host
+    #: (sql/postgresql/wake_pacing.py, sql/local_wakeups.py).
     NOTIFY_WINDOW: float = 0.005
+    #: Where workers on SQLite, MariaDB and MySQL bind the sockets through which enqueues on
+    #: the same host wake them (sql/local_wakeups.py); None: the system's temporary directory.
+    #: Processes that should wake each other must see the same directory.
+    WAKEUP_DIRECTORY: str | None = None
     #: Database alias used for LISTEN (a direct connection when claims go through PgBouncer).
     LISTEN_DATABASE: str | None = None
     #: Seconds of per-minute queue statistics (QueueStat, the admin charts) kept; the leader's
@@ -64,7 +69,8 @@ class AlkQueueSettings:
     #: Per-queue options for queues without a @consumer (the Django Tasks backend's):
     #: name -> {"sensitive": bool, "concurrency": int, "key_concurrency": int,
     #: "rate": "N/s", "key_rate": "N/m", "keep": seconds or timedelta} (docs/flow-control.md;
-    #: docs/running-jobs.md for "keep"), "timeout": seconds (docs/running-jobs.md).
+    #: docs/running-jobs.md for "keep"), "timeout": seconds (docs/running-jobs.md),
+    #: "fair_weights": {fair key: weight} (docs/fair-share.md).
     QUEUES: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     #: Which SQL dialect serves the queue's database: "auto" (PostgreSQL's and SQLite's own,
     #: the ORM dialect elsewhere) or "orm" (the ORM dialect everywhere). docs/databases.md.
@@ -87,13 +93,28 @@ _MAX_SECONDS = 100 * 365 * 86400.0
 #: PostgreSQL stores at most 1 GB in one field.
 _MAX_PAYLOAD_LIMIT = 2**30
 
+
+class SettingsErrors(ImproperlyConfigured):
+    """Every problem found in the ALKQUEUE setting, each a sentence of its own: the system
+    check alkqueue.E003 reports each as an error (checks.py)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(" ".join(problems))
+        self.problems = problems
+
+
 #: A rule takes the setting's label (`ALKQUEUE['ACK_WINDOW']`) and its value, and returns the
 #: value as the settings hold it, or raises ImproperlyConfigured naming both.
 Rule = Callable[[str, Any], Any]
 
 
+def _shown(value: Any) -> str:
+    """repr(value) for a message, whatever the value (validation.shown)."""
+    return validation.shown(value, repr)
+
+
 def _expected(label: str, value: Any, what: str) -> ImproperlyConfigured:
-    return ImproperlyConfigured(f"{label} is {value!r:.200}; expected {what}.")
+    return ImproperlyConfigured(f"{label} is {validation.shown(value, repr)}; expected {what}.")
 
 
 def _seconds(*, positive: bool) -> Rule:
@@ -141,6 +162,12 @@ def _alias(key: str, value: Any) -> str:
     return value
 
 
+def _directory(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise _expected(key, value, "a directory path (a non-empty string)")
+    return value
+
+
 def _optional(rule: Rule) -> Rule:
     def check(key: str, value: Any) -> Any:
         return None if value is None else rule(key, value)
@@ -169,7 +196,7 @@ def _periodic(key: str, value: Any) -> dict[str, dict[str, Any]]:
 
 
 def _limit(name: str) -> Rule:
-    """One of flow control's limits, as limits.parse checks it."""
+    """One of flow control's limits, as limit_values.parse checks it."""
 
     def check(key: str, value: Any) -> Any:
         try:
@@ -180,36 +207,64 @@ def _limit(name: str) -> Rule:
     return check
 
 
+def _fair_weights(key: str, value: Any) -> dict[str, int]:
+    """{fair key: weight}: each key as enqueue(fair_key=) takes it, each weight in 1..1000."""
+    if not isinstance(value, dict):
+        raise _expected(key, value, "a dict of fair key to weight")
+    for fair_key, weight in value.items():
+        try:
+            validation.fair_key(fair_key)
+            validation.fair_weight(weight)
+        except InvalidOption as exc:
+            raise ImproperlyConfigured(f"{key}[{_shown(fair_key)}]: {exc}.") from None
+    return value
+
+
 #: What each key of ALKQUEUE["QUEUES"][name] accepts; a new per-queue option is one line.
 QUEUE_OPTION_RULES: dict[str, Rule] = {
     "sensitive": _boolean,
     "timeout": _optional(_seconds(positive=True)),
     "keep": _duration,
+    "fair_weights": _fair_weights,
     **{name: _limit(name) for name in flow.NAMES},
 }
 
 
 def _queues(key: str, value: Any) -> dict[str, dict[str, Any]]:
+    """Every queue's entry checked, every problem of every entry reported at once."""
     if not isinstance(value, dict):
         raise _expected(key, value, "a dict of queue name to a dict of that queue's options")
-    for name, options in value.items():
-        where = f"{key}[{name!r}]"
-        try:
-            validation.queue_name(name)
-        except InvalidName as exc:
-            raise ImproperlyConfigured(f"{key} names a bad queue: {exc}.") from None
-        if not isinstance(options, dict):
-            raise _expected(where, options, "a dict of queue options")
-        unknown = sorted(set(options) - set(QUEUE_OPTION_RULES), key=repr)
-        if unknown:
-            raise ImproperlyConfigured(
-                f"{where} has unknown option(s) {', '.join(map(repr, unknown))}; "
-                f"valid options are {', '.join(sorted(QUEUE_OPTION_RULES))}."
-            )
-        for option, rule in QUEUE_OPTION_RULES.items():
-            if option in options:
-                rule(f"{where}[{option!r}]", options[option])
+    problems = [problem for name, options in value.items()
+                for problem in _queue_problems(key, name, options)]  # fmt: skip
+    if problems:
+        raise SettingsErrors(problems)
     return value
+
+
+def _queue_problems(key: str, name: Any, options: Any) -> list[str]:
+    """What is wrong with one entry of ALKQUEUE["QUEUES"]: its name, then each of its
+    options (an unknown one, then each bad value)."""
+    where = f"{key}[{_shown(name)}]"
+    try:
+        validation.queue_name(name)
+    except InvalidName as exc:
+        return [f"{key} names a bad queue: {exc}."]
+    if not isinstance(options, dict):
+        return [str(_expected(where, options, "a dict of queue options"))]
+    problems = []
+    unknown = sorted(set(options) - set(QUEUE_OPTION_RULES), key=_shown)
+    if unknown:
+        problems.append(
+            f"{where} has unknown option(s) {', '.join(map(_shown, unknown))}; "
+            f"valid options are {', '.join(sorted(QUEUE_OPTION_RULES))}."
+        )
+    for option, rule in QUEUE_OPTION_RULES.items():
+        if option in options:
+            try:
+                rule(f"{where}[{option!r}]", options[option])
+            except ImproperlyConfigured as exc:
+                problems.append(str(exc))
+    return problems
 
 
 #: The shortest METRICS_TOKEN accepted: a guessable token would open the metrics to anyone.
@@ -252,6 +307,7 @@ RULES: dict[str, Rule] = {
     "VACUUM_DEAD_TUPLES": _optional(_int_in(1, 2**63 - 1)),
     "NOTIFY_WINDOW": _seconds(positive=False),
     "LISTEN_DATABASE": _optional(_alias),
+    "WAKEUP_DIRECTORY": _optional(_directory),
     "STATS_RETENTION": _seconds(positive=True),
     "QUEUES": _queues,
     "DIALECT": _one_of("auto", "orm"),
@@ -268,20 +324,34 @@ def get_settings() -> AlkQueueSettings:
 
 
 def read_settings(raw: Any) -> AlkQueueSettings:
-    """`raw` (the ALKQUEUE setting; None when absent) as settings, each key checked."""
+    """`raw` (the ALKQUEUE setting; None when absent) as settings, each key checked:
+    SettingsErrors names every bad key and value, not the first only."""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
         raise ImproperlyConfigured(
-            f"ALKQUEUE must be a dict of settings, not {type(raw).__name__} ({raw!r:.80})."
+            f"ALKQUEUE must be a dict of settings, not {type(raw).__name__} "
+            f"({validation.shown(raw, repr, 80)})."
         )
-    unknown = sorted(set(raw) - _FIELDS, key=repr)
+    problems = []
+    unknown = sorted(set(raw) - _FIELDS, key=_shown)
     if unknown:
-        raise ImproperlyConfigured(
-            f"Unknown ALKQUEUE setting(s) {', '.join(map(str, unknown))}; "
+        problems.append(
+            f"Unknown ALKQUEUE setting(s) {', '.join(map(validation.shown, unknown))}; "
             f"valid keys are {', '.join(sorted(_FIELDS))}."
         )
-    checked = {key: RULES[key](f"ALKQUEUE[{key!r}]", value) for key, value in raw.items()}
+    checked = {}
+    for key, value in raw.items():
+        if key not in RULES:
+            continue
+        try:
+            checked[key] = RULES[key](f"ALKQUEUE[{key!r}]", value)
+        except SettingsErrors as exc:
+            problems += exc.problems
+        except ImproperlyConfigured as exc:
+            problems.append(str(exc))
+    if problems:
+        raise SettingsErrors(problems)
     return AlkQueueSettings(**checked)
 
 

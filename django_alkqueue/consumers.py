@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,22 +18,19 @@ from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import module_has_submodule
 
-from . import limits as flow
+from . import limit_values as flow
 from . import validation
 from .backoff import RetryPolicy
 from .exceptions import InvalidOption
-from .jobs import Job
-
-Handler = Callable[[Any, Job], Any]
-#: A batch consumer's handler: the jobs of one call, in handout order; returns None (all
-#: succeeded) or a mapping of job id to the exception that job failed with.
-BatchHandler = Callable[[list[Job]], Mapping[int, BaseException] | None]
 
 
 @dataclasses.dataclass(frozen=True)
 class ConsumerSpec:
     queue: str
-    handler: Callable[..., Any]  # a Handler, or a BatchHandler when `batch` is set
+    #: `handler(payload, job)`; with `batch`, `handler(jobs)`: the jobs of one call in handout
+    #: order, returning None (all succeeded) or a mapping of job id to the exception it failed
+    #: with.
+    handler: Callable[..., Any]
     path: str
     lease: float | None
     max_attempts: int | None
@@ -162,7 +159,7 @@ def consumer(
     """Bind the decorated `handler(payload, job)` to `queue`. Options become the queue's stamps.
 
     With `batch`, the handler is `handler(jobs)` instead: a list of up to `batch` jobs of one
-    claim per call (see BatchHandler and docs/consumers.md).
+    claim per call (docs/consumers.md).
 
     `concurrency`, `key_concurrency`, `rate` and `key_rate` limit the queue's claims across
     every worker (docs/flow-control.md). `timeout` bounds each handler call: past it the
@@ -180,9 +177,10 @@ def consumer(
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise InvalidOption(f"retry must be a RetryPolicy, not {type(retry).__name__}")
     if not isinstance(atomic, bool):
-        raise InvalidOption(f"atomic must be True or False, not {atomic!r}")
+        raise InvalidOption(f"atomic must be True or False, not {validation.shown(atomic, repr)}")
     if not isinstance(sensitive, bool):
-        raise InvalidOption(f"sensitive must be True or False, not {sensitive!r}")
+        shown = validation.shown(sensitive, repr)
+        raise InvalidOption(f"sensitive must be True or False, not {shown}")
     kept = None if keep is None else validation.seconds(keep, "keep", positive=True)
     limits = flow.limits(
         concurrency=concurrency, key_concurrency=key_concurrency, rate=rate, key_rate=key_rate

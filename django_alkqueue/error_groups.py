@@ -6,8 +6,9 @@ A fingerprint is made of three parts read from a stored error text (the headline
 
 - the exception class;
 - the message with its variable parts replaced by placeholders (`normalise`): quoted
-  strings, e-mail addresses, UUIDs, hex ids and numbers, so that `order 151` and
-  `order 137` are one group;
+  strings, e-mail addresses, UUIDs, hex ids, identifiers mixing letters and digits and
+  numbers, so that `order 151` and `order 137`, `consumer c1` and `consumer c4` are one
+  group;
 - the innermost frame of the traceback that is not in the standard library or
   site-packages: the application's code that raised (`app_frame`), as its file's last two
   path components and its function, so that another deploy directory or a moved line keeps
@@ -28,7 +29,8 @@ import sysconfig
 FINGERPRINT_LENGTH = 32
 
 # The placeholders, applied in this order: a quoted string may hold anything else, an
-# e-mail address or a UUID holds digits and hex, a hex id holds digits.
+# e-mail address or a UUID holds digits and hex, a hex id holds digits, and so does an
+# identifier.
 _PLACEHOLDERS: tuple[tuple[re.Pattern[str], str], ...] = (
     # A quote not glued to a word, so the apostrophe of "can't" opens nothing.
     (re.compile(r"""(?<![\w'"])'[^'\n]*'(?!\w)|(?<![\w'"])"[^"\n]*"(?!\w)"""), "<str>"),
@@ -42,7 +44,11 @@ _PLACEHOLDERS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         "<hex>",
     ),
-    # A number not glued to a name ("utf8" and "http2" stay), signed, with decimals.
+    # A word mixing digits with letters or _ (`c1`, `user_17b`, `30s`, a short hex `a3f5`):
+    # a name with a number in it varies between two events of one bug as a number does.
+    # Names such as `utf8` go too; the frame keeps the groups of different code apart.
+    (re.compile(r"(?<!\w)(?=\w*\d)(?=\w*[^\W\d])\w+(?!\w)"), "<id>"),
+    # A number, signed, with decimals or dots.
     (re.compile(r"(?<!\w)-?\d+(?:\.\d+)*(?!\w)"), "<num>"),
 )
 _CLASS = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
@@ -60,7 +66,7 @@ _STDLIB = tuple(
 
 def normalise(message: str) -> str:
     """The message with its variable parts replaced: `<str>`, `<email>`, `<uuid>`, `<hex>`,
-    `<num>`."""
+    `<id>`, `<num>`."""
     for pattern, placeholder in _PLACEHOLDERS:
         message = pattern.sub(placeholder, message)
     return message

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 
-from .defaults import MAX_ERROR_CHARS
+from .defaults import LOGGED_ERROR_CHARS, MAX_ERROR_CHARS
 from .outcomes import Fail, Retry
 
 
@@ -30,6 +30,15 @@ def capped(text: str, limit: int = MAX_ERROR_CHARS) -> str:
 
 def capped_or_none(text: str | None) -> str | None:
     return None if text is None else capped(text)
+
+
+def logged_line(text: str, limit: int = LOGGED_ERROR_CHARS) -> str:
+    """The first line of an error text (its headline, `ExceptionClass: message`) cut at
+    `limit` characters: what the worker's line for a job that did not succeed shows. A
+    sensitive queue's text withholds the message already (private_error_text), so the line
+    withholds it exactly as the stored text does."""
+    lines = text.splitlines()
+    return lines[0][:limit] if lines else ""
 
 
 def headline(error: BaseException) -> str:
@@ -66,6 +75,14 @@ def private_error_text(error: BaseException) -> str:
         for exc in reversed(chain)
     ]
     return _private_headline(error) + "\n\n" + "\n\nThen:\n\n".join(parts)
+
+
+def private_message(error: BaseException) -> str:
+    """What a sensitive queue's record says for `error`'s message: the reason of a Retry or a
+    Fail, `WITHHELD` for any other exception."""
+    if isinstance(error, Retry | Fail):
+        return str(error)
+    return WITHHELD
 
 
 def _private_headline(error: BaseException) -> str:

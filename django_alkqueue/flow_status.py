@@ -1,7 +1,7 @@
 """Flow control as the operator sees it: the limits in force and where each comes from,
 claimed vs concurrency, the due jobs held back right now ("throttled"), and the busiest keys.
 Read-only; the overview, the queue page, the consumer page and `alk_status` show these
-figures (docs/flow-control-operating.md)."""
+figures (docs/flow-control.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from django.utils.translation import pgettext_lazy
 from . import limits as flow
 from .limits import Limits, LimitsInForce, Rate
 from .models import ClaimLedger, Consumer, QueueMessage
+from .privacy import MASK
 
 #: Keys the busiest-keys table lists.
 BUSIEST_KEYS = 20
@@ -58,6 +59,14 @@ class FlowFigures:
     concurrency: int | None
     throttled: int
     busiest_keys: list[KeyLoad]
+    #: The keys are masked: the queue is sensitive and the reader may not see them.
+    keys_masked: bool = False
+
+    def with_keys_masked(self) -> FlowFigures:
+        """These figures for a reader who may not see the queue's keys: each key masked, its
+        counts kept (privacy.py)."""
+        keys = [dataclasses.replace(k, key=MASK) for k in self.busiest_keys]
+        return dataclasses.replace(self, busiest_keys=keys, keys_masked=True)
 
     @property
     def table(self) -> list[tuple[str, str | None, str | None]]:

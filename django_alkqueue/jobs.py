@@ -1,11 +1,14 @@
-"""The value objects handed to callers: `Job` and `QueueStats`. Frozen; built from rows."""
+"""The value objects handed to callers: `Job` and `QueueStats`, and those the drivers take:
+`Stamps`, `Progress`, `Finish`. Frozen; built from rows."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
+
+from django.conf import settings
 
 from .payload import decode, encode
 
@@ -19,6 +22,8 @@ KEPT_STATES: tuple[State, ...] = ("succeeded", "cancelled")
 
 # Pinned reasons: they appear verbatim in dead letters, signals, the admin and the docs.
 MAX_ATTEMPTS_EXCEEDED = "max attempts exceeded"
+#: A job that took its worker down CRASHES_TO_DEAD times (docs/reliability.md).
+CRASHED_ITS_WORKER = "crashed its worker"
 FAILED = "failed"
 EXPIRED = "expired"
 
@@ -108,6 +113,17 @@ class QueueStats:
     waiting: int = 0
 
 
+class JobKeys(NamedTuple):
+    """The keys a new job is stamped with after its row is written: what key_concurrency
+    and key_rate count by, and what the claim takes turns between (docs/fair-share.md)."""
+
+    concurrency_key: str | None = None
+    fair_key: str | None = None
+
+
+NO_KEYS = JobKeys()
+
+
 class Stamps(NamedTuple):
     """The options a new job is written with, resolved once for a whole enqueue call."""
 
@@ -153,13 +169,21 @@ class Stamps(NamedTuple):
         }  # fmt: skip
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Finish:
+    """What a kept row holds beyond the live row it comes from: how long to keep it, how
+    long the handler ran, and its recorded output (JSON text) or the note that replaced it
+    (history.finish makes one)."""
+
+    keep: float
+    duration: float | None = None
+    output: str | None = None
+    output_error: str | None = None
+
+
 def make_job(fields: dict[str, Any]) -> Job:
-    """A Job holding `fields` and the defaults of the fields it leaves out, made without the frozen
-    constructor's one object.__setattr__ per field, which is most of the Python cost of a new
-    job, paid once per enqueued row and once per claimed one (docs/benchmarks.md)."""
-    job = object.__new__(Job)
-    object.__setattr__(job, "__dict__", _DEFAULTED | fields)
-    return job
+    """The Job holding `fields`; the fields it leaves out keep their defaults."""
+    return without_init(Job, _DEFAULTED | fields)
 
 
 #: The fields of Job that have a default, so that a Job from make_job holds every field even
@@ -169,6 +193,20 @@ _DEFAULTED = {
     for field in dataclasses.fields(Job)
     if field.default is not dataclasses.MISSING
 }
+
+_FrozenT = TypeVar("_FrozenT")
+
+
+def without_init(cls: type[_FrozenT], fields: dict[str, Any]) -> _FrozenT:  # noqa: UP047 (3.11)
+    """An instance of the frozen dataclass `cls` whose __dict__ is `fields` (every field,
+    nothing else), made without the frozen __init__: its object.__setattr__ per field costs
+    4.2 us of a Job against 0.3 us here, paid for every enqueued and every claimed job, more
+    than 10% of the bulk enqueue and the drain (docs/benchmarks.md, "The driver's hot
+    path"). The project's one construction past a constructor (issue 49);
+    tests/test_frozen_values.py fails if dataclasses stop keeping fields in __dict__."""
+    value = object.__new__(cls)
+    object.__setattr__(value, "__dict__", fields)
+    return value
 
 
 def live_state(claimed: bool, run_at: datetime, now: datetime) -> State:
@@ -186,8 +224,6 @@ PARKED_YEAR = 9000
 
 def parked_at() -> datetime:
     """The run_at of a waiting job's row: aware or naive as USE_TZ says."""
-    from django.conf import settings
-
     at = datetime(PARKED_YEAR, 1, 1)
     return at.replace(tzinfo=UTC) if settings.USE_TZ else at
 

@@ -5,12 +5,38 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from .fields import PayloadField
 from .jobs import parked_at
+
+#: Every model's app_label, written out: so that, with the app missing from INSTALLED_APPS,
+#: the models still import and the system check alkqueue.E103 can say what to do instead of
+#: Django's RuntimeError naming a model (checks.py, admin_site.py).
+APP_LABEL = "django_alkqueue"
+#: The AdminConfig whose ready() registers alkqueue.E103.
+ADMIN_CONFIG = "django_alkqueue.admin_site.AdminConfig"
+
+
+def _require_app() -> None:
+    """Without the app, importing the models is refused with what to do, unless this
+    project's AdminConfig is ours: then its check alkqueue.E103 says it, with the other
+    system checks' messages, and no traceback."""
+    if apps.is_installed(APP_LABEL):
+        return
+    configs = {f"{type(c).__module__}.{type(c).__qualname__}" for c in apps.get_app_configs()}
+    if ADMIN_CONFIG not in configs:
+        raise ImproperlyConfigured(
+            '"django_alkqueue" is not in INSTALLED_APPS: add it, then run `python manage.py '
+            "migrate`. See docs/checks.md#alkqueuee103."
+        )
+
+
+_require_app()
 
 MESSAGE_TABLE = "alkqueue_message"
 DEAD_LETTER_TABLE = "alkqueue_deadletter"
@@ -29,6 +55,18 @@ BATCH_TABLE = "alkqueue_batch"
 BATCH_MEMBER_TABLE = "alkqueue_batchmember"
 DEPENDENCY_TABLE = "alkqueue_dependency"
 WAITING_TABLE = "alkqueue_waitingjob"
+#: Durable steps (docs/durable-steps.md): what `job.step` recorded, by job id.
+STEP_TABLE = "alkqueue_jobstep"
+#: A job's steps, by (job_id, name): what a run loads, what a record must not repeat, what
+#: a delete with the job walks.
+STEP_CONSTRAINT = "alkqueue_jobstep_name"
+#: Signals sent to jobs (docs/durable-steps.md): what `job.wait_for` returns, by job id.
+SIGNAL_TABLE = "alkqueue_jobsignal"
+#: A job's signals, by (job_id, name): one per name (the first stays), what a wait reads,
+#: what a delete with the job walks.
+SIGNAL_CONSTRAINT = "alkqueue_jobsignal_name"
+#: The waits for a signal by deadline: what the leader's release of lapsed waits walks.
+WAIT_DEADLINE_INDEX = "alkqueue_wait_deadline_idx"
 #: A batch's members by outcome: its counts, and the probe for an unfinished member.
 BATCH_MEMBER_INDEX = "alkqueue_batch_member_idx"
 #: A job's dependents: what its ack releases and its death fails.
@@ -39,7 +77,17 @@ PENDING_INDEX = "alkqueue_pending_idx"
 LEASE_INDEX = "alkqueue_lease_idx"
 EXPIRY_INDEX = "alkqueue_expiry_idx"
 UNIQUE_KEY_CONSTRAINT = "alkqueue_live_unique_key"
+#: One unclaimed job per (queue, debounce key): a claim clears the key (docs/queues.md).
+DEBOUNCE_KEY_CONSTRAINT = "alkqueue_open_debounce_key"
+UNIQUE_WINDOW_TABLE = "alkqueue_uniquewindow"
+#: One window per (queue, unique key), and the sweep's walk over the lapsed ones.
+UNIQUE_WINDOW_CONSTRAINT = "alkqueue_unique_window_key"
+UNIQUE_WINDOW_LAPSE_INDEX = "alkqueue_window_lapse_idx"
 CONCURRENCY_KEY_INDEX = "alkqueue_concurrency_key_idx"
+#: Unclaimed jobs per fair key: whether a queue takes turns, and the admin's keys with ready jobs.
+FAIR_KEY_INDEX = "alkqueue_fair_key_idx"
+FAIR_TURN_TABLE = "alkqueue_fairturn"
+FAIR_TURN_CONSTRAINT = "alkqueue_fair_turn_key"
 CLAIM_LEDGER_INDEX = "alkqueue_claimledger_idx"
 ERROR_GROUP_INDEX = "alkqueue_dead_error_idx"
 ERROR_FINGERPRINT_INDEX = "alkqueue_dead_fingerprint_idx"
@@ -112,6 +160,17 @@ class QueueMessage(models.Model):
     concurrency_key = models.CharField(
         max_length=255, null=True, blank=True, verbose_name=_("concurrency key")
     )
+    #: What the claim takes turns between (docs/fair-share.md); None: the no-key jobs' turn.
+    fair_key = models.CharField(max_length=255, null=True, blank=True, verbose_name=_("fair key"))
+    #: While the job is unclaimed, an enqueue with this debounce key updates it in place
+    #: (docs/queues.md, "Debounce"); its claim clears the key, so a run under way is apart.
+    debounce_key = models.CharField(
+        max_length=255, null=True, blank=True, verbose_name=_("debounce key")
+    )
+    #: debounce_max after the burst's first enqueue: an update in place never moves run_at past it.
+    debounce_deadline = models.DateTimeField(
+        null=True, blank=True, verbose_name=_("debounce deadline")
+    )
     claim_token = models.UUIDField(null=True, blank=True, verbose_name=_("claim token"))
     claimed_by = models.CharField(
         max_length=255, null=True, blank=True, verbose_name=_("claimed by")
@@ -134,10 +193,17 @@ class QueueMessage(models.Model):
     in_workflow = models.BooleanField(
         default=False, db_default=False, editable=False, verbose_name=_("in a workflow")
     )
+    #: How many times this job took its worker down: a loop of the worker died while it ran,
+    #: or its process-pool child ended of its own (docs/reliability.md). At
+    #: defaults.CRASHES_TO_DEAD the job is dead-lettered instead of given back.
+    crashes = models.PositiveSmallIntegerField(
+        default=0, db_default=0, editable=False, verbose_name=_("crashes")
+    )
 
     objects = QueueMessageQuerySet.as_manager()
 
     class Meta:
+        app_label = APP_LABEL
         db_table = MESSAGE_TABLE
         verbose_name = _("job")
         verbose_name_plural = _("jobs")
@@ -145,6 +211,7 @@ class QueueMessage(models.Model):
             ("cancel_queuemessage", "Can cancel jobs"),
             ("run_now_queuemessage", "Can run jobs now"),
             ("change_priority_queuemessage", "Can change the priority of jobs"),
+            ("signal_queuemessage", "Can send signals to jobs"),
             # One permission for the payloads of sensitive queues, on live jobs and dead
             # letters alike: the same data, before and after the job died.
             ("view_payload", "Can view payloads of sensitive queues"),
@@ -175,12 +242,26 @@ class QueueMessage(models.Model):
                 name=CONCURRENCY_KEY_INDEX,
                 condition=Q(concurrency_key__isnull=False),
             ),
+            # Unclaimed jobs per fair key: whether the queue takes turns (fair_share.py) and
+            # the admin's ready jobs per key. Holds only unclaimed keyed rows.
+            models.Index(
+                fields=["queue", "fair_key"],
+                name=FAIR_KEY_INDEX,
+                condition=Q(fair_key__isnull=False, claim_token__isnull=True),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
                 fields=["queue", "unique_key"],
                 name=UNIQUE_KEY_CONSTRAINT,
                 condition=Q(unique_key__isnull=False),
+            ),
+            # MySQL and MariaDB: a full unique index stands in (migration 0013), which holds
+            # because the key is NULL on every other row.
+            models.UniqueConstraint(
+                fields=["queue", "debounce_key"],
+                name=DEBOUNCE_KEY_CONSTRAINT,
+                condition=Q(debounce_key__isnull=False),
             ),
         ]
 
@@ -229,6 +310,7 @@ class DeadLetter(models.Model):
     trace_context = models.TextField(null=True, blank=True, verbose_name=_("trace context"))
 
     class Meta:
+        app_label = APP_LABEL
         db_table = DEAD_LETTER_TABLE
         verbose_name = _("dead letter")
         verbose_name_plural = _("dead letters")
@@ -291,6 +373,7 @@ class FinishedJob(models.Model):
     delete_after = models.DateTimeField(verbose_name=_("delete after"))
 
     class Meta:
+        app_label = APP_LABEL
         db_table = FINISHED_TABLE
         verbose_name = _("finished job")
         verbose_name_plural = _("finished jobs")
@@ -313,6 +396,31 @@ class FinishedJob(models.Model):
         return f"{self.queue}#{self.job_id} ({self.outcome})"
 
 
+class UniqueWindow(models.Model):
+    """A unique key taken for a window (`unique_for`, docs/queues.md): written with the job
+    that took it, kept after that job finished, deleted by the leader's sweep once lapsed."""
+
+    queue = models.CharField(max_length=100, verbose_name=_("queue"))
+    unique_key = models.CharField(max_length=255, verbose_name=_("unique key"))
+    #: The job that took the key: live, finished, or gone.
+    job_id = models.BigIntegerField(verbose_name=_("job id"))
+    taken_at = models.DateTimeField(verbose_name=_("taken at"))
+    lapses_at = models.DateTimeField(verbose_name=_("lapses at"))
+
+    class Meta:
+        app_label = APP_LABEL
+        db_table = UNIQUE_WINDOW_TABLE
+        verbose_name = _("unique window")
+        verbose_name_plural = _("unique windows")
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "unique_key"], name=UNIQUE_WINDOW_CONSTRAINT)
+        ]
+        indexes = [models.Index(fields=["lapses_at"], name=UNIQUE_WINDOW_LAPSE_INDEX)]
+
+    def __str__(self) -> str:
+        return f"{self.queue}:{self.unique_key} until {self.lapses_at}"
+
+
 class Consumer(models.Model):
     """The handler bound to a queue. Unique on queue: the database refuses a second one."""
 
@@ -329,10 +437,19 @@ class Consumer(models.Model):
     #: map a limit's name to its stored form; an override of None means "no limit".
     code_limits = models.JSONField(default=dict, blank=True, verbose_name=_("code limits"))
     limit_overrides = models.JSONField(default=dict, blank=True, verbose_name=_("limit overrides"))
+    #: The operator's fair weights, {fair key: weight} (operations.set_fair_weight), which win
+    #: over ALKQUEUE["QUEUES"][queue]["fair_weights"] (docs/fair-share.md).
+    fair_weights = models.JSONField(
+        default=dict, db_default={}, blank=True, verbose_name=_("fair weights")
+    )
+    #: The queue's payloads carry personal data (privacy.py), as the worker that wrote the
+    #: row saw it: what a process without the consumer's code (the admin's) goes by.
+    sensitive = models.BooleanField(default=False, db_default=False, verbose_name=_("sensitive"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
     class Meta:
+        app_label = APP_LABEL
         db_table = CONSUMER_TABLE
         verbose_name = _("consumer")
         verbose_name_plural = _("consumers")
@@ -371,6 +488,7 @@ class Worker(models.Model):
     objects = WorkerQuerySet.as_manager()
 
     class Meta:
+        app_label = APP_LABEL
         db_table = WORKER_TABLE
         verbose_name = _("worker")
         verbose_name_plural = _("workers")
@@ -454,6 +572,7 @@ class QueueStat(models.Model):
     wait_over = models.IntegerField(default=0)
 
     class Meta:
+        app_label = APP_LABEL
         db_table = QUEUE_STAT_TABLE
         # The admin index names the model after the page it opens: the queue overview.
         verbose_name = _("queue stat")
@@ -493,6 +612,7 @@ class TaskResult(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        app_label = APP_LABEL
         db_table = TASK_RESULT_TABLE
         indexes = [
             models.Index(
@@ -518,6 +638,7 @@ class PeriodicTick(models.Model):
     updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
     class Meta:
+        app_label = APP_LABEL
         db_table = PERIODIC_TICK_TABLE
         verbose_name = _("periodic schedule")
         verbose_name_plural = _("periodic schedules")
@@ -535,8 +656,11 @@ class ClaimGate(models.Model):
 
     queue = models.CharField(max_length=100, unique=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    #: The queue's fair clock: the turn of the last job a fair claim handed out (FairTurn).
+    fair_clock = models.FloatField(default=0.0, db_default=0.0)
 
     class Meta:
+        app_label = APP_LABEL
         db_table = CLAIM_GATE_TABLE
 
     def __str__(self) -> str:
@@ -554,6 +678,7 @@ class ClaimLedger(models.Model):
     count = models.IntegerField()
 
     class Meta:
+        app_label = APP_LABEL
         db_table = CLAIM_LEDGER_TABLE
         indexes = [
             models.Index(fields=["queue", "concurrency_key", "claimed_at"], name=CLAIM_LEDGER_INDEX)
@@ -561,6 +686,27 @@ class ClaimLedger(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue}/{self.concurrency_key} {self.count} @ {self.claimed_at}"
+
+
+class FairTurn(models.Model):
+    """A fair key's place in its queue's turns: the turn its next job starts from, kept only
+    while ahead of the queue's fair clock (ClaimGate.fair_clock; a key without a row starts
+    at the clock). Written under the queue's ClaimGate lock (sql/fair_turns.py)."""
+
+    queue = models.CharField(max_length=100)
+    #: "" for the jobs without a fair key (a fair key is never empty).
+    fair_key = models.CharField(max_length=255)
+    turn = models.FloatField()
+
+    class Meta:
+        app_label = APP_LABEL
+        db_table = FAIR_TURN_TABLE
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "fair_key"], name=FAIR_TURN_CONSTRAINT)
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.fair_key} @ {self.turn}"
 
 
 class CancelRequest(models.Model):
@@ -576,6 +722,7 @@ class CancelRequest(models.Model):
     requested_at = models.DateTimeField(verbose_name=_("requested at"))
 
     class Meta:
+        app_label = APP_LABEL
         db_table = CANCEL_REQUEST_TABLE
         verbose_name = _("cancel request")
         verbose_name_plural = _("cancel requests")
@@ -604,6 +751,7 @@ class Batch(models.Model):
     finish_job_id = models.BigIntegerField(null=True, blank=True, verbose_name=_("on finish job"))
 
     class Meta:
+        app_label = APP_LABEL
         db_table = BATCH_TABLE
         verbose_name = _("batch")
         verbose_name_plural = _("batches")
@@ -662,6 +810,7 @@ class BatchMember(models.Model):
     outcome = models.CharField(max_length=20, null=True, blank=True, verbose_name=_("outcome"))
 
     class Meta:
+        app_label = APP_LABEL
         db_table = BATCH_MEMBER_TABLE
         verbose_name = _("batch member")
         verbose_name_plural = _("batch members")
@@ -681,6 +830,7 @@ class Dependency(models.Model):
     met = models.BooleanField(default=False, verbose_name=_("met"))
 
     class Meta:
+        app_label = APP_LABEL
         db_table = DEPENDENCY_TABLE
         verbose_name = _("dependency")
         verbose_name_plural = _("dependencies")
@@ -696,17 +846,73 @@ class Dependency(models.Model):
 
 
 class WaitingJob(models.Model):
-    """A live job waiting for its dependencies: its row's run_at is parked at
-    workflows.dependencies.PARKED (never due, so never claimed) and its own run_at is kept
-    here until the release puts it back."""
+    """A live job waiting for its dependencies, or for a signal (`job.wait_for`): its row's
+    run_at is parked at workflows.dependencies.PARKED (never due, so never claimed) and its
+    own run_at is kept here until the release puts it back. For a signal, run_at is the
+    wait's deadline (parked too when it has none) and `signal` names the signal."""
 
     job_id = models.BigIntegerField(primary_key=True, verbose_name=_("job id"))
     run_at = models.DateTimeField(verbose_name=_("run at"))
+    #: The signal the job waits for (job.wait_for); None: it waits for its dependencies.
+    signal = models.CharField(max_length=200, null=True, blank=True, verbose_name=_("signal"))
 
     class Meta:
+        app_label = APP_LABEL
         db_table = WAITING_TABLE
         verbose_name = _("waiting job")
         verbose_name_plural = _("waiting jobs")
+        indexes = [models.Index(fields=["signal", "run_at"], name=WAIT_DEADLINE_INDEX)]
 
     def __str__(self) -> str:
         return str(self.job_id)
+
+
+class JobStep(models.Model):
+    """A step a job's handler recorded with `job.step(name, fn)` (docs/durable-steps.md): its
+    value, returned without calling `fn` again on every later run of that job. Keyed by the
+    job's id, which the job keeps as a dead letter, requeued and in the history; deleted with
+    the job."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_id = models.BigIntegerField(verbose_name=_("job id"))
+    name = models.CharField(max_length=200, verbose_name=_("name"))
+    #: The value fn returned, as JSON text (the payload's rules).
+    value = PayloadField(verbose_name=_("value"))
+    recorded_at = models.DateTimeField(verbose_name=_("recorded at"))
+    #: The job's attempt that recorded it (its `attempts` then).
+    attempt = models.IntegerField(verbose_name=_("attempt"))
+    #: Seconds fn ran.
+    duration = models.FloatField(verbose_name=_("duration"))
+
+    class Meta:
+        app_label = APP_LABEL
+        db_table = STEP_TABLE
+        verbose_name = _("job step")
+        verbose_name_plural = _("job steps")
+        constraints = [models.UniqueConstraint(fields=["job_id", "name"], name=STEP_CONSTRAINT)]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.name}"
+
+
+class JobSignal(models.Model):
+    """A signal sent to a job with `Queue.signal(job_id, name, payload)`
+    (docs/durable-steps.md): what `job.wait_for(name)` returns. One per job and name, the
+    first sent; deleted with the job, as its steps are."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_id = models.BigIntegerField(verbose_name=_("job id"))
+    name = models.CharField(max_length=200, verbose_name=_("name"))
+    #: The signal's payload, as JSON text (the payload's rules).
+    payload = PayloadField(verbose_name=_("payload"))
+    sent_at = models.DateTimeField(verbose_name=_("sent at"))
+
+    class Meta:
+        app_label = APP_LABEL
+        db_table = SIGNAL_TABLE
+        verbose_name = _("job signal")
+        verbose_name_plural = _("job signals")
+        constraints = [models.UniqueConstraint(fields=["job_id", "name"], name=SIGNAL_CONSTRAINT)]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.name}"

@@ -7,8 +7,11 @@ The SQL itself lives in `sql/`, once per vendor; this module adds the rules arou
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import random
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,28 +20,46 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from . import history, signals, validation
+from . import fair_share, history, signals, validation, waits
 from . import limits as flow
+from .defaults import CRASHES_TO_DEAD
 from .error_text import capped, capped_or_none
 from .exceptions import AlkQueueError, InvalidOption
-from .history import Finish
 from .jobs import (
     EXPIRED,
+    NO_KEYS,
+    Finish,
     Job,
+    JobKeys,
     Progress,
     QueueStats,
     Stamps,
-    make_job,
     parked_at,
     stored_progress,
 )  # fmt: skip
 from .limits import LimitsInForce
-from .models import CancelRequest, Consumer, DeadLetter, QueueMessage, Worker
+from .models import CancelRequest, Consumer, DeadLetter, JobStep, QueueMessage, Worker
 from .payload import decode
-from .sql import Claim, Dialect, Row, chunked, dialect_for
+from .sql import Claim, Claimed, CrashRetry, Dialect, Row, chunked, dialect_for
 from .workflows import dependencies, finishing, sweep
 
-_KEY_RACE_RETRIES = 5
+KEY_RACE_RETRIES = 5
+#: How often a keyed enqueue outside any transaction runs again after InnoDB broke a deadlock
+#: by rolling it back (debounce.py, unique_windows.py), each after a short random pause.
+DEADLOCK_RETRIES = 20
+
+
+def after_deadlock(
+    connection: BaseDatabaseWrapper, dialect: Dialect, error: Exception, n: int
+) -> None:
+    """Re-raise `error` unless it is a deadlock the database rolled back outside any
+    transaction of the caller's (then that work may run again); else pause a random
+    moment, longer after each (`n`), so that the two sides do not meet again at once."""
+    if connection.in_atomic_block or not dialect.is_deadlock(error):
+        raise error
+    time.sleep(random.uniform(0, 0.002 * (n + 1)))
+
+
 #: Rows per write of a bulk enqueue: small enough that the work on the next chunk overlaps
 #: the server's on this one, large enough that each write is one cheap round of COPY.
 ENQUEUE_CHUNK = 1_000
@@ -66,7 +87,7 @@ def enqueue(
     count: int,
     stamps: Stamps,
     now: datetime,
-    keys: Sequence[str | None] | None = None,
+    keys: Sequence[JobKeys] | None = None,
 ) -> list[Job]:
     """Write one job per payload text, in input order; `count` texts in all.
 
@@ -77,10 +98,10 @@ def enqueue(
     With a unique key at most one row is written: if a live job holds the key, no row is
     written and every entry of the result is that job.
 
-    `keys`, when given, holds each job's concurrency key (in input order): the rows are
-    written without one, then stamped by key in the same transaction.
+    `keys`, when given, holds each job's concurrency and fair keys (in input order): the
+    rows are written without them, then stamped by key in the same transaction.
     """
-    if keys is not None and any(key is not None for key in keys):
+    if keys is not None and any(key != NO_KEYS for key in keys):
         with transaction.atomic(using=using):
             jobs = _enqueue(using, queue, texts, count, stamps, now, keys)
     else:
@@ -98,12 +119,12 @@ def _enqueue(
     count: int,
     stamps: Stamps,
     now: datetime,
-    keys: Sequence[str | None] | None,
+    keys: Sequence[JobKeys] | None,
 ) -> list[Job]:
     dialect, connection = _dialect_and_connection(using)
     if stamps.unique_key is not None:
         every = list(texts)  # all of them valid before the one row is written
-        key = None if keys is None else keys[0]
+        key = NO_KEYS if keys is None else keys[0]
         return [_enqueue_unique(using, queue, every[0], stamps, now, key)] * len(every)
     jobs: list[Job] = []
     if count == 1:
@@ -112,27 +133,41 @@ def _enqueue(
         (text,) = texts
         job_id = dialect.insert_one(connection, queue, text, stamps)
         jobs.append(stamps.new_job(job_id, queue, decode(text), now))
+        dialect.wake_after_insert(connection, queue, single=True)
     else:
         with dialect.insert_many(connection, queue, stamps, count) as write:
             for chunk in _chunks(texts, ENQUEUE_CHUNK):
                 jobs.extend(stamps.new_jobs(write(chunk), queue, chunk, now))
-    return jobs if keys is None else _with_keys(using, jobs, keys)
+        dialect.wake_after_insert(connection, queue, single=False)
+    return jobs if keys is None else with_keys(using, jobs, keys)
 
 
-def _with_keys(using: str, jobs: list[Job], keys: Sequence[str | None]) -> list[Job]:
-    """Stamp each new job's concurrency key, one UPDATE per key and chunk of ids."""
-    by_key: dict[str, list[int]] = {}
+def with_keys(using: str, jobs: list[Job], keys: Sequence[JobKeys]) -> list[Job]:
+    """Stamp each new job's concurrency and fair keys, one UPDATE per pair of keys and chunk
+    of ids. A fair key makes this process's next claim of the queue ask again whether it
+    takes turns (fair_share.py)."""
+    by_key: dict[JobKeys, list[int]] = {}
     for job, key in zip(jobs, keys, strict=True):
-        if key is not None:
+        if key != NO_KEYS:
             by_key.setdefault(key, []).append(job.id)
     live = QueueMessage.objects.using(using)
     for key, ids in by_key.items():
         for chunk in chunked(ids, 500):
-            live.filter(id__in=chunk).update(concurrency_key=key)
+            live.filter(id__in=chunk).update(**key._asdict())
+    for queue in {job.queue for job, key in zip(jobs, keys, strict=True) if key.fair_key}:
+        _fair_keys_changed(queue, using)
     return [
-        job if key is None else make_job({**job.__dict__, "concurrency_key": key})
+        job if key.concurrency_key is None
+        else dataclasses.replace(job, concurrency_key=key.concurrency_key)
         for job, key in zip(jobs, keys, strict=True)
-    ]
+    ]  # fmt: skip
+
+
+def _fair_keys_changed(queue: str, using: str) -> None:
+    """This process asks again whether the queue takes turns: now (a claim in the same
+    transaction sees the change) and once it commits (so does every other connection)."""
+    fair_share.CACHE.forget(queue, using)
+    transaction.on_commit(lambda: fair_share.CACHE.forget(queue, using), using=using)
 
 
 def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -142,16 +177,17 @@ def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
 
 
 def _enqueue_unique(
-    using: str, queue: str, text: str, stamps: Stamps, now: datetime, key: str | None
+    using: str, queue: str, text: str, stamps: Stamps, now: datetime, key: JobKeys
 ) -> Job:
     dialect, connection = _dialect_and_connection(using)
     assert stamps.unique_key is not None
-    for _ in range(_KEY_RACE_RETRIES):
+    for _ in range(KEY_RACE_RETRIES):
         job_id = dialect.insert_unique(connection, queue, text, stamps)
         if job_id is not None:
+            dialect.wake_after_insert(connection, queue, single=False)
             job = stamps.new_job(job_id, queue, decode(text), now)
-            if key is not None:
-                (job,) = _with_keys(using, [job], [key])
+            if key != NO_KEYS:
+                (job,) = with_keys(using, [job], [key])
             signals.announce(signals.job_enqueued, Job, job=job)
             return job
         holder = dialect.select_live_by_key(connection, queue, stamps.unique_key)
@@ -169,19 +205,28 @@ def claim(
     now: datetime,
     limits: flow.Limits = flow.NO_LIMITS,
     clock: Callable[[], datetime] | None = None,
-) -> list[tuple[Job, Claim]]:
+) -> Claimed:
     """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered.
 
-    A queue with limits is claimed through its gate (Dialect.limited_claim); one without
-    keeps its dialect's one-statement claim; it reads `clock` again once it holds the gate."""
+    A queue that takes turns between fair keys (fair_share.py) is claimed through its gate
+    by Dialect.fair_claim, within its limits if any.
+    A queue with limits is claimed through its gate (Dialect.limited_claim), which says
+    whether they held the claim back and when its rate frees room; one without keeps its
+    dialect's one-statement claim. The limited claim reads `clock` again once it holds the
+    gate."""
     dialect, connection = _dialect_and_connection(using)
-    if limits.any():
-        handed, dead = dialect.limited_claim(connection, queue, worker_id, n, now, limits, clock)
+    fair = fair_share.CACHE.in_force(queue, using)
+    if fair is not None:
+        claimed = dialect.fair_claim(
+            connection, queue, worker_id, n, now, limits, clock, fair.weights
+        )
+    elif limits.any():
+        claimed = dialect.limited_claim(connection, queue, worker_id, n, now, limits, clock)
     else:
-        handed, dead = dialect.claim(connection, queue, worker_id, n, now)
-    _announce_deaths(dead)
-    _workflows_after_deaths(using, dead, now)
-    return handed
+        claimed = Claimed(*dialect.claim(connection, queue, worker_id, n, now))
+    _announce_deaths(claimed.dead)
+    _workflows_after_deaths(using, claimed.dead, now)
+    return claimed
 
 
 def _workflows_after_deaths(using: str, dead: Sequence[Job], now: datetime) -> None:
@@ -197,31 +242,55 @@ def ack(
     claims: Sequence[Claim],
     now: datetime,
     finishes: Sequence[Finish | None] | None = None,
+    drop_steps: Collection[int] = (),
 ) -> set[Claim]:
     """The jobs are done: delete each whose claim is still valid. Returns the claims acked.
 
-    A plain job's ack is its dialect's one statement. The rows it returns marked in_workflow
-    (a batch member, or a job something waits for) have their workflows settled right after,
-    in a transaction of their own (_workflows_after_acks).
+    A plain job's ack is its dialect's one statement, which leaves the rows marked
+    in_workflow (a batch member, or a job something waits for) live; those are acked in one
+    transaction with what they settle (_ack_settling): their dependents released, their
+    batches counted and fired, so that no crash falls between the ack and its follow-ups.
+
+    `drop_steps` names the jobs among them whose durable steps go with them (those that
+    recorded some and that the history does not keep): only then does every ack take a
+    transaction and a second statement (docs/durable-steps.md, "The cost").
 
     `finishes` (one per claim; None for a job its queue does not keep) writes each acked job
     that has one to the history, outcome "succeeded", in the ack's own transaction."""
     if not claims:
         return set()
+    if drop_steps:
+        return set(_ack_settling(using, claims, now, finishes, drop_steps))
     dialect, connection = _dialect_and_connection(using)
-    acked = dialect.ack(connection, claims, now, finishes)
-    _workflows_after_acks(using, acked.in_workflows, now)
-    return set(acked.done)
+    done = set(dialect.ack(connection, claims, now, finishes, plain_only=True).done)
+    if len(done) == len(claims):
+        return done
+    # Rows marked in_workflow, or claims no longer valid: the second pass tells which.
+    rest = [place for place, claim in enumerate(claims) if claim not in done]
+    left = [claims[place] for place in rest]
+    kept = None if finishes is None else [finishes[place] for place in rest]
+    return done | set(_ack_settling(using, left, now, kept, ()))
 
 
-def _workflows_after_acks(using: str, ids: Sequence[int], now: datetime) -> None:
-    """Acked jobs whose rows were marked in_workflow: their dependents are released and their
-    batches counted in a transaction right after the ack's statement, which sees every edge
-    an enqueue with after= wrote (it marked the row under the lock the DELETE waited for). The
-    leader's workflow sweep repairs a crash between the two."""
-    if ids:
-        with transaction.atomic(using=using):
-            finishing.succeeded(using, ids, now)
+def _ack_settling(
+    using: str,
+    claims: Sequence[Claim],
+    now: datetime,
+    finishes: Sequence[Finish | None] | None,
+    drop_steps: Collection[int],
+) -> list[Claim]:
+    """ack() in one transaction with what it settles: the durable steps of `drop_steps`
+    deleted with their jobs, and the acked rows marked in_workflow settled (their dependents
+    released, their batches counted: finishing.succeeded). The ack's DELETE waited for the
+    lock of any enqueue with after= that marked a row, so it sees every edge to it."""
+    dialect, connection = _dialect_and_connection(using)
+    with transaction.atomic(using=using):
+        acked = dialect.ack(connection, claims, now, finishes)
+        gone = [claim.id for claim in acked.done if claim.id in drop_steps]
+        if gone:
+            dialect.delete_steps(connection, gone)
+        finishing.succeeded(using, acked.in_workflows, now)
+    return acked.done
 
 
 def keep_cancelled(using: str, job: Job, now: datetime, done: Finish | None = None) -> bool:
@@ -244,9 +313,15 @@ def ack_batch(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
         return 0
     dialect, connection = _dialect_and_connection(using)
     done = history.finish(queue, None, None)  # kept without output when the queue keeps
-    acked = dialect.ack_batch(connection, queue, list(dict.fromkeys(ids)), now, done)
-    _workflows_after_acks(using, acked.in_workflows, now)
-    return len(acked.done)
+    wanted = list(dict.fromkeys(ids))
+    acked = dialect.ack_batch(connection, queue, wanted, now, done, plain_only=True).done
+    if len(acked) == len(wanted):
+        return len(acked)
+    gone = set(acked)
+    with transaction.atomic(using=using):  # the rows marked in_workflow, as in ack()
+        rest = dialect.ack_batch(connection, queue, [i for i in wanted if i not in gone], now, done)
+        finishing.succeeded(using, rest.in_workflows, now)
+    return len(acked) + len(rest.done)
 
 
 def retry(using: str, claim: Claim, now: datetime, run_at: datetime, error: str | None) -> bool:
@@ -281,6 +356,27 @@ def fail(using: str, claim: Claim, now: datetime, reason: str, error: str) -> Jo
     return job
 
 
+def crashed(
+    using: str, claim: Claim, now: datetime, retry: CrashRetry | None = None
+) -> tuple[bool, Job | None]:
+    """The job's handler took its worker down while it held a valid claim (a loop of the
+    worker is dying of an error, or its process-pool child ended of its own): pending again
+    from `retry.run_at` (default: now) with the attempt and the crash counted, or, at the
+    CRASHES_TO_DEAD-th crash, dead ("crashed its worker"); with no attempt left, dead ("max
+    attempts exceeded"). Returns (whether the claim was still valid, the dead Job if it
+    died)."""
+    dialect, connection = _dialect_and_connection(using)
+    retry = CrashRetry(now) if retry is None else retry._replace(error=capped_or_none(retry.error))
+    with transaction.atomic(using=using):
+        valid, row = dialect.crashed(connection, claim, now, CRASHES_TO_DEAD, retry)
+        if row is None:
+            return valid, None
+        job = dialect.to_job(row, now)
+        finishing.died(using, [job], now)
+    _announce_deaths([job])
+    return True, job
+
+
 def heartbeat(
     using: str,
     renewals: Sequence[tuple[Claim, datetime]],
@@ -295,29 +391,58 @@ def heartbeat(
     return set(dialect.heartbeat(connection, renewals, now, progress))
 
 
+def claims_held(using: str, claims: Sequence[Claim], now: datetime) -> set[Claim]:
+    """Of `claims`, those whose row, as last committed, still carries them with a live lease.
+    A plain read, waiting for no lock: a renewal skips the rows other transactions hold,
+    and this tells such a row from a claim that is gone."""
+    live = QueueMessage.objects.using(using).filter(lease_expires_at__gt=now)
+    wanted = set(claims)
+    held: set[Claim] = set()
+    for chunk in chunked(claims, _ids_per_statement(using)):
+        rows = live.filter(id__in=[claim.id for claim in chunk]).values_list("id", "claim_token")
+        held.update(Claim(job_id, token) for job_id, token in rows if token is not None)
+    return held & wanted
+
+
 def cancel(using: str, job_id: int, queue: str | None = None, now: datetime | None = None) -> bool:
     """Remove a live job in any state, unconditionally. Its claimer's ack will be refused.
 
     A claimed job also leaves a CancelRequest until its handler has stopped, and its worker
     is told: at once by NOTIFY where the database has it (sent at commit), else at its next
     lease renewal, which finds the row gone (docs/running-jobs.md)."""
+    return bool(cancel_many(using, [job_id], now or timezone.now(), queue))
+
+
+def cancel_many(
+    using: str, job_ids: Sequence[int], now: datetime, queue: str | None = None
+) -> list[int]:
+    """cancel() for many live jobs in one transaction, a slice of ids per statement: each
+    slice's rows are locked and read (their claimers), then deleted; the workflows they are
+    in hear of it once. Returns the ids cancelled, those still live when asked."""
     dialect, connection = _dialect_and_connection(using)
-    jobs = QueueMessage.objects.using(using).filter(pk=job_id)
-    if queue is not None:
-        jobs = jobs.filter(queue=queue)
+    live = QueueMessage.objects.using(using)
+    cancelled: list[int] = []
+    held: list[tuple[int, str, str]] = []
     with transaction.atomic(using=using):
-        held = jobs.claimed().select_for_update().values_list("queue", "claimed_by").first()
-        deleted, _ = jobs.delete()
-        if deleted:
-            finishing.cancelled(using, [job_id], now or timezone.now())
-        if deleted and held is not None and held[1]:
+        for ids in chunked(job_ids, dialect.ids_per_statement):
+            jobs = (
+                live.filter(pk__in=ids) if queue is None else live.filter(pk__in=ids, queue=queue)
+            )
+            rows = list(
+                jobs.select_for_update().values_list("id", "queue", "claimed_by", "claim_token")
+            )
+            found = [job_id for job_id, *_ in rows]
+            live.filter(pk__in=found).delete()
+            cancelled += found
+            held += [(job_id, name, by) for job_id, name, by, token in rows if token and by]
+        finishing.cancelled(using, cancelled, now)
+        for job_id, name, worker_id in held:
             CancelRequest.objects.using(using).update_or_create(
                 job_id=job_id,
-                defaults={"queue": held[0], "worker_id": held[1],
-                          "requested_at": now or timezone.now()},
-            )  # fmt: skip
-            dialect.notify_cancel(connection, held[1], job_id)
-    return deleted > 0
+                defaults={"queue": name, "worker_id": worker_id, "requested_at": now},
+            )
+            dialect.notify_cancel(connection, worker_id, job_id)
+    return cancelled
 
 
 def clear_cancel_requests(using: str, job_ids: Sequence[int]) -> list[int]:
@@ -408,13 +533,13 @@ def get_job(using: str, job_id: int, now: datetime, queue: str | None = None) ->
         return dialect.select_kept(connection, job_id, queue)
     job = dialect.to_job(row, now)
     if job.state == "waiting":
-        return dependencies.restore_run_at(using, job)
+        return waits.with_reason(using, dependencies.restore_run_at(using, job))
     if job.state != "claimed":
         return job
     reported = QueueMessage.objects.using(using).filter(pk=job_id)
     stored = reported.values_list("progress", "progress_at").first()
     progress = None if stored is None else stored_progress(*stored)
-    return job if progress is None else make_job({**job.__dict__, "progress": progress})
+    return job if progress is None else dataclasses.replace(job, progress=progress)
 
 
 class _KeyTaken(Exception):
@@ -447,8 +572,85 @@ def requeue(using: str, job_id: int, now: datetime, queue: str | None = None) ->
     return job
 
 
+@dataclasses.dataclass(frozen=True)
+class RequeueRun:
+    """What one requeue of several dead letters did, dead letter by dead letter."""
+
+    #: The dead letter ids the run was asked for.
+    asked: list[int]
+    #: (dead letter id, id of the live job it became): the same id the job had before.
+    requeued: list[tuple[int, int]]
+    #: (dead letter id, live job holding its unique key): these stay dead letters.
+    kept: list[tuple[int, int]]
+    #: Dead letter ids someone else requeued or deleted first.
+    gone: list[int]
+
+
+def requeue_each(
+    using: str, rows: Sequence[tuple[int, int]], asked: Sequence[int], now: datetime
+) -> RequeueRun:
+    """requeue() each (dead letter id, job id), one transaction each, and sort the outcomes.
+    Asked-for ids that were not requeued and not kept are gone: someone else was first."""
+    requeued: list[tuple[int, int]] = []
+    kept: list[tuple[int, int]] = []
+    for dead_id, job_id in rows:
+        job = requeue(using, job_id, now)
+        if job is not None and job.id == job_id:
+            requeued.append((dead_id, job_id))
+        elif job is not None:  # the live job holding the same unique key
+            kept.append((dead_id, job.id))
+    done = {dead_id for dead_id, _ in requeued + kept}
+    return RequeueRun(list(asked), requeued, kept, [i for i in asked if i not in done])
+
+
+@dataclasses.dataclass(frozen=True)
+class RequeuedFromStep:
+    """What requeue_from_step() did to one job's dead letter."""
+
+    #: The job asked for.
+    job_id: int
+    #: Its dead letter's id; None when it had none (requeued or deleted by someone else).
+    dead_letter_id: int | None
+    #: The live job the dead letter became; or, when a live job holds the same unique key,
+    #: that job (the dead letter stays); None when the dead letter was gone.
+    job: Job | None
+    #: The names of the steps deleted, in the order they were recorded.
+    dropped: list[str]
+
+    @property
+    def requeued(self) -> bool:
+        return self.job is not None and self.job.id == self.job_id
+
+
+def requeue_from_step(using: str, job_id: int, step: str, now: datetime) -> RequeuedFromStep:
+    """requeue() the dead letter of `job_id` and delete its durable step `step` and every
+    step recorded after it (by recorded_at, then id), in one transaction: the job runs again
+    from that step on (docs/durable-steps.md). InvalidOption, nothing written, when the
+    dead letter has no step of that name."""
+    steps = JobStep.objects.using(using).filter(job_id=job_id)
+    with transaction.atomic(using=using):
+        dead_id = (
+            DeadLetter.objects.using(using)
+            .filter(job_id=job_id)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if dead_id is None:
+            return RequeuedFromStep(job_id, None, None, [])
+        recorded = list(steps.order_by("recorded_at", "id").values_list("id", "name"))
+        names = [name for _, name in recorded]
+        if step not in names:
+            raise InvalidOption(f"job {job_id} has no recorded step {step!r}")
+        job = requeue(using, job_id, now)
+        if job is None or job.id != job_id:
+            return RequeuedFromStep(job_id, dead_id, job, [])
+        dropped = recorded[names.index(step) :]
+        steps.filter(id__in=[pk for pk, _ in dropped]).delete()
+    return RequeuedFromStep(job_id, dead_id, job, [name for _, name in dropped])
+
+
 def _revive(using: str, dead: Job, now: datetime) -> None:
-    for _ in range(_KEY_RACE_RETRIES):
+    for _ in range(KEY_RACE_RETRIES):
         try:
             with transaction.atomic(using=using):
                 QueueMessage.objects.using(using).create(
@@ -558,7 +760,8 @@ def reclaim(using: str, now: datetime) -> tuple[list[int], list[Job]]:
 
 def sweep_everywhere(using: str, now: datetime) -> int:
     """The worker's sweep: expired jobs of every queue -> dead letters; each dead letter is
-    deleted once older than the retention stamped on its job. Returns the number moved."""
+    deleted once older than the retention stamped on its job, and each unique window once
+    lapsed (docs/queues.md, "Unique windows"). Returns the number moved."""
     dialect, connection = _dialect_and_connection(using)
     with transaction.atomic(using=using):
         rows = dialect.sweep_expired(connection, None, now, EXPIRED)
@@ -566,6 +769,7 @@ def sweep_everywhere(using: str, now: datetime) -> int:
         finishing.died(using, dead, now)
     _announce_deaths(dead)
     dialect.delete_old_dead_letters(connection, now)
+    dialect.sweep_unique_windows(connection, now)
     return len(rows)
 
 
@@ -581,6 +785,28 @@ def prepare_history(using: str, now: datetime) -> int:
     returns how many partitions were created."""
     dialect, connection = _dialect_and_connection(using)
     return dialect.prepare_history(connection, now)
+
+
+def record_step(
+    using: str, claim: Claim, now: datetime, name: str, value: str, duration: float
+) -> bool:
+    """A durable step of a claimed job: record its value (JSON text) under `name`, fenced by
+    the claim. Returns False, nothing written, when the claim is no longer valid."""
+    dialect, connection = _dialect_and_connection(using)
+    return dialect.record_step(connection, claim, now, name, value, duration)
+
+
+def load_steps(using: str, job_id: int) -> dict[str, str]:
+    """The durable steps a job recorded: each name's value, as JSON text."""
+    dialect, connection = _dialect_and_connection(using)
+    return dialect.load_steps(connection, job_id)
+
+
+def sweep_steps(using: str, batch: int) -> int:
+    """Delete up to `batch` durable steps of jobs that are gone (cancelled, purged, expired
+    from the dead letters or the history). Returns how many were deleted."""
+    dialect, connection = _dialect_and_connection(using)
+    return dialect.sweep_steps(connection, batch)
 
 
 def lock_claim(using: str, claim: Claim, now: datetime) -> bool:
@@ -621,11 +847,19 @@ def set_limits(
                 f"queue {queue!r} has no Consumer row to hold its limits: start a worker "
                 "serving it first, or set the limits in code or in ALKQUEUE['QUEUES']"
             )
-        overrides = dict(row.limit_overrides or {})
+        stored = row.limit_overrides
+        overrides = dict(stored) if isinstance(stored, dict) else {}  # a hand-written column
         overrides.update({name: flow.stored_value(value) for name, value in chosen.items()})
         Consumer.objects.using(using).filter(pk=row.pk).update(limit_overrides=overrides)
-    flow.cache.forget()
+    _limits_changed(using)
     return flow.limits_in_force(queue, using=using)
+
+
+def _limits_changed(using: str) -> None:
+    """This process's kept limits are read again: now (a claim inside the same transaction
+    sees the change) and once it commits (so does every other connection)."""
+    flow.CHANGES.bump()
+    transaction.on_commit(flow.CHANGES.bump, using=using)
 
 
 def reset_limits(queue: str, *, using: str = "default") -> LimitsInForce:
@@ -634,5 +868,38 @@ def reset_limits(queue: str, *, using: str = "default") -> LimitsInForce:
     validation.queue_name(queue)
     validation.database_alias(using)
     Consumer.objects.using(using).filter(queue=queue).update(limit_overrides={})
-    flow.cache.forget()
+    _limits_changed(using)
     return flow.limits_in_force(queue, using=using)
+
+
+# -- fair share: the operator's weights ----------------------------------------------------
+
+
+def set_fair_weight(queue: str, key: str, weight: int | None, *, using: str = "default") -> int:
+    """Set the weight of a fair key of the queue on its Consumer row (None: drop it, so the
+    settings' weight, else 1, applies again). It wins over ALKQUEUE["QUEUES"][queue]
+    ["fair_weights"] across worker restarts. Returns the key's weight now in force.
+
+    InvalidOption, and nothing written, for a bad key or weight or a queue without a
+    Consumer row (one is written when a worker first serves the queue)."""
+    validation.queue_name(queue)
+    validation.database_alias(using)
+    checked = validation.fair_key(key)
+    if checked is None:
+        raise InvalidOption("set_fair_weight needs a fair key")
+    chosen = None if weight is None else validation.fair_weight(weight)
+    with transaction.atomic(using=using):
+        row = Consumer.objects.using(using).select_for_update().filter(queue=queue).first()
+        if row is None:
+            raise InvalidOption(
+                f"queue {queue!r} has no Consumer row to hold its fair weights: start a worker "
+                "serving it first, or set them in ALKQUEUE['QUEUES']"
+            )
+        weights = fair_share.stored_weights(row.fair_weights)
+        if chosen is None:
+            weights.pop(checked, None)
+        else:
+            weights[checked] = chosen
+        Consumer.objects.using(using).filter(pk=row.pk).update(fair_weights=weights)
+    _fair_keys_changed(queue, using)
+    return fair_share.weights_in_force(queue, using=using).get(checked, 1)

@@ -1,49 +1,28 @@
 """Payload rules: exactly what the standard `json` module round-trips, up to a size limit.
 
 Payloads are stored as compact JSON text (not jsonb), so every accepted value comes back
-equal to what went in, floats included.
+equal to what went in, floats included. What goes to a jsonb column instead (a task's
+arguments, a batch's callbacks) must also hold no NUL character, which jsonb refuses.
 """
 
 from __future__ import annotations
 
 import json
-import json.encoder
 import math
-from collections.abc import Callable
 from typing import Any
 
 from .exceptions import PayloadError
+from .validation import shown, storable_copy
 
 JSONValue = Any
 
 #: The documented encoder with the options stored payloads are written with.
 _PUBLIC_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _compact_encoder() -> Callable[[JSONValue], str]:
-    """The compact, non-ASCII-escaping, NaN-refusing JSON encoder, built once.
-
-    The library's one use of a private name (tests/test_payload_encoder.py fails loudly
-    should it change). JSONEncoder.encode builds CPython's C encoder anew on every call,
-    which for a small payload costs more than the encoding; this builds it once, without
-    the circular-reference markers (_plain has walked the value already). The public
-    encoder costs enqueue_many more than the 10% the project allows such an exception
-    (docs/benchmarks.md, "The driver's hot path"). Without the C accelerator, the public
-    API."""
-    make = json.encoder.c_make_encoder  # type: ignore[attr-defined]  # undocumented in typeshed
-    if make is None:
-        return _PUBLIC_ENCODER.encode
-    iterencode = make(
-        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
-    )
-    return lambda value: "".join(iterencode(value, 0))
-
-
-def _not_json(value: object) -> None:
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-_ENCODE = _compact_encoder()
+#: The same, without the circular-reference markers: encode() walks the value first (_plain),
+#: and a cycle fails there, as a RecursionError.
+_ENCODE = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
+).encode
 #: What json.loads(text) uses for a str, made once rather than looked up per call.
 _DECODER = json.JSONDecoder()
 
@@ -145,7 +124,8 @@ def _check(value: object, path: str) -> None:
         for key, member in value.items():
             if type(key) is not str:
                 raise PayloadError(
-                    f"{path} has a key {key!r} of type {type(key).__name__}: keys must be str"
+                    f"{path} has a key {shown(key, repr)} of type {type(key).__name__}: "
+                    "keys must be str"
                 )
             _check(key, f"{path}[{key!r}]")
             _check(member, f"{path}[{key!r}]")
@@ -154,3 +134,48 @@ def _check(value: object, path: str) -> None:
         f"{path} is of type {kind.__name__}, which is not JSON "
         "(use dict, list, str, int, float, bool or None)"
     )
+
+
+def refuse_nul(value: JSONValue, path: str) -> None:
+    """PayloadError naming the first string or key of `value` (plain JSON, checked already)
+    that holds a NUL character: a jsonb column refuses it. The same on every database, so
+    that what a project tests on SQLite also enqueues on PostgreSQL."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise PayloadError(f"{path} is a str with a NUL character, which jsonb cannot store")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            refuse_nul(item, f"{path}[{index}]")
+    elif isinstance(value, dict):
+        for key, member in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                raise PayloadError(
+                    f"{path} has a key {key!r} with a NUL character, which jsonb cannot store"
+                )
+            refuse_nul(member, f"{path}[{key!r}]")
+
+
+def kept_value(value: JSONValue, path: str) -> JSONValue:
+    """`value` (what Django's normalize_json made of a task's return value) as the library
+    keeps it in a jsonb column: every string and key with its NUL characters and unpaired
+    surrogates escaped (`storable_copy`); PayloadError for what strict JSON has no form for
+    (NaN, infinities, an int past Python's int-to-str limit, a cycle)."""
+    kept = _escaped(value)
+    try:
+        _PUBLIC_ENCODER.encode(kept)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise PayloadError(f"{path} cannot be stored as JSON: {exc}") from None
+    return kept
+
+
+def _escaped(value: JSONValue) -> JSONValue:
+    if isinstance(value, str):
+        return storable_copy(value)
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    if isinstance(value, dict):
+        return {
+            storable_copy(key) if isinstance(key, str) else key: _escaped(member)
+            for key, member in value.items()
+        }
+    return value

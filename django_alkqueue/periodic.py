@@ -29,6 +29,7 @@ from . import validation
 from .clock import Clock
 from .conf import get_settings
 from .models import PeriodicTick
+from .privacy import masked
 from .queues import queue
 
 logger = logging.getLogger("django_alkqueue")
@@ -48,8 +49,19 @@ class Schedule:
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     payload: Any = None
 
-    def describe(self) -> str:
-        return f"task {self.task}" if self.task else f"payload {self.payload!r}"
+    @property
+    def target_queue(self) -> str | None:
+        """The queue a payload schedule's jobs go to; None for a task's (its args and kwargs
+        are never shown)."""
+        return None if self.task else self.queue or "default"
+
+    def describe(self, mask: bool = False) -> str:
+        """What each tick enqueues; with `mask`, the payload as a user who may not see the
+        queue's payloads sees it (privacy.masked)."""
+        if self.task:
+            return f"task {self.task}"
+        shown = masked(self.payload) if mask else self.payload
+        return f"payload {shown!r}"
 
 
 def schedules() -> list[Schedule]:
@@ -73,7 +85,11 @@ def entry_errors(name: str, entry: Any) -> list[str]:
     if not isinstance(entry, dict) or "cron" not in entry:
         return [f"periodic entry {name!r} needs a 'cron' expression"]
     errors = []
-    if not croniter.is_valid(str(entry["cron"])):
+    if not isinstance(entry["cron"], str):  # croniter reads a str; str() of a huge int raises
+        errors.append(
+            f"periodic entry {name!r} has an invalid cron {validation.shown(entry['cron'], repr)}"
+        )
+    elif not croniter.is_valid(entry["cron"]):
         errors.append(f"periodic entry {name!r} has an invalid cron {entry['cron']!r}")
     elif never_fires(str(entry["cron"])):
         errors.append(
@@ -85,6 +101,11 @@ def entry_errors(name: str, entry: Any) -> list[str]:
         errors.append(f"periodic entry {name!r}: {exc}")
     if len(name) > MAX_NAME_LENGTH:
         errors.append(f"periodic entry name {name[:40]!r}... is over {MAX_NAME_LENGTH} chars")
+    if not validation.storable_text(name):
+        # PeriodicTick.name and the jobs' unique keys hold it: PostgreSQL refuses a NUL.
+        errors.append(
+            f"periodic entry name {name[:40]!r} has a NUL character or an unpaired surrogate"
+        )
     if entry.get("task"):
         errors.extend(_task_errors(name, entry))
     elif "payload" not in entry:

@@ -4,40 +4,44 @@ with); `Queue.claim()` hands out `JobHandle`s, through which a worker finishes e
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple, overload
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
+from . import debounce, history, hooks, operations, tracing, unique_windows, validation, waits
 from . import defaults as _defaults
-from . import history, operations, tracing, validation
-from . import limits as flow
 from .backoff import exponential_delay
 from .clock import Clock, system_clock
 from .conf import get_settings
+from .consumers import registry
 from .exceptions import InvalidOption, PayloadError
-from .history import Finish
 from .jobs import (
     FAILED,
     LIVE_STATES,
     MAX_ATTEMPTS_EXCEEDED,
+    NO_KEYS,
     STATES,
+    Finish,
     Job,
+    JobKeys,
     Progress,
     QueueStats,
     Stamps,
-    make_job,
     parked_at,
 )  # fmt: skip
-from .payload import encode
+from .limits import Limits, LimitsCache
+from .payload import decode, encode
 from .sql import Claim
+from .steps import check_name
 from .validation import Duration
 from .workflows import batches, dependencies
-from .workflows.specs import ENQUEUE_OPTIONS, JobSpec, spec_of
+from .workflows.specs import ENQUEUE_OPTIONS, QUEUE_OPTIONS, JobSpec, register_sender, spec_of
 
 #: One claim call hands out at most this many jobs, whatever n asks for (the rule lives with
 #: the other input rules, in validation.py, where a batch consumer's size is checked too).
@@ -81,6 +85,8 @@ class Queue:
         self.using = validation.database_alias(using)
         self.clock = validation.clock(clock)
         self.rng = validation.rng(rng)
+        #: The limits in force, as claim() last read them (made at its first call).
+        self._limits: LimitsCache | None = None
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} using={self.using!r}>"
@@ -94,6 +100,7 @@ class Queue:
 
     # -- enqueue ---------------------------------------------------------------------------
 
+    @overload
     def enqueue(
         self,
         payload: Any,
@@ -104,24 +111,145 @@ class Queue:
         max_attempts: int | None = None,
         priority: int | None = None,
         unique_key: str | None = None,
+        unique_for: None = None,
         concurrency_key: str | None = None,
+        fair_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: Duration | None = None,
+        debounce_max: Duration | None = None,
         after: Iterable[Any] | None = None,
-    ) -> Job:
+    ) -> Job: ...
+
+    @overload
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        expires: Duration | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+        unique_for: Duration,
+        concurrency_key: str | None = None,
+        fair_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: Duration | None = None,
+        debounce_max: Duration | None = None,
+        after: Iterable[Any] | None = None,
+    ) -> Job | None: ...
+
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        expires: Duration | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+        unique_for: Duration | None = None,
+        concurrency_key: str | None = None,
+        fair_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: Duration | None = None,
+        debounce_max: Duration | None = None,
+        after: Iterable[Any] | None = None,
+    ) -> Job | None:
         """Write one job in the caller's transaction; see docs/queues.md for every rule, and
-        docs/workflows.md for `after` (the jobs or ids it waits for)."""
-        key = validation.concurrency_key(concurrency_key)
+        docs/workflows.md for `after` (the jobs or ids it waits for). With `unique_for`, None
+        when the key's window holds it for a job that has finished."""
+        key = JobKeys(validation.concurrency_key(concurrency_key), validation.fair_key(fair_key))
         text = encode(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES)
         options = (delay, run_at, expires, max_attempts, priority, unique_key)
-        keys: list[str | None] | None = None if key is None else [key]
+        rule = validation.debounce(debounce_key, debounce, debounce_max)
+        if rule is not None:
+            extra = {"delay": delay, "run_at": run_at, "unique_key": unique_key,
+                     "unique_for": unique_for, "after": after}  # fmt: skip
+            return self._debounce(text, rule, options, key, extra)
+        window = validation.unique_for(unique_for, unique_key)
+        if window is not None:
+            return self._enqueue_in_window(text, window, options, key, after)
+        keys = None if key == NO_KEYS else [key]
         return self._insert([text], 1, *options, keys=keys, after=after)[0]
+
+    def _debounce(
+        self,
+        text: str,
+        rule: validation.DebounceRule,
+        options: tuple[object, ...],
+        key: JobKeys,
+        extra: Mapping[str, object],
+    ) -> Job:
+        """enqueue() with a debounce key: debounce.py."""
+        given = sorted(name for name, value in extra.items() if value is not None)
+        if given:
+            raise InvalidOption(f"debounce_key cannot be combined with {', '.join(given)}")
+        self._alone("debounce_key")
+        now = self._now()
+        wait = rule.seconds if rule.max_seconds is None else min(rule.seconds, rule.max_seconds)
+        stamps = self._stamps(now, wait, *options[1:])
+        deadline = None if rule.max_seconds is None else now + timedelta(seconds=rule.max_seconds)
+        asked = debounce.Debounce(rule.key, now + timedelta(seconds=rule.seconds), deadline)
+        return self._traced(
+            stamps,
+            lambda s: [debounce.enqueue_debounced(self.using, self.name, text, s, now, asked, key)],
+        )[0]
+
+    def _enqueue_in_window(
+        self,
+        text: str,
+        window: float,
+        options: tuple[object, ...],
+        key: JobKeys,
+        after: Iterable[Any] | None,
+    ) -> Job | None:
+        """enqueue() with unique_key and unique_for: unique_windows.py."""
+        if after is not None:
+            raise InvalidOption("unique_for cannot be combined with after")
+        self._alone("unique_for")
+        now = self._now()
+        stamps = self._stamps(now, *options)
+        lapses_at = now + timedelta(seconds=window)
+
+        def write(s: Stamps) -> list[Job]:
+            job = unique_windows.enqueue_in_window(
+                self.using, self.name, text, s, now, lapses_at, key
+            )
+            return [] if job is None else [job]
+
+        jobs = self._traced(stamps, write)
+        return jobs[0] if jobs else None
+
+    def _alone(self, option: str) -> None:
+        """A debounced or windowed job joins no batch: the job an enqueue returns may be
+        another's (docs/workflows.md)."""
+        if batches.open_batch(self.using) is not None:
+            raise InvalidOption(f"an enqueue with {option} cannot join a batch")
+
+    def _traced(self, stamps: Stamps, write: Callable[[Stamps], list[Job]]) -> list[Job]:
+        """`write` within the enqueue's span when tracing is on; then RUN_ON_COMMIT's hook."""
+        if tracing.ENABLED and tracing.active():
+            with tracing.enqueue_span(self.name, 1) as span:
+                jobs = write(stamps._replace(trace_context=span.trace_context))
+                span.written(jobs)
+        else:
+            jobs = write(stamps)
+        if get_settings().RUN_ON_COMMIT:
+            hooks.run_on_commit(jobs, self.using)
+        return jobs
 
     def job(self, payload: Any, **options: Any) -> JobSpec:
         """A job described, not sent (no query): for batch callbacks and chain(). Its payload
         and options are checked now, as enqueue() would check them."""
         encode(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES)
-        spec = spec_of(self, payload, options)
+        queue_options = {name: getattr(self, name) for name in QUEUE_OPTIONS}
+        spec = spec_of(self.name, self.using, queue_options, payload, options)
         given = {name: options.get(name) for name in ENQUEUE_OPTIONS}
         validation.concurrency_key(given.pop("concurrency_key"))
+        validation.fair_key(given.pop("fair_key"))
         self._stamps(self._now(), *given.values())
         return spec
 
@@ -136,12 +264,23 @@ class Queue:
         priority: int | None = None,
         unique_key: str | None = None,
         concurrency_key: str | Callable[[Any], str | None] | None = None,
+        fair_key: str | Callable[[Any], str | None] | None = None,
         after: Iterable[Any] | None = None,
+        unique_for: Duration | None = None,
+        debounce_key: str | None = None,
+        debounce: Duration | None = None,
+        debounce_max: Duration | None = None,
     ) -> list[Job]:
         """Many jobs, one clock read, one statement (COPY on PostgreSQL); all or nothing.
 
-        `concurrency_key` is one key for every job, or a callable payload -> key (or None)
-        called once per payload before anything is written."""
+        `concurrency_key` and `fair_key` are each one key for every job, or a callable
+        payload -> key (or None) called once per payload before anything is written. A
+        debounce key or unique_for is refused (InvalidOption): each concerns one job."""
+        refused = {"debounce_key": debounce_key, "debounce": debounce,
+                   "debounce_max": debounce_max, "unique_for": unique_for}  # fmt: skip
+        for name, value in refused.items():
+            if value is not None:
+                raise InvalidOption(f"enqueue_many takes no {name}: enqueue() one job with it")
         if isinstance(payloads, str | bytes | bytearray | memoryview | dict) or not isinstance(
             payloads, Iterable
         ):
@@ -150,7 +289,7 @@ class Queue:
                 "(to enqueue one payload, use enqueue())"
             )
         items = list(payloads)
-        keys = _keys_of(items, concurrency_key)
+        keys = _keys_of(items, concurrency_key, fair_key)
         limit = get_settings().MAX_PAYLOAD_BYTES
         # Encoded lazily, chunk by chunk, while the rows before are written (operations.enqueue)
         texts = (encode(p, max_bytes=limit, path=f"payloads[{i}]") for i, p in enumerate(items))
@@ -168,7 +307,7 @@ class Queue:
         priority: object,
         unique_key: object,
         *,
-        keys: list[str | None] | None = None,
+        keys: list[JobKeys] | None = None,
         after: Iterable[Any] | None = None,
     ) -> list[Job]:
         now = self._now()
@@ -185,9 +324,7 @@ class Queue:
         else:
             jobs = self._write(texts, count, stamps, now, keys)
         if get_settings().RUN_ON_COMMIT:
-            from .testing import run_on_commit
-
-            run_on_commit([job for job in jobs if job.state != "waiting"], self.using)
+            hooks.run_on_commit([job for job in jobs if job.state != "waiting"], self.using)
         return jobs
 
     def _write(
@@ -196,7 +333,7 @@ class Queue:
         count: int,
         stamps: Stamps,
         now: datetime,
-        keys: list[str | None] | None,
+        keys: list[JobKeys] | None,
     ) -> list[Job]:
         if tracing.ENABLED and tracing.active():
             with tracing.enqueue_span(self.name, count) as span:
@@ -212,7 +349,7 @@ class Queue:
         count: int,
         stamps: Stamps,
         now: datetime,
-        keys: list[str | None] | None,
+        keys: list[JobKeys] | None,
         waits_for: list[int],
         in_batch: int | None,
     ) -> list[Job]:
@@ -227,7 +364,7 @@ class Queue:
         if live and written:
             dependencies.wait_for(self.using, written, live, due)
             jobs = [
-                make_job({**job.__dict__, "state": "waiting", "run_at": due})
+                dataclasses.replace(job, state="waiting", run_at=due)
                 if job.enqueued_at == now else job
                 for job in jobs
             ]  # fmt: skip
@@ -276,19 +413,33 @@ class Queue:
 
     def claim(self, worker_id: str, n: int = 1) -> list[JobHandle]:
         """Hand out at most n due jobs: highest priority first, then oldest run_at, then id;
-        within the queue's limits (docs/flow-control.md), read again once a second."""
+        within the queue's limits (docs/flow-control.md), which this Queue reads again once
+        limits.REFRESH_EVERY seconds of its clock have passed."""
         validation.worker_id(worker_id)
         validation.batch_size(n)
         if n <= 0:
             return []
         now = self._now()
-        limits = flow.cache.get(self.name, self.using)
-        handed = operations.claim(
+        if self._limits is None:
+            self._limits = LimitsCache()
+        limits = self._limits.get(self.name, self.using, now.timestamp())
+        return self._claim(worker_id, n, now, limits).handles
+
+    def claim_within(self, worker_id: str, n: int, limits: Limits) -> ClaimOutcome:
+        """claim() within `limits`, read by the caller (a worker's flow state), saying what
+        they did: whether they held the claim back, and when the rate frees room."""
+        validation.worker_id(worker_id)
+        validation.batch_size(n)
+        if n <= 0:
+            return ClaimOutcome([], False, None)
+        return self._claim(worker_id, n, self._now(), limits)
+
+    def _claim(self, worker_id: str, n: int, now: datetime, limits: Limits) -> ClaimOutcome:
+        claimed = operations.claim(
             self.using, self.name, worker_id, min(n, MAX_CLAIM), now, limits, self._now
         )
-        if limits.holds_slots():  # the acker frees the slots of a short claim's queue at once
-            flow.cache.note_short(self.name, self.using, len(handed) < n)
-        return [JobHandle(self, job, claim) for job, claim in handed]
+        handles = [JobHandle(self, job, claim) for job, claim in claimed.handed]
+        return ClaimOutcome(handles, claimed.held_back, claimed.room_in)
 
     def claim_one(self, worker_id: str) -> JobHandle | None:
         handles = self.claim(worker_id, 1)
@@ -307,6 +458,18 @@ class Queue:
         """Remove a live job in any state. Its claimer's ack will then return False; a
         running job's handler sees `job.cancelled` (docs/running-jobs.md)."""
         return operations.cancel(self.using, validation.job_id(job_id), self.name, self.clock())
+
+    def signal(self, job_id: int, name: str, payload: Any = None) -> bool:
+        """Send the signal `name` with `payload` to a live job of this queue (pending,
+        scheduled, claimed or waiting): `job.wait_for(name)` returns the payload; a job
+        waiting for it becomes pending now (docs/durable-steps.md). False for an unknown or
+        finished job, or one that has a signal of that name already (the first stays).
+        InvalidOption for a bad name (the rules of step names), PayloadError for a payload
+        not storable as a job's is. Inside a transaction, it commits or rolls back with it."""
+        checked_id = validation.job_id(job_id)
+        checked = check_name(name)
+        text = encode(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES, path="signal payload")
+        return waits.send(self.using, checked_id, checked, decode(text), self.clock(), self.name)
 
     def get_job(self, job_id: int) -> Job | None:
         """A live job, a dead letter (state "dead") or a kept job (state "succeeded" or
@@ -331,6 +494,11 @@ class Queue:
     def stats(self) -> QueueStats:
         return operations.stats(self.using, self.name, self.clock())
 
+    def set_fair_weight(self, key: str, weight: int | None) -> int:
+        """The jobs per round of fair key `key` (1..1000; None drops the weight set here, so
+        the settings' applies, else 1): docs/fair-share.md. Returns the weight in force."""
+        return operations.set_fair_weight(self.name, key, weight, using=self.using)
+
     def purge(self, states: Iterable[str] = ("pending", "scheduled")) -> int:
         """Delete this queue's live jobs in the given states ("dead" clears its dead letters)."""
         chosen = validation.states(states, STATES)
@@ -341,8 +509,19 @@ class Queue:
     # synchronous twin through asgiref's sync_to_async in Django's one thread for database
     # work (thread_sensitive), which keeps a caller's sync atomic blocks on one connection.
 
-    async def aenqueue(self, payload: Any, **options: Any) -> Job:
+    @overload
+    async def aenqueue(self, payload: Any, *, unique_for: None = None, **options: Any) -> Job: ...
+
+    @overload
+    async def aenqueue(
+        self, payload: Any, *, unique_for: Duration, **options: Any
+    ) -> Job | None: ...
+
+    async def aenqueue(
+        self, payload: Any, *, unique_for: Duration | None = None, **options: Any
+    ) -> Job | None:
         """`enqueue` for async code; see docs/queues.md ("From async code")."""
+        options["unique_for"] = unique_for
         return await sync_to_async(self.enqueue)(payload, **options)
 
     async def aenqueue_many(self, payloads: Iterable[Any], **options: Any) -> list[Job]:
@@ -357,20 +536,43 @@ class Queue:
     async def arequeue(self, job_id: int) -> Job | None:
         return await sync_to_async(self.requeue)(job_id)
 
+    async def asignal(self, job_id: int, name: str, payload: Any = None) -> bool:
+        return await sync_to_async(self.signal)(job_id, name, payload)
 
-def _keys_of(items: list[Any], key: object) -> list[str | None] | None:
-    """Each payload's concurrency key (checked), or None when no job has one."""
-    if key is None:
+
+def _keys_of(items: list[Any], concurrency: object, fair: object) -> list[JobKeys] | None:
+    """Each payload's concurrency and fair keys (checked), or None when no job has one."""
+    if concurrency is None and fair is None:
         return None
-    if callable(key):
-        keys = []
-        for index, item in enumerate(items):
-            try:
-                keys.append(validation.concurrency_key(key(item)))
-            except InvalidOption as exc:
-                raise InvalidOption(f"payloads[{index}]: {exc}") from None
-        return keys
-    return [validation.concurrency_key(key)] * len(items)
+    concurrency_keys = _each_key(items, concurrency, validation.concurrency_key)
+    fair_keys = _each_key(items, fair, validation.fair_key)
+    return [JobKeys(*pair) for pair in zip(concurrency_keys, fair_keys, strict=True)]
+
+
+def _each_key(
+    items: list[Any], key: object, check: Callable[[object], str | None]
+) -> list[str | None]:
+    """One key per payload: `key` itself, or what `key(payload)` returns; each checked."""
+    if not callable(key):
+        return [check(key)] * len(items)
+    keys = []
+    for index, item in enumerate(items):
+        try:
+            keys.append(check(key(item)))
+        except InvalidOption as exc:
+            raise InvalidOption(f"payloads[{index}]: {exc}") from None
+    return keys
+
+
+class ClaimOutcome(NamedTuple):
+    """What Queue.claim_within did: the handles of the jobs it handed out (in handout
+    order), whether the queue's limits held it back (it came back short, and not only because
+    no job was due: a slot's ack then frees room a claim waits for), and in how many seconds
+    the queue's rate frees room when its window was spent (else None)."""
+
+    handles: list[JobHandle]
+    held_back: bool
+    room_in: float | None
 
 
 class JobHandle:
@@ -380,6 +582,11 @@ class JobHandle:
     another token, or the lease lapsed. A refusal is never an exception.
     """
 
+    #: Set by the worker when the job's handler recorded durable steps, or found some: its
+    #: ack deletes them (docs/durable-steps.md). A class attribute, so that a job without
+    #: steps costs its handle nothing.
+    with_steps = False
+
     def __init__(self, queue: Queue, job: Job, claim: Claim) -> None:
         self.queue = queue
         self.job = job
@@ -387,7 +594,7 @@ class JobHandle:
         self.claim = claim
         self.lease_expires_at = job.lease_expires_at
         self._finished = False
-        #: What the history keeps of this job when it is acked (history.Finish; None when
+        #: What the history keeps of this job when it is acked (jobs.Finish; None when
         #: its queue keeps none): set by the worker when the handler returns, else worked out
         #: at the ack, without output.
         self.finish: Finish | None = None
@@ -455,6 +662,21 @@ class JobHandle:
         run_at = now + timedelta(seconds=wait)
         return self._finish(operations.snooze(self.queue.using, self.claim, now, run_at))
 
+    def sleep(self, until: datetime) -> bool:
+        """The handler sleeps (job.sleep): scheduled again at `until`, the attempt refunded."""
+        if self._finished:
+            return False
+        return self._finish(operations.snooze(self.queue.using, self.claim, self.queue.clock(),
+                                              until))  # fmt: skip
+
+    def wait(self, name: str, deadline: datetime | None) -> bool:
+        """The handler waits for the signal `name` (job.wait_for): waiting until it comes or
+        `deadline` passes, the attempt refunded."""
+        if self._finished:
+            return False
+        return self._finish(waits.wait(self.queue.using, self.claim, self.queue.clock(), name,
+                                       deadline))  # fmt: skip
+
     def fail(self, error: str | None = None) -> bool:
         """Dead-letter now."""
         if self._finished:
@@ -489,6 +711,12 @@ class JobHandle:
             return False
         return self._finish(operations.release(self.queue.using, self.claim, self.queue.clock()))
 
+    def settled_by_worker(self) -> None:
+        """The worker moved this job itself, not through the handle (an atomic consumer's ack
+        in the handler's transaction, a crash counted when a loop died): the handle is
+        finished, as after its own ack, and refuses every later operation."""
+        self._finished = True
+
     def _finish(self, done: bool) -> bool:
         self._finished = self._finished or done
         return done
@@ -511,7 +739,13 @@ def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
         return set()
     # kept() inline: one method call fewer per job on a draining worker's ack.
     finishes = [h.finish if h._recorded else h.kept() for h in live]
-    acked = operations.ack(using, [h.claim for h in live], live[0].queue.clock(), finishes)
+    # Steps go with the ack unless the history keeps them (docs/durable-steps.md).
+    drop = {
+        h.claim.id for h, done in zip(live, finishes, strict=True) if h.with_steps and done is None
+    }
+    acked = operations.ack(
+        using, [h.claim for h in live], live[0].queue.clock(), finishes, drop_steps=drop
+    )
     for handle in live:  # _finish() inline: each of them is unfinished so far
         handle._finished = handle.claim in acked
     return acked
@@ -532,6 +766,14 @@ def heartbeat_handles(
         if claim in renewed:
             handle.lease_expires_at = expires
     return renewed
+
+
+def held_claims(handles: Sequence[JobHandle], using: str) -> set[Claim]:
+    """Of these handles' claims, those their rows still carry with a live lease, as last
+    committed: read without waiting for the locks a renewal skipped."""
+    if not handles:
+        return set()
+    return operations.claims_held(using, [h.claim for h in handles], handles[0].queue.clock())
 
 
 def queue(
@@ -574,25 +816,64 @@ def queue(
 
 def _consumer_defaults(name: str) -> dict[str, Any]:
     """The stamps the registered @consumer of `name` gives its queue, if there is one."""
-    from .consumers import registry  # consumers imports this module's callers at app start
-
     spec = registry.get(name)
     return spec.queue_defaults() if spec is not None else {}
 
 
+def enqueue_spec(spec: JobSpec, after: Sequence[Any] | None = None, payload: Any = None) -> Job:
+    """Send a JobSpec now, in the caller's transaction, as its queue would (JobSpec.enqueue
+    and a fired batch's callbacks call this, specs.register_sender); `payload`, when given,
+    replaces its own."""
+    sent = spec.payload if payload is None else payload
+    built = Queue(spec.queue, using=spec.using, **spec.queue_options)
+    job: Job = built.enqueue(sent, after=after, **spec.options)
+    return job
+
+
+register_sender(enqueue_spec)
+
 _QUEUE_ONLY_OPTIONS = ("backoff_base", "lease", "retention", "using", "clock", "rng")
 
 
-def enqueue(queue_name: str, payload: Any, **options: Any) -> Job:
+@overload
+def enqueue(queue_name: str, payload: Any, *, unique_for: None = None, **options: Any) -> Job: ...
+
+
+@overload
+def enqueue(
+    queue_name: str, payload: Any, *, unique_for: Duration, **options: Any
+) -> Job | None: ...
+
+
+def enqueue(
+    queue_name: str, payload: Any, *, unique_for: Duration | None = None, **options: Any
+) -> Job | None:
     """Shortcut for `queue(queue_name, ...).enqueue(payload, ...)`: options that only a queue
     takes (backoff_base, lease, retention, using) go to `queue()`, the rest to `enqueue()`.
     """
     queue_options = {k: options.pop(k) for k in _QUEUE_ONLY_OPTIONS if k in options}
-    return queue(queue_name, **queue_options).enqueue(payload, **options)
+    options["unique_for"] = unique_for
+    job: Job | None = queue(queue_name, **queue_options).enqueue(payload, **options)
+    return job
 
 
-async def aenqueue(queue_name: str, payload: Any, **options: Any) -> Job:
+@overload
+async def aenqueue(
+    queue_name: str, payload: Any, *, unique_for: None = None, **options: Any
+) -> Job: ...
+
+
+@overload
+async def aenqueue(
+    queue_name: str, payload: Any, *, unique_for: Duration, **options: Any
+) -> Job | None: ...
+
+
+async def aenqueue(
+    queue_name: str, payload: Any, *, unique_for: Duration | None = None, **options: Any
+) -> Job | None:
     """`enqueue` for async code, with the same options."""
+    options["unique_for"] = unique_for
     return await sync_to_async(enqueue)(queue_name, payload, **options)
 
 

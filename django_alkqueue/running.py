@@ -8,6 +8,7 @@ handler's side, the `job` argument every handler gets (docs/running-jobs.md).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,8 +18,11 @@ from typing import Any
 from . import defaults
 from .clock import system_clock
 from .exceptions import InvalidOption
-from .jobs import Job, Progress
+from .jobs import Job, Progress, without_init
 from .outcomes import Cancelled
+from .steps import CLAIM_LOST as STEP_CLAIM_LOST
+from .steps import OUTSIDE_WORKER, Steps
+from .validation import shown
 
 #: The longest progress note stored; a longer one is cut.
 MAX_NOTE_CHARS = 200
@@ -26,8 +30,9 @@ MAX_NOTE_CHARS = 200
 # Why a running job's cancel flag went up (Run.cancel_reason).
 #: Queue.cancel or the admin's Cancel; the worker heard it by NOTIFY.
 CANCELLED = "cancelled"
-#: The lease renewal was refused: the row is gone (cancelled, purged) or was reclaimed.
-CLAIM_LOST = "claim lost"
+#: The lease renewal, or a durable step's record, was refused: the row is gone (cancelled,
+#: purged) or was reclaimed. (steps.CLAIM_LOST, the reason of the Cancelled a step raises.)
+CLAIM_LOST = STEP_CLAIM_LOST
 #: The handler passed its time limit.
 TIME_LIMIT = "time limit"
 
@@ -36,16 +41,27 @@ def _amount(value: object, option: str, *, optional: bool = False) -> float | No
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidOption(f"{option} must be a number >= 0, not {value!r:.50}")
-    if not math.isfinite(value) or value < 0:
-        raise InvalidOption(f"{option} must be a finite number >= 0, not {value!r}")
+        raise InvalidOption(f"{option} must be a number >= 0, not {shown(value, repr, 50)}")
+    # An int past float's range is not finite here: math.isfinite() would raise OverflowError.
+    if value < 0 or value > sys.float_info.max or not math.isfinite(value):
+        raise InvalidOption(f"{option} must be a finite number >= 0, not {shown(value, repr)}")
     return value
 
 
 def progress_values(done: object, total: object, note: object) -> tuple[float, float | None, str]:
-    """job.progress()'s arguments, checked: InvalidOption for a bad one."""
+    """job.progress()'s arguments, checked: InvalidOption for a bad one. A note no database
+    can store (an unpaired surrogate, as in a file name read from disk) is refused here, at
+    the call, rather than by the lease renewal that writes it; a NUL is fine (the stored
+    JSON escapes it)."""
     if not isinstance(note, str):
         raise InvalidOption(f"note must be a string, not {type(note).__name__}")
+    try:
+        note.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidOption(
+            "note contains an unpaired surrogate, which no database can store: "
+            "clean it first, e.g. note.encode('utf-8', 'backslashreplace').decode()"
+        ) from None
     checked_done = _amount(done, "done")
     assert checked_done is not None
     return checked_done, _amount(total, "total", optional=True), note[:MAX_NOTE_CHARS]
@@ -61,7 +77,8 @@ class Run:
     """One attempt of one job in this worker, from its claim to its outcome."""
 
     __slots__ = ("_progress", "_settled", "_unwritten", "_written_at", "cancel_reason",
-                 "deadline", "first_report", "started", "timed_out", "timeout")  # fmt: skip
+                 "deadline", "first_report", "started", "steps", "timed_out",
+                 "timeout")  # fmt: skip
 
     def __init__(self, first_report: Callable[[], None] | None = None) -> None:
         #: Called on the job's first progress report: the lease keeper's wake-up.
@@ -80,6 +97,8 @@ class Run:
         self._written_at = -math.inf
         #: time.monotonic() when the handler was called.
         self.started = 0.0
+        #: What job.step reads and writes (steps.py); the worker sets a plain consumer's.
+        self.steps: Steps = OUTSIDE_WORKER
 
     def start(self, clock: Callable[[], datetime], timeout: float | None, at: float) -> None:
         """The handler is about to be called (at `at`, a time.monotonic() reading): the
@@ -175,12 +194,16 @@ def settle_all(runs: list[Run]) -> list[bool]:
 class RunningJob(Job):
     """The `job` a handler gets: the Job as claimed, plus its deadline (`deadline`,
     `remaining()`), its cancel flag (`cancelled`, `check_cancelled()`) and
-    `progress(done, total, note)`. Built by `running_job`, never by the constructor."""
+    `progress(done, total, note)` in place of the progress read with the row. Built by
+    `running_job`: its fields are the claimed Job's own (both are frozen), its Run in a slot."""
 
-    # The Run in a slot, the fields in the Job's own __dict__, shared (both are frozen):
-    # a copy of the fields per job was a tenth of a batch consumer's drain.
     __slots__ = ("_run",)
     _run: Run
+
+    @property
+    def progress(self) -> _Reporter:  # type: ignore[override]
+        """`job.progress(done, total=None, note="")`: record how far the handler got."""
+        return _Reporter(self._run)
 
     @property
     def deadline(self) -> datetime | None:
@@ -204,16 +227,77 @@ class RunningJob(Job):
         if self._run.cancelled:
             raise Cancelled(self._run.cancel_reason or "cancelled")
 
-    @property
-    def progress(self) -> _Reporter:  # type: ignore[override]
-        """`job.progress(done, total=None, note="")`: record how far the handler got. Kept in
-        memory and written with the next lease renewal, at most once a second; never a
-        round trip of its own."""
-        return _Reporter(self._run)
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Call `fn(*args, **kwargs)` and record its value under `name` for this job, then
+        return it; on every later run of this job, return the recorded value without
+        calling `fn` (docs/durable-steps.md). InvalidOption for a bad or reused name, or in
+        an atomic or batch consumer; PayloadError for a value not storable as a payload;
+        Cancelled when the claim is lost. An exception from `fn` propagates."""
+        try:
+            return self._run.steps.run(name, fn, args, kwargs)
+        except Cancelled as stop:
+            self._lost(stop)
+            raise
+
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """`await job.astep(name, fn, *args, **kwargs)`: job.step for an `async def`
+        handler; `fn` may be a coroutine function."""
+        try:
+            return await self._run.steps.arun(name, fn, args, kwargs)
+        except Cancelled as stop:
+            self._lost(stop)
+            raise
+
+    def sleep(self, name: str, when: timedelta | float | datetime) -> None:
+        """Sleep until `when` (a positive duration, or an aware datetime) without holding a
+        thread: the first time, the wake time is recorded under `name`; while it has not
+        passed, the handler call ends here and the job is scheduled again at it, its attempt
+        not counted. On the run after, the same `job.sleep` returns at once
+        (docs/durable-steps.md). InvalidOption for a bad name or time, or in an atomic or
+        batch consumer; Cancelled when the claim is lost."""
+        try:
+            self._run.steps.sleep(name, when)
+        except Cancelled as stop:
+            self._lost(stop)
+            raise
+
+    async def asleep(self, name: str, when: timedelta | float | datetime) -> None:
+        """`await job.asleep(name, when)`: job.sleep for an `async def` handler."""
+        try:
+            await self._run.steps.asleep(name, when)
+        except Cancelled as stop:
+            self._lost(stop)
+            raise
+
+    def wait_for(self, name: str, timeout: timedelta | float | None = None) -> Any:
+        """The payload of the signal `name` sent to this job (`Queue.signal`), recorded under
+        `name`. Until it comes, the handler call ends here and the job waits, its attempt not
+        counted; the signal makes it pending again. With `timeout`, it resumes at the
+        deadline and this raises WaitTimedOut (docs/durable-steps.md)."""
+        try:
+            return self._run.steps.wait_for(name, timeout)
+        except Cancelled as stop:
+            self._lost(stop)
+            raise
+
+    async def await_for(self, name: str, timeout: timedelta | float | None = None) -> Any:
+        """`await job.await_for(name, timeout=None)`: job.wait_for for an `async def` handler."""
+        try:
+            return await self._run.steps.await_for(name, timeout)
+        except Cancelled as stop:
+            self._lost(stop)
+            raise
+
+    def _lost(self, stop: Cancelled) -> None:
+        """A step's record refused for a lost claim: `cancelled` reads True from now on."""
+        if stop.reason == CLAIM_LOST:
+            self._run.cancel(CLAIM_LOST)
 
 
 class _Reporter:
-    """job.progress: call it to report; its attributes show the last report (or None)."""
+    """`job.progress(done, total=None, note="")`: record how far the handler got. Kept in
+    memory and written with the next lease renewal, at most once a second; never a round
+    trip of its own. Its attributes show the last report (or None)."""
 
     def __init__(self, run: Run) -> None:
         self._run = run
@@ -233,17 +317,18 @@ class _Reporter:
 
 
 def running_job(job: Job, run: Run) -> RunningJob:
-    """`job` as its handler sees it, tied to `run`."""
-    return running_jobs([job], [run])[0]
+    """`job` as its handler sees it, tied to `run`: the Job's fields shared, not copied (a
+    copy per job was a tenth of a batch consumer's drain)."""
+    running = without_init(RunningJob, vars(job))
+    object.__setattr__(running, "_run", run)  # a slot, not a field: as __post_init__ would
+    return running
 
 
 def running_jobs(jobs: list[Job], runs: list[Run]) -> list[RunningJob]:
-    """running_job() for the jobs of one batch handler call, no call per job."""
-    called = []
-    new, set_field = object.__new__, object.__setattr__
-    for job, run in zip(jobs, runs, strict=True):
-        running = new(RunningJob)
-        set_field(running, "__dict__", job.__dict__)
-        set_field(running, "_run", run)
-        called.append(running)
-    return called
+    """running_job() for the jobs of one batch handler call."""
+    return [running_job(job, run) for job, run in zip(jobs, runs, strict=True)]
+
+
+def run_of(job: RunningJob) -> Run:
+    """The Run a running job is tied to: the worker's side of it."""
+    return job._run

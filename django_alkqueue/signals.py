@@ -1,7 +1,8 @@
 """Django signals sent as jobs change state. Each is sent with `sender=Job` and `job=<Job>`.
 
-`job_enqueued` and `job_dead_lettered` are sent by the core operations, whoever calls them;
-`job_started`, `job_succeeded` and `job_retried` by the worker around each handler run.
+`job_enqueued`, `job_debounced` and `job_dead_lettered` are sent by the core operations,
+whoever calls them; `job_started`, `job_succeeded` and `job_retried` by the worker around
+each handler run.
 Receivers are called robustly (Signal.send_robust): an exception in one never reaches the
 queue, so an alerting hook that fails cannot strand a job or stop a worker loop. Django logs
 it, once, on the logger `django.dispatch` at ERROR with its traceback.
@@ -15,6 +16,9 @@ from typing import Any
 from django.dispatch import Signal
 
 job_enqueued = Signal()
+#: An enqueue with a debounce key updated its key's unclaimed job in place (docs/queues.md,
+#: "Debounce"): `job` is that job as it is now; a new job sends job_enqueued.
+job_debounced = Signal()
 job_started = Signal()
 job_succeeded = Signal()
 job_retried = Signal()

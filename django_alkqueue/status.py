@@ -8,26 +8,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, Max, Min, Q, Subquery, Sum
-from django.db.models.functions import TruncHour
-from django.utils.dateparse import parse_datetime
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Subquery, Sum, TextField
+from django.db.models.functions import Cast, TruncHour
 from django.utils.http import urlencode
 
-from . import error_groups, flow_status, timings
+from . import error_groups, flow_status, task_queues, timings
 from .conf import get_settings
 from .consumers import registry
 from .flow_status import FlowFigures, in_force
 from .jobs import Progress, parked_at, stored_progress
 from .models import (
-    CONSUMER_TABLE,
-    DEAD_LETTER_TABLE,
-    MESSAGE_TABLE,
     Consumer,
     DeadLetter,
+    JobStep,
     QueueMessage,
     QueueStat,
     Worker,
 )
+from .sql import dialect_for
+from .steps import SLEEP_UNTIL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +40,11 @@ class QueueRow:
     claimed: int
     dead: int
     oldest_pending_age: float
-    #: Live jobs waiting for their dependencies (docs/workflows.md); not in `scheduled`.
+    #: Live jobs waiting for their dependencies (docs/workflows.md) or for a signal
+    #: (docs/durable-steps.md); not in `scheduled`.
     waiting: int = 0
+    #: The scheduled jobs that sleep (job.sleep): counted in `scheduled` too (sleeping_counts).
+    sleeping: int = 0
     #: A worker has served the queue (it wrote the Consumer row). False with a handler: the
     #: code binds one, but no worker has started on the queue yet.
     served: bool = False
@@ -62,11 +64,7 @@ def code_handler(name: str) -> str | None:
     spec = registry.get(name)
     if spec is not None:
         return spec.path
-    try:
-        from .task_runner import task_queue_spec
-    except ImportError:  # no Tasks framework installed
-        return None
-    task = task_queue_spec(name)
+    task = task_queues.spec(name)
     return task.path if task is not None else None
 
 
@@ -86,10 +84,11 @@ class WorkerRow:
 
 
 def live_counts(using: str, now: datetime) -> dict[str, dict[str, Any]]:
-    """Per queue with live jobs: pending, scheduled, waiting and claimed counts and the
-    oldest due run_at. Two queries, each over one partial index and only its columns (queue,
-    run_at), so PostgreSQL can answer them from the index alone: the unclaimed rows from
-    alkqueue_pending_idx, the claimed ones from alkqueue_lease_idx."""
+    """Per queue with live jobs: pending, scheduled, waiting, claimed and sleeping counts
+    and the oldest due run_at. Three queries: two each over one partial index and only its
+    columns (queue, run_at), so PostgreSQL can answer them from the index alone: the
+    unclaimed rows from alkqueue_pending_idx, the claimed ones from alkqueue_lease_idx;
+    then sleeping_counts."""
     due = Q(run_at__lte=now)
     parked = parked_at()
     live: dict[str, dict[str, Any]] = {
@@ -111,7 +110,33 @@ def live_counts(using: str, now: datetime) -> dict[str, dict[str, Any]]:
             name, {"queue": name, "pending": 0, "scheduled": 0, "waiting": 0, "oldest": None}
         )
         row["claimed"] = n
+    for name, n in sleeping_counts(using, now).items():
+        live[name]["sleeping"] = n
     return live
+
+
+def sleeping_counts(using: str, now: datetime) -> dict[str, int]:
+    """Per queue, the scheduled jobs that sleep: those whose last recorded step is a
+    job.sleep (its value holds SLEEP_UNTIL). One query: the scheduled rows of
+    alkqueue_pending_idx, each probing its steps by the unique index (job_id, name). A job
+    woken whose handler failed before recording another step, scheduled for its retry,
+    still counts as sleeping (docs/admin.md)."""
+    steps = JobStep.objects.using(using)
+    later = steps.filter(job_id=OuterRef("job_id"), recorded_at__gt=OuterRef("recorded_at"))
+    # The column is JSON text (fields.PayloadField): a sleep's record starts with its key.
+    slept = steps.annotate(text=Cast("value", TextField())).filter(
+        job_id=OuterRef("pk"), text__startswith=f'{{"{SLEEP_UNTIL}":'
+    )
+    rows = (
+        QueueMessage.objects.using(using)
+        .unclaimed()
+        .filter(run_at__gt=now, run_at__lt=parked_at())
+        .filter(Exists(slept.exclude(Exists(later))))
+        .values_list("queue")
+        .annotate(n=Count("queue"))
+        .order_by()
+    )
+    return dict(rows)
 
 
 def queue_overview(using: str, now: datetime) -> list[QueueRow]:
@@ -138,6 +163,7 @@ def queue_overview(using: str, now: datetime) -> list[QueueRow]:
                 pending=counts.get("pending", 0),
                 scheduled=counts.get("scheduled", 0),
                 waiting=counts.get("waiting", 0),
+                sleeping=counts.get("sleeping", 0),
                 claimed=counts.get("claimed", 0),
                 dead=dead.get(name, 0),
                 oldest_pending_age=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
@@ -291,10 +317,13 @@ class StatPoint:
     #: the handler duration columns that /metrics/ reads too); empty when not read.
     wait: tuple[int, ...] = ()
     run: tuple[int, ...] = ()
+    #: The seconds the run histogram's calls took in all (duration_sum).
+    run_seconds: float = 0.0
 
 
 _POINT_FIELDS = ("queue", "minute", "pending", "scheduled", "claimed", "finished", "failed",
-                 "dead_lettered", *timings.WAIT_FIELDS, *timings.RUN_FIELDS)  # fmt: skip
+                 "dead_lettered", *timings.WAIT_FIELDS, *timings.RUN_FIELDS,
+                 "duration_sum")  # fmt: skip
 
 
 def history(
@@ -318,11 +347,11 @@ def history(
     fields = _POINT_FIELDS if with_times else _POINT_FIELDS[:8]
     for row in stats.order_by("queue", "minute").values_list(*fields):
         name, minute, pending, scheduled, claimed, finished, failed, dead = row[:8]
-        runs = row[8 + bins :]
+        runs = row[8 + bins : -1]
         point = StatPoint(
             minute, pending + scheduled + claimed, finished, failed, dead, pending, scheduled,
             claimed, tuple(row[8 : 8 + bins]),
-            timings.run_bins(runs[0], runs[1:]) if runs else (),
+            timings.run_bins(runs[0], runs[1:]) if runs else (), row[-1] if runs else 0.0,
         )  # fmt: skip
         series.setdefault(name, []).append(point)
     return series
@@ -481,99 +510,24 @@ def _error_group(
     )
 
 
-# -- queue names, cheaply --------------------------------------------------------------------
-
-# A loose index scan: each step asks an index for the next name after the last one, so the
-# cost grows with the number of queues, not of rows. One statement; the same SQL runs on both
-# vendors. The scans walk both partial indexes of the live table and the dead letters' index.
-_NEXT_NAME = """{cte}(queue) AS (
-    SELECT MIN(queue) FROM {table} WHERE {where}
-    UNION ALL
-    SELECT (SELECT MIN(queue) FROM {table} WHERE {where} AND queue > {cte}.queue)
-    FROM {cte} WHERE {cte}.queue IS NOT NULL
-)"""
-_QUEUE_SCANS = (
-    ("unclaimed", MESSAGE_TABLE, "claim_token IS NULL"),  # PENDING_INDEX
-    ("claimed", MESSAGE_TABLE, "claim_token IS NOT NULL"),  # LEASE_INDEX
-    ("dead", DEAD_LETTER_TABLE, "1 = 1"),  # alkqueue_dead_queue_idx
-)
-KNOWN_QUEUES_SQL = (
-    "WITH RECURSIVE "
-    + ",\n".join(_NEXT_NAME.format(cte=c, table=t, where=w) for c, t, w in _QUEUE_SCANS)
-    + "\n"
-    + "\nUNION ".join(f"SELECT queue FROM {c} WHERE queue IS NOT NULL" for c, _, _ in _QUEUE_SCANS)
-    + f"\nUNION SELECT queue FROM {CONSUMER_TABLE}"
-)
+# -- queue names and each queue's oldest pending job, cheaply ----------------------------------
 
 
 def known_queues(using: str) -> list[str]:
-    """Every queue named by a consumer, a live job or a dead letter, sorted; no table scan."""
-    with connections[using].cursor() as cursor:
-        cursor.execute(KNOWN_QUEUES_SQL)
-        return sorted(row[0] for row in cursor.fetchall())
-
-
-# -- the oldest pending job of each queue, cheaply ----------------------------------------------
-
-# The oldest due job of a queue is the earliest run_at among its unclaimed rows. In
-# alkqueue_pending_idx (queue, priority DESC, run_at, id) that is the first entry of one of
-# the queue's priorities, so the statement walks the queue names, then each queue's
-# priorities, then reads one entry per priority: index probes, as many as (queue, priority)
-# pairs, never the rows of a long queue. The same SQL runs on every vendor.
-_OLDEST_UNCLAIMED = f"""WITH RECURSIVE names(queue) AS (
-    SELECT MIN(queue) FROM {MESSAGE_TABLE} WHERE claim_token IS NULL
-    UNION ALL
-    SELECT (SELECT MIN(queue) FROM {MESSAGE_TABLE}
-            WHERE claim_token IS NULL AND queue > names.queue)
-    FROM names WHERE names.queue IS NOT NULL
-), levels(queue, priority) AS (
-    SELECT names.queue, (SELECT MAX(priority) FROM {MESSAGE_TABLE} m
-                         WHERE m.claim_token IS NULL AND m.queue = names.queue)
-    FROM names WHERE names.queue IS NOT NULL{{only}}
-    UNION ALL
-    SELECT levels.queue, (SELECT MAX(priority) FROM {MESSAGE_TABLE} m
-                          WHERE m.claim_token IS NULL AND m.queue = levels.queue
-                            AND m.priority < levels.priority)
-    FROM levels WHERE levels.priority IS NOT NULL
-)
-SELECT queue, MIN(first_run) FROM (
-    SELECT levels.queue, (SELECT MIN(run_at) FROM {MESSAGE_TABLE} m
-                          WHERE m.claim_token IS NULL AND m.queue = levels.queue
-                            AND m.priority = levels.priority) AS first_run
-    FROM levels WHERE levels.priority IS NOT NULL
-) firsts GROUP BY queue"""
-
-
-def oldest_unclaimed_sql(queues: Collection[str] | None = None) -> str:
-    """The statement of `oldest_pending_ages`, for all queues or (with `queues`) those only."""
-    only = ""
-    if queues is not None:
-        only = " AND names.queue IN (" + ", ".join(["%s"] * len(queues)) + ")"
-    return _OLDEST_UNCLAIMED.format(only=only)
+    """Every queue named by a consumer, a live job or a dead letter, sorted; no table scan
+    (Dialect.known_queues)."""
+    connection = connections[using]
+    return dialect_for(connection).known_queues(connection)
 
 
 def oldest_pending_ages(
     using: str, now: datetime, queues: Collection[str] | None = None
 ) -> dict[str, float]:
     """Seconds the oldest due job of each queue has waited past its run_at: only queues with a
-    due job appear. One statement of index probes (alkqueue_pending_idx); `queues` limits it
-    to those queues, and an empty collection reads nothing."""
+    due job appear. One statement of index probes (Dialect.first_unclaimed_run_at); `queues`
+    limits it to those queues, and an empty collection reads nothing."""
     if queues is not None and not queues:
         return {}
-    with connections[using].cursor() as cursor:
-        cursor.execute(oldest_unclaimed_sql(queues), list(queues or ()))
-        rows = cursor.fetchall()
-    ages = {}
-    for name, first_run in rows:
-        at = _read_datetime(first_run)
-        if at is not None and at <= now:
-            ages[name] = (now - at).total_seconds()
-    return ages
-
-
-def _read_datetime(value: object) -> datetime | None:
-    """A timestamp column read by raw SQL: SQLite returns text, MySQL a naive UTC datetime."""
-    parsed = parse_datetime(value) if isinstance(value, str) else value
-    if not isinstance(parsed, datetime):
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    connection = connections[using]
+    first = dialect_for(connection).first_unclaimed_run_at(connection, queues)
+    return {name: (now - at).total_seconds() for name, at in first.items() if at <= now}

@@ -14,20 +14,26 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from .backend import OPTION_DEFAULTS, AlkQueueBackend, build_result, stored_run_after
+from .backend import (
+    OPTION_DEFAULTS,
+    AlkQueueBackend,
+    build_result,
+    stored_run_after,
+    task_context,
+)
 from .backoff import RetryPolicy
 from .clock import system_clock
 from .conf import get_settings
-from .consumers import ConsumerSpec, registry
+from .consumers import ConsumerSpec
 from .error_text import capped, private_error_text
 from .jobs import Job
 from .models import DeadLetter, QueueMessage
 from .models import TaskResult as TaskResultRecord
 from .outcomes import Fail
+from .payload import kept_value
 from .privacy import is_sensitive
 from .signals import announce
 from .tasks_compat import (
-    TaskContext,
     TaskResult,
     TaskResultStatus,
     normalize_json,
@@ -35,13 +41,15 @@ from .tasks_compat import (
     task_finished,
     task_started,
 )
+from .validation import storable_copy
 
 HANDLER_PATH = "django_alkqueue.task_runner.run_task_job"
 
 
 def run_task_job(payload: Any, job: Job) -> Any:
-    """Run the task; returns its return value (normalised to JSON), which the history
-    records when the queue keeps (ALKQUEUE["QUEUES"][name]["keep"])."""
+    """Run the task; returns its return value (normalised to JSON, NUL characters and
+    unpaired surrogates escaped: payload.kept_value), which the history records when the
+    queue keeps (ALKQUEUE["QUEUES"][name]["keep"])."""
     backend = task_backends[payload["backend"]]
     task = import_string(payload["task"])
     # Result rows live beside the jobs the backend enqueues, where get_result reads them.
@@ -52,12 +60,11 @@ def run_task_job(payload: Any, job: Job) -> Any:
     announce(task_started, type(backend), task_result=result)
     try:
         if task.takes_context:
-            value = task.call(
-                TaskContext(task_result=result), *payload["args"], **payload["kwargs"]
-            )
+            context = task_context(result, job)
+            value = task.call(context, *payload["args"], **payload["kwargs"])
         else:
             value = task.call(*payload["args"], **payload["kwargs"])
-        value = normalize_json(value)
+        value = kept_value(normalize_json(value), "the task's return value")
     except (Exception, SystemExit) as error:
         # Fail dead-letters at once; any other error only on the last attempt.
         final = isinstance(error, Fail) or job.attempts >= job.max_attempts
@@ -102,8 +109,8 @@ def _record_failure(
     record.errors = [
         *record.errors,
         {
-            "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
-            "traceback": capped(_traceback_text(error, record.queue)),
+            "exception_class_path": storable_copy(f"{kind.__module__}.{kind.__qualname__}"),
+            "traceback": capped(storable_copy(_traceback_text(error, record.queue))),
         },
     ]
     record.status = TaskResultStatus.FAILED if final else TaskResultStatus.READY
@@ -209,8 +216,3 @@ def task_queue_timeout(queue_name: str) -> float | None:
 def declared_task_queues() -> list[str]:
     """Queues named in an alkqueue backend's QUEUES (a backend with [] serves any name)."""
     return sorted({name for backend in alk_backends() for name in backend.queues})
-
-
-def mixed_queues() -> list[str]:
-    """Queues declared as task queues that also have a @consumer: a start-up error."""
-    return [name for name in declared_task_queues() if registry.get(name) is not None]

@@ -13,16 +13,21 @@ The pytest plugin (registered through the `pytest11` entry point) gives the fixt
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connections, transaction
 
+from . import hooks
+from .clock import system_clock
 from .conf import get_settings
 from .exceptions import InvalidOption
 from .jobs import Job
+from .worker.exits import StartupRefused
 
 #: The worker id that drain() and run_job() claim under, shown in the admin while they run.
 WORKER_ID = "django_alkqueue.testing"
@@ -53,6 +58,7 @@ class Drained:
 
 def jobs(queue_name: str, *, using: str | None = None) -> list[Job]:
     """The live jobs of a queue in handout order (priority, run_at, id), any state."""
+    # App registry: pytest loads this plugin before Django is set up; these import the models.
     from .models import QueueMessage
     from .queues import queue
 
@@ -91,8 +97,8 @@ def drain(
 def run_job(job: Job | int, *, using: str | None = None) -> Drained:
     """Run one live, unclaimed job now, due or not, through the outcome rules. Raises
     InvalidOption when there is no such job or another claim holds it."""
+    # App registry: pytest loads this plugin before Django is set up; these import the models.
     from . import operations
-    from .clock import system_clock
     from .models import QueueMessage
 
     alias = using or get_settings().DATABASE
@@ -112,7 +118,7 @@ def run_job(job: Job | int, *, using: str | None = None) -> Drained:
     return runner.drained()
 
 
-def run_on_commit(enqueued: list[Job], using: str) -> None:
+def run_on_commit(enqueued: Sequence[Job], using: str) -> None:
     """Queue.enqueue's hook when RUN_ON_COMMIT is on: run the due ones after commit."""
     due = [job.id for job in enqueued if job.state == "pending"]
     if due:
@@ -126,17 +132,19 @@ def _run_each(job_ids: list[int], using: str) -> None:
             run_job(job_id, using=using)
 
 
+hooks.register_run_on_commit(run_on_commit)
+
+
 class _Runner:
     """The worker's executor and acker, run in the calling thread."""
 
     def __init__(self, names: tuple[str, ...], using: str) -> None:
-        # Imported here: the worker's modules import the models, and a pytest plugin module
-        # is imported before Django is set up.
+        # App registry: pytest loads this plugin before Django is set up; these import the models.
+        from .queues import queue
         from .worker.acker import Acker
         from .worker.executor import Executor
-        from .worker.exits import StartupRefused
         from .worker.inflight import InFlight
-        from .worker.runner import resolve_specs
+        from .worker.served import resolve_specs
         from .worker.stats import WorkerStats
 
         try:
@@ -150,14 +158,16 @@ class _Runner:
         self.stats = WorkerStats()
         self.acker = Acker(using, self.inflight, self.stats, window=0)
         self.executor = Executor(self.specs, self.acker, self.inflight, self.stats, using)
+        # A test's own transaction (a TestCase, pytest-django's django_db) holds every
+        # write: job.step records within it rather than refuse (docs/durable-steps.md).
+        self.executor.steps_in_transaction = connections[using].in_atomic_block
         self.ran = 0
+        self.queue = queue
 
     def run_claim(self, name: str, room: int) -> bool:
         """Claim and run one claim's worth of the queue's due jobs; False when none was due."""
-        from .queues import queue
-
         spec = self.specs[name]
-        handles = queue(name, using=self.using).claim(WORKER_ID, min(spec.batch or 1, room))
+        handles = self.queue(name, using=self.using).claim(WORKER_ID, min(spec.batch or 1, room))
         if not handles:
             return False
         self._run(handles)
@@ -165,9 +175,7 @@ class _Runner:
 
     def run_one(self, name: str, job_id: int) -> None:
         """Run job `job_id`: claim the queue's due jobs up to it, release the others."""
-        from .queues import queue
-
-        q = queue(name, using=self.using)
+        q = self.queue(name, using=self.using)
         handles = q.claim(WORKER_ID, q.depth_pending() or 1)
         ours = [h for h in handles if h.job.id == job_id]
         for other in handles:
@@ -189,30 +197,27 @@ class _Runner:
         return Drained(**{outcome: totals[outcome] for outcome in OUTCOMES})
 
 
-class Helpers:
-    """The `alkqueue` fixture: the module's functions, bound to nothing but the settings."""
-
-    drain = staticmethod(drain)
-    jobs = staticmethod(jobs)
-    run_job = staticmethod(run_job)
-
-    @staticmethod
-    @contextmanager
-    def run_on_commit() -> Iterator[None]:
-        """Within the block, a committed enqueue runs its due jobs at once."""
-        from django.conf import settings
-        from django.test import override_settings
-
-        current = dict(getattr(settings, "ALKQUEUE", None) or {})
-        with override_settings(ALKQUEUE={**current, "RUN_ON_COMMIT": True}):
-            yield
-
-
-try:
+# The fixture only when pytest loads this module as its plugin (pytest is imported then): the
+# app's ready() imports this module for its hook, and a web process need not import pytest,
+# nor django.test.
+if "pytest" in sys.modules:
     import pytest
-except ImportError:  # pragma: no cover - the plugin needs pytest, the helpers do not
-    pass
-else:
+    from django.test import override_settings
+
+    class Helpers:
+        """The `alkqueue` fixture: the module's functions, bound to nothing but the settings."""
+
+        drain = staticmethod(drain)
+        jobs = staticmethod(jobs)
+        run_job = staticmethod(run_job)
+
+        @staticmethod
+        @contextmanager
+        def run_on_commit() -> Iterator[None]:
+            """Within the block, a committed enqueue runs its due jobs at once."""
+            current = dict(getattr(settings, "ALKQUEUE", None) or {})
+            with override_settings(ALKQUEUE={**current, "RUN_ON_COMMIT": True}):
+                yield
 
     @pytest.fixture
     def alkqueue() -> Helpers:

@@ -15,12 +15,14 @@ Attributes follow OpenTelemetry's messaging semantic conventions: `messaging.sys
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from .error_text import private_message
 from .jobs import Job
 from .outcomes import Snooze
+from .steps import Suspended
 
 try:
     from opentelemetry import trace
@@ -101,12 +103,20 @@ def linked_context(job: Job) -> Any:
     return context if context.is_valid else None
 
 
+#: The private error text of an exception (error_text.py), for a sensitive queue's span.
+PrivateText = Callable[[BaseException], str]
+
+
 @contextmanager
-def process_span(queue: str, jobs: Sequence[Job], batch: bool = False) -> Iterator[None]:
+def process_span(
+    queue: str, jobs: Sequence[Job], batch: bool = False, private: PrivateText | None = None
+) -> Iterator[None]:
     """A consumer span "process QUEUE" around one handler call, linked to each job's enqueue
     span; for a plain consumer's job, that span is also its parent, so the run shows under the
     request that enqueued it. A batch consumer's call has the batch's size instead of a job id.
-    An exception the handler raises is recorded (a Snooze is not an error)."""
+    An exception the handler raises is recorded (a Snooze is not an error): for a sensitive
+    queue, `private` gives the text its event carries instead of the message and stack trace,
+    as the error store does."""
     contexts = [c for c in map(linked_context, jobs) if c is not None]
     ids = [] if batch else [job.id for job in jobs]
     attributes = _attributes(queue, "process", "process", ids)
@@ -131,7 +141,28 @@ def process_span(queue: str, jobs: Sequence[Job], batch: bool = False) -> Iterat
         except Snooze:
             span.set_attribute("alkqueue.outcome", "snoozed")
             raise
+        except Suspended:  # job.sleep, job.wait_for: the job sleeps or waits, no error
+            span.set_attribute("alkqueue.outcome", "suspended")
+            raise
         except BaseException as error:
-            span.record_exception(error)
+            _record(span, error, private)
             span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
             raise
+
+
+def _record(span: Span, error: BaseException, private: PrivateText | None) -> None:
+    """The span's "exception" event: OpenTelemetry's own, or for a sensitive queue one with
+    the same attributes whose message and stack trace are the private error text's."""
+    if private is None:
+        span.record_exception(error)
+        return
+    module, name = type(error).__module__, type(error).__qualname__
+    span.add_event(
+        "exception",
+        {
+            "exception.type": f"{module}.{name}" if module != "builtins" else name,
+            "exception.message": private_message(error),
+            "exception.stacktrace": private(error),
+            "exception.escaped": "False",
+        },
+    )

@@ -11,6 +11,7 @@ import random
 import re
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connections
@@ -35,6 +36,24 @@ MAX_CLAIM = 100_000
 MAX_JOB_ID = 2**63 - 1
 
 Duration = timedelta | int | float
+
+
+#: An int longer than this many bits is named by its size in messages, not written out.
+_SHOWN_BITS = 200
+
+
+def shown(value: object, convert: Callable[[object], str] = str, limit: int = 200) -> str:
+    """`convert(value)` cut to `limit` characters, for an error message. An int too long to
+    print (Python refuses past 4,300 digits, with ValueError) is named by its size, and a
+    value whose str() or repr() raises by its type: refusing a value must not raise
+    something else."""
+    if isinstance(value, int) and value.bit_length() > _SHOWN_BITS:
+        return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
+    try:
+        text = convert(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def queue_name(name: object) -> str:
@@ -80,6 +99,15 @@ def clean_error_text(error: object) -> str | None:
         text = str(error)
     except Exception:  # an error object whose str() fails still gets its job dead-lettered
         text = f"<{type(error).__name__} object: str() raised>"
+    return storable_copy(text)
+
+
+def storable_copy(text: str) -> str:
+    """`text` with what no database can store escaped: a NUL as the four characters `\\x00`,
+    an unpaired surrogate as `\\udcff` (Python's backslashreplace). For texts the library
+    writes about a job (error texts, notes), which are kept rather than refused."""
+    if storable_text(text):
+        return text
     text = text.replace("\x00", "\\x00")
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
@@ -100,12 +128,16 @@ def seconds(value: object, option: str, *, positive: bool = False) -> float:
     if math.isnan(result):
         raise InvalidOption(f"{option} must be a number of seconds, not NaN")
     if result < 0:
-        raise InvalidOption(f"{option} must be {'positive' if positive else '>= 0'}, got {value}")
+        raise InvalidOption(
+            f"{option} must be {'positive' if positive else '>= 0'}, got {shown(value)}"
+        )
     if positive and result < MIN_POSITIVE_SECONDS:
         # Below a microsecond a timedelta rounds to zero: the lease would lapse at once.
-        raise InvalidOption(f"{option} must be at least 1 microsecond, got {value}")
+        raise InvalidOption(f"{option} must be at least 1 microsecond, got {shown(value)}")
     if result > MAX_DURATION.total_seconds():
-        raise InvalidOption(f"{option} must be at most {MAX_DURATION.days} days, got {value}")
+        raise InvalidOption(
+            f"{option} must be at most {MAX_DURATION.days} days, got {shown(value)}"
+        )
     return result
 
 
@@ -117,7 +149,9 @@ def priority(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidOption(f"priority must be an int, not {type(value).__name__}")
     if not PRIORITY_MIN <= value <= PRIORITY_MAX:
-        raise InvalidOption(f"priority must be in {PRIORITY_MIN}..{PRIORITY_MAX}, got {value}")
+        raise InvalidOption(
+            f"priority must be in {PRIORITY_MIN}..{PRIORITY_MAX}, got {shown(value)}"
+        )
     return value
 
 
@@ -126,7 +160,7 @@ def _int_in(value: object, option: str, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidOption(f"{option} must be an int, not {type(value).__name__}")
     if not low <= value <= high:
-        raise InvalidOption(f"{option} must be in {low}..{high}, got {value}")
+        raise InvalidOption(f"{option} must be in {low}..{high}, got {shown(value)}")
     return value
 
 
@@ -146,6 +180,50 @@ def unique_key(value: object) -> str | None:
     return value
 
 
+def _key(value: object, option: str) -> str:
+    """A non-empty str of at most MAX_UNIQUE_KEY_LENGTH characters, storable as text."""
+    if not isinstance(value, str) or not value:
+        raise InvalidOption(f"{option} must be a non-empty string")
+    if len(value) > MAX_UNIQUE_KEY_LENGTH:
+        raise InvalidOption(f"{option} is longer than {MAX_UNIQUE_KEY_LENGTH} characters")
+    if not storable_text(value):
+        raise InvalidOption(f"{option} contains a NUL character or an unpaired surrogate")
+    return value
+
+
+class DebounceRule(NamedTuple):
+    """An enqueue's debounce: its key, the quiet seconds, and the cap after the burst's first
+    enqueue (None: none)."""
+
+    key: str
+    seconds: float
+    max_seconds: float | None
+
+
+def debounce(key: object, wait: object, most: object) -> DebounceRule | None:
+    """debounce_key and debounce, both or neither; debounce_max only with them."""
+    if key is None and wait is None:
+        if most is not None:
+            raise InvalidOption("debounce_max needs debounce_key and debounce")
+        return None
+    if key is None or wait is None:
+        raise InvalidOption("debounce_key and debounce go together: give both or neither")
+    return DebounceRule(
+        _key(key, "debounce_key"),
+        seconds(wait, "debounce", positive=True),
+        None if most is None else seconds(most, "debounce_max", positive=True),
+    )
+
+
+def unique_for(value: object, key: str | None) -> float | None:
+    """The seconds a unique key stays taken; only with a unique_key."""
+    if value is None:
+        return None
+    if key is None:
+        raise InvalidOption("unique_for needs a unique_key")
+    return seconds(value, "unique_for", positive=True)
+
+
 def concurrency_key(value: object) -> str | None:
     """What key_concurrency and key_rate count by: the rules of unique_key."""
     if value is None:
@@ -156,6 +234,24 @@ def concurrency_key(value: object) -> str | None:
         raise InvalidOption(f"concurrency_key is longer than {MAX_UNIQUE_KEY_LENGTH} characters")
     if not storable_text(value):
         raise InvalidOption("concurrency_key contains a NUL character or an unpaired surrogate")
+    return value
+
+
+def fair_key(value: object) -> str | None:
+    """What the claim takes turns between (docs/fair-share.md): the rules of unique_key."""
+    return None if value is None else _key(value, "fair_key")
+
+
+#: A fair key's weight: the jobs it gets per round (docs/fair-share.md).
+MAX_FAIR_WEIGHT = 1000
+
+
+def fair_weight(value: object) -> int:
+    """An int (not a bool) in 1..MAX_FAIR_WEIGHT."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidOption(f"a fair weight must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_FAIR_WEIGHT:
+        raise InvalidOption(f"a fair weight must be in 1..{MAX_FAIR_WEIGHT}, got {shown(value)}")
     return value
 
 
@@ -174,7 +270,9 @@ def run_at(value: object, now: datetime) -> datetime:
 def clock(value: object) -> Callable[[], datetime]:
     """A clock is called for the time; what it returns is checked by `clock_reading`."""
     if not callable(value):
-        raise InvalidOption(f"clock must be a callable returning a datetime, not {value!r:.80}")
+        raise InvalidOption(
+            f"clock must be a callable returning a datetime, not {shown(value, repr, 80)}"
+        )
     return value
 
 
@@ -202,7 +300,7 @@ def rng(value: object) -> random.Random | None:
 def database_alias(value: object) -> str:
     """An alias of settings.DATABASES (checked without connecting)."""
     if not isinstance(value, str) or not value:
-        raise InvalidOption(f"using must be a database alias, not {value!r:.80}")
+        raise InvalidOption(f"using must be a database alias, not {shown(value, repr, 80)}")
     if value not in connections:
         raise InvalidOption(
             f"using={value!r} is not a database alias; DATABASES has {', '.join(connections)}"
@@ -223,7 +321,8 @@ def states(value: object, known: Iterable[str]) -> list[str]:
         chosen = list(value)
     unknown = [s for s in chosen if not isinstance(s, str) or s not in names]
     if unknown:
-        raise InvalidOption(f"unknown state(s) {unknown!r:.200}; use {', '.join(names)}")
+        listed = ", ".join(shown(state, repr, 40) for state in unknown[:5])
+        raise InvalidOption(f"unknown state(s) {listed}; use {', '.join(names)}")
     return chosen
 
 
@@ -244,5 +343,5 @@ def job_id(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidOption(f"job id must be an int, not {type(value).__name__}")
     if not 1 <= value <= MAX_JOB_ID:
-        raise InvalidOption(f"job id must be in 1..{MAX_JOB_ID}, got {value}")
+        raise InvalidOption(f"job id must be in 1..{MAX_JOB_ID}, got {shown(value)}")
     return value

@@ -121,8 +121,12 @@ if os.environ.get("ALKQUEUE_PREPARED_STATEMENTS") == "0":  # the PgBouncer tests
     ALKQUEUE["PREPARED_STATEMENTS"] = False
 if os.environ.get("ALKQUEUE_NOTIFY_WINDOW"):  # used by the test of the follow-up look
     ALKQUEUE["NOTIFY_WINDOW"] = float(os.environ["ALKQUEUE_NOTIFY_WINDOW"])
+if os.environ.get("ALKQUEUE_WAKEUP_DIRECTORY"):  # a worker "on another host" (local wake-ups)
+    ALKQUEUE["WAKEUP_DIRECTORY"] = os.environ["ALKQUEUE_WAKEUP_DIRECTORY"]
 if os.environ.get("ALKQUEUE_HEARTBEAT_INTERVAL"):  # the tests of alk_worker --health-file
     ALKQUEUE["WORKER_HEARTBEAT_INTERVAL"] = float(os.environ["ALKQUEUE_HEARTBEAT_INTERVAL"])
+if os.environ.get("ALKQUEUE_RECLAIM_INTERVAL"):  # the tests of timed waits (the leader's pace)
+    ALKQUEUE["RECLAIM_INTERVAL"] = float(os.environ["ALKQUEUE_RECLAIM_INTERVAL"])
 if os.environ.get("ALKQUEUE_DIALECT"):  # make test-orm: the whole suite on the ORM dialect
     ALKQUEUE["DIALECT"] = os.environ["ALKQUEUE_DIALECT"]
 if os.environ.get("ALKQUEUE_EXTRA_CONSUMERS"):  # used by the tests of the duplicate check

@@ -32,6 +32,7 @@ ACTION_PERMS = [
     "cancel_queuemessage",
     "run_now_queuemessage",
     "change_priority_queuemessage",
+    "signal_queuemessage",
     "requeue_deadletter",
     "delete_deadletter",
     "pause_consumer",

@@ -8,6 +8,7 @@ process were in flight when it started, so a test can read the concurrency off t
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from typing import Any
 
@@ -50,3 +51,21 @@ async def overrun_async(payload: dict[str, Any], job: Job) -> None:
     await asyncio.sleep(float(payload["sleep"]))
     await HandlerRun.objects.acreate(queue=job.queue, job_id=job.id, attempt=job.attempts,
                                      note="woke")  # fmt: skip
+
+
+@consumer("async-hostile", max_attempts=1)
+async def hostile_async(payload: dict[str, Any], job: Job) -> str:
+    """Does to the worker's event loop what `payload["do"]` says (issue 48, item 1)."""
+    await HandlerRun.objects.acreate(queue=job.queue, job_id=job.id, attempt=job.attempts,
+                                     note=payload["do"])  # fmt: skip
+    if payload["do"] == "exit":
+        raise SystemExit(3)
+    if payload["do"] == "interrupt":
+        raise KeyboardInterrupt
+    if payload["do"] == "stop":
+        asyncio.get_running_loop().stop()
+        await asyncio.sleep(0.05)  # on a loop started again
+    if payload["do"] == "exit-later":
+        asyncio.get_running_loop().call_soon(sys.exit, 4)  # out of a callback, not the task
+        await asyncio.sleep(0.05)
+    return payload["do"]

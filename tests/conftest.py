@@ -4,11 +4,13 @@ import importlib
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.db import connection, connections
+from django.test.utils import override_settings
+from django.utils import translation
 
 from django_alkqueue import queue
 from django_alkqueue.consumers import registry
@@ -44,6 +46,51 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "seed(pending=3, dead=2): the size of the `seeded` admin fixture's database"
     )
+    # The tests' users need no strong hashes: Django's PBKDF2 costs about half a second of
+    # CPU a user, which the admin tests paid hundreds of times a run (Django's testing docs,
+    # "Speeding up the tests"). The worker subprocesses hash no passwords.
+    override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]).enable()
+    if _engine() == "postgresql":
+        _flush_postgresql_tables_with_rows()
+
+
+def _flush_postgresql_tables_with_rows() -> None:
+    """After each transactional test Django empties every table. On PostgreSQL it does so with
+    one TRUNCATE of all 34 tables, which gives each table and each of its 100 indexes a new
+    file and waits for every other session's lock on them: about a second a test. Only the
+    tables that hold rows are truncated here (with CASCADE, for the empty tables that refer
+    to them): a table a test never wrote keeps its file, and every table truncated starts
+    with no statistics, as the plan tests expect. A flush that resets sequences keeps
+    Django's own."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(
+        self: DatabaseOperations,
+        style: Any,
+        tables: Any,
+        *,
+        reset_sequences: bool = False,
+        allow_cascade: bool = False,
+    ) -> list[str]:
+        if reset_sequences or not tables:
+            return truncate(
+                self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+            )
+        names = sorted(tables)
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                " UNION ALL ".join(
+                    f"SELECT %s WHERE EXISTS (SELECT 1 FROM {self.quote_name(name)})"
+                    for name in names
+                ),
+                names,
+            )
+            filled = [row[0] for row in cursor.fetchall()]
+        return truncate(self, style, filled, allow_cascade=True) if filled else []
+
+    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -70,6 +117,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, (skipped, reason) in skips.items():
             if skipped and marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
+    # The longest tests first: run in parallel (make test), one started last would be the
+    # suite's tail, run alone while the other processes sit idle.
+    items.sort(key=lambda item: "slow" not in item.keywords)
 
 
 @pytest.fixture(autouse=True)
@@ -77,6 +127,15 @@ def no_notify_sent_yet() -> None:
     """Each test starts with no NOTIFY sent on this thread's connection: the time of the last
     one is kept per Django connection object, which outlives a test (wake_pacing.py)."""
     wake_pacing.forget(connections["default"])
+
+
+@pytest.fixture(autouse=True)
+def default_language() -> Iterator[None]:
+    """Each test ends in the default language: a request the test client sent in German
+    leaves German active on this thread (LocaleMiddleware activates, nothing deactivates),
+    and every later test on it would read German."""
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture
@@ -130,10 +189,23 @@ def empty_statistics_with_pages(cursor: Any) -> None:
     """PostgreSQL, outside a transaction: the live table's statistics as a busy queue's often
     are, taken while it was empty but still had its pages (a VACUUM that could not truncate
     them): 0 tuples on many pages, which the planner reads as one row, whatever the table
-    holds later."""
+    holds later. Autovacuum is off for the table until the test ends (`frozen_statistics`):
+    its ANALYZE of the rows a test adds next would replace these statistics."""
+    cursor.execute("ALTER TABLE alkqueue_message SET (autovacuum_enabled = false)")
     fill_ten_queues(cursor)
     cursor.execute("DELETE FROM alkqueue_message")
+    # The DELETE's counts reach the shared statistics before the VACUUM sets them: flushed
+    # after it, they would take the rows added next off its count of none.
+    cursor.execute("SELECT pg_stat_force_next_flush()")
     cursor.execute("VACUUM (ANALYZE, TRUNCATE false) alkqueue_message")
+
+
+@pytest.fixture
+def frozen_statistics(transactional_db: None) -> Iterator[None]:
+    """For a test that calls `empty_statistics_with_pages`: autovacuum back on afterwards."""
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE alkqueue_message RESET (autovacuum_enabled)")
 
 
 def planner_settings(cursor: Any) -> dict[str, str]:

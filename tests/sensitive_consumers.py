@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django_alkqueue import Job, RetryPolicy, consumer
+from django_alkqueue import Fail, Job, RetryPolicy, consumer
 
 
 @consumer("private-cards", sensitive=True, max_attempts=2,
@@ -15,3 +15,13 @@ def charge(payload: Any, job: Job) -> None:
         raise LookupError(f"no account for {payload['email']}")
     except LookupError as exc:
         raise ValueError(f"card {payload['card']} declined") from exc
+
+
+@consumer("private-fail", sensitive=True)
+def refuse(payload: Any, job: Job) -> None:
+    raise Fail("card refused by the bank")
+
+
+@consumer("private-interrupt", sensitive=True, max_attempts=1)
+def interrupt(payload: Any, job: Job) -> None:
+    raise KeyboardInterrupt(f"card {payload['card']}")

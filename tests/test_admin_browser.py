@@ -87,10 +87,11 @@ def page(live_server, monkeypatch, browser_locale) -> Iterator[object]:
 DOC_IMAGES = {
     "overview": "admin-overview.png",
     "overview-390": "admin-overview-390.png",
+    "overview-queues-1280": "admin-overview-queues-1280.png",
     "queue": "admin-queue.png",
     "dead-letters": "admin-dead-letters.png",
     "requeue-confirmation": "admin-requeue-confirmation.png",
-    "jobs": "admin-jobs.png",
+    "jobs-1280": "admin-jobs.png",
     "queue-error-groups": "admin-error-groups.png",
     "workflow-graph": "admin-workflow-graph.png",
     "workflow-batch": "admin-batch.png",
@@ -100,6 +101,13 @@ DOC_IMAGES = {
 def shot(page, name: str) -> None:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
+    shot_element(name)
+
+
+def shot_element(name: str) -> None:
+    """Copy the screenshot test-artifacts/admin/<name>.png to docs/images when it is one of
+    DOC_IMAGES and the run makes them (an element's, taken by the test itself)."""
+    path = ARTIFACTS / f"{name}.png"
     if os.environ.get("ALKQUEUE_DOC_IMAGES") == "1" and name in DOC_IMAGES:
         shutil.copyfile(path, ROOT / "docs" / "images" / DOC_IMAGES[name])
 
@@ -175,7 +183,7 @@ def seed_incident() -> list[int]:
 
 
 def figure(page, name: str, which: str) -> str:
-    return page.inner_text(f'tr[data-queue="{name}"] td[data-figure="{which}"]').strip()
+    return page.inner_text(f'tr[data-queue="{name}"] [data-figure="{which}"]').strip()
 
 
 def test_an_operator_requeues_a_dead_letter_and_a_worker_runs_it(page):
@@ -294,7 +302,7 @@ def test_an_operator_whose_browser_asks_for_german_reads_the_admin_in_german(pag
 
     page.wait_for_selector("#alk-queues")
     headers = page.locator("#alk-queues thead th").all_text_contents()
-    assert headers[:4] == ["Warteschlange", "Consumer", "Pausiert", "Wartend"]
+    assert headers[:3] == ["Warteschlange, Consumer", "Wartend", "Geplant"]
     assert figure(page, "shop-emails", "pending") == "5"
     assert "pausiert" in page.inner_text('tr[data-queue="shop-ledger"]')
     assert page.inner_text("#alk-totals td:first-child") == "Gesamt (4 Warteschlangen)"

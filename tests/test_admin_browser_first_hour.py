@@ -43,7 +43,7 @@ def colour(locator, prop: str = "color") -> str:
 
 def test_the_overview_shows_an_unserved_queues_code_handler_in_amber(page):
     open_as_new_operator(page, OVERVIEW)
-    cell = page.locator('tr[data-queue="shop-reports"] td').nth(1)
+    cell = page.locator('tr[data-queue="shop-reports"] .alk-consumer')
     shot(page, "first-hour-overview")
 
     assert cell.locator("span[title='testproject.shop.consumers.build_report']").is_visible()

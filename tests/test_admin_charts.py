@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from django_alkqueue import timings
 from django_alkqueue.admin.charts import (
@@ -182,6 +183,32 @@ def test_the_run_chart_reads_the_handler_duration_histogram_of_the_metrics():
     assert "(100 jobs)" in svg and "as exported at /metrics/" in svg
 
 
+def test_the_run_chart_reads_handlers_of_one_second_within_a_quarter_of_a_second():
+    # 60 calls of 1.0 s and a little: all in the (1 s, 5 s] bin, 60.3 s in all
+    run = timings.run_bins(60, [0, 0, 0, 0, 0, 60, 60, 60])
+    bucket = point(5, run=run, run_seconds=60.3)
+    svg = timing_chart("q", bucketize([bucket], NOW), DEFAULT_WINDOW, "run")
+    p50, p95 = map(float, re.findall(r"p50 ([\d.]+) s, p95 ([\d.]+) s \(60 jobs\)", svg)[0])
+    assert 0.75 <= p50 <= 1.25 and 0.75 <= p95 <= 1.25
+
+
+@pytest.mark.parametrize(
+    ("zone", "label"),
+    [("UTC", "UTC"), ("Europe/Berlin", "CET"), ("America/Sao_Paulo", "UTC-03")],
+)
+def test_the_time_axis_names_its_time_zone(zone, label):
+    with timezone.override(zone):
+        svg = throughput_chart("q", bucketize([point(5, finished=1)], NOW), DEFAULT_WINDOW)
+    assert f'text-anchor="start">{label}</text>' in svg
+
+
+def test_the_sparkline_writes_each_bands_peak_with_its_unit_and_the_windows_ends():
+    points = [point(25, pending=40, finished=7, failed=2), point(5, pending=12, finished=3)]
+    svg = sparkline("q", bucketize(points, NOW))
+    texts = re.findall(r"<text [^>]*>([^<]*)</text>", svg)
+    assert texts == ["40 jobs", "9 per 10 min", "24 h ago", "now"]
+
+
 def test_the_sparkline_draws_a_lone_reading_and_states_its_window():
     svg = sparkline("q", bucketize([point(5, pending=2)], NOW, ONE_HOUR), ONE_HOUR)
     assert '<circle class="alk-dot alk-depth"' in svg
@@ -213,6 +240,28 @@ def test_the_run_bins_are_the_cumulative_duration_columns_apart():
     assert timings.percentile((0, 10, 0, 0, 0, 0, 0, 0, 0), 0.5, timings.RUN_BOUNDS) == (
         pytest.approx((0.005 * 0.025) ** 0.5)
     )
+
+
+def test_the_total_time_places_a_percentile_within_its_bin():
+    one_bin = timings.run_bins(10, [0, 0, 0, 0, 0, 10, 10, 10])  # (1 s, 5 s]
+    assert timings.percentile(one_bin, 0.5, timings.RUN_BOUNDS) == pytest.approx(5**0.5)
+    assert timings.percentile(one_bin, 0.95, timings.RUN_BOUNDS, 10.0) == pytest.approx(1, rel=0.02)
+    assert timings.percentile(one_bin, 0.5, timings.RUN_BOUNDS, 49.9) == pytest.approx(5, rel=0.02)
+
+
+def test_a_total_the_other_bins_take_up_leaves_the_estimate_in_its_bin():
+    # 90 calls of 6 ms, 10 of 1.0 s
+    run = timings.run_bins(100, [0, 90, 90, 90, 90, 100, 100, 100])
+    seconds = 90 * 0.006 + 10 * 1.0
+    assert 0.005 <= timings.percentile(run, 0.5, timings.RUN_BOUNDS, seconds) <= 0.025
+    assert timings.percentile(run, 0.95, timings.RUN_BOUNDS, seconds) == pytest.approx(1, rel=0.05)
+    assert timings.percentile(run, 0.5, timings.RUN_BOUNDS, 0.0) == pytest.approx(0.005, rel=0.02)
+
+
+def test_the_open_last_bin_reads_the_mean_its_total_leaves_when_above_its_edge():
+    over = timings.run_bins(10, [0] * 8)
+    assert timings.percentile(over, 0.5, timings.RUN_BOUNDS) == 300
+    assert timings.percentile(over, 0.5, timings.RUN_BOUNDS, 6000.0) == pytest.approx(600)
 
 
 def test_durations_read_in_their_best_unit():

@@ -125,3 +125,30 @@ def test_the_migration_backfills_the_fingerprints_of_stored_dead_letters():
     backfill(apps, SimpleNamespace(connection=connection))
     stored = set(DeadLetter.objects.filter(job_id__in=ids).values_list("error_fingerprint"))
     assert stored == {(fingerprint(smtp_error(0)),)}
+
+
+def consumer_error(consumer: str, user: str) -> str:
+    return (
+        f"KeyError: consumer {consumer} has no {user}\n\nTraceback (most recent call last):\n"
+        '  File "/srv/app/shop/emails.py", line 9, in send_receipt\n    connect()\n'
+        f"KeyError: consumer {consumer} has no {user}"
+    )
+
+
+def test_errors_naming_different_consumers_and_users_are_one_group(root):
+    for consumer, user in (("c1", "user_17b"), ("c4", "user_3"), ("c12", "user_a9")):
+        bury("emails", {}, consumer_error(consumer, user))
+    (group,) = root.get(ERRORS).context["errors"]
+    assert (group.title, group.count) == ("KeyError: consumer <id> has no <id>", 3)
+
+
+def test_the_migration_fingerprints_again_the_dead_letters_stored_before_ids_were_normalised():
+    refingerprint = __import__(
+        "django_alkqueue.migrations.0012_refingerprint_identifiers", fromlist=["backfill"]
+    ).backfill
+    ids = [bury("emails", {}, consumer_error(c, "u")) for c in ("c1", "c4")]
+    for job_id, old in zip(ids, ("old-c1", "old-c4"), strict=True):
+        DeadLetter.objects.filter(job_id=job_id).update(error_fingerprint=old)
+    refingerprint(apps, SimpleNamespace(connection=connection))
+    stored = set(DeadLetter.objects.filter(job_id__in=ids).values_list("error_fingerprint"))
+    assert stored == {(fingerprint(consumer_error("c9", "u")),)}

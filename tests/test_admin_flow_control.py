@@ -102,6 +102,62 @@ def test_the_consumer_list_sums_up_the_limits_and_their_sources(root):
     assert "concurrency=3 (override), rate=100/s (code)" in html
 
 
+# -- a stored limit that does not parse --------------------------------------------------------
+
+#: Limits a Consumer row may hold when written by hand: numbers past what int() prints or
+#: float() holds, and shapes that are no limit at all. JSON holds each (no NaN: jsonb
+#: refuses it).
+UNPARSABLE = [
+    {"rate": "9" * 5000 + "/s"},
+    {"rate": [5, 10**400]},
+    {"key_rate": [10**400, 5]},
+    {"concurrency": 10**400},
+    {"concurrency": {"a": 1}},
+]
+
+
+@pytest.mark.parametrize("stored", UNPARSABLE)
+@pytest.mark.parametrize("column", ["code_limits", "limit_overrides"])
+def test_a_stored_limit_that_does_not_parse_is_shown_as_ignored_on_the_consumer_page(
+    root, column, stored
+):
+    consumer = api_consumer()
+    Consumer.objects.filter(pk=consumer.pk).update(**{column: stored})
+
+    response = root.get(f"{CONSUMERS}{consumer.pk}/change/")
+
+    assert response.status_code == 200
+    (name,) = stored
+    html = response.content.decode()
+    assert f'<tr class="alk-ignored" data-ignored="{name}">' in html
+    assert "not a valid limit, ignored" in html
+
+
+@pytest.mark.parametrize("stored", UNPARSABLE)
+def test_the_consumer_list_overview_and_queue_page_answer_with_a_stored_limit_that_does_not_parse(
+    root, stored
+):
+    busy_api_queue()
+    Consumer.objects.filter(queue=API).update(limit_overrides=stored)
+
+    for url in (CONSUMERS, OVERVIEW, queue_url(API)):
+        assert root.get(url).status_code == 200, url
+    assert "not a valid limit, ignored" in root.get(CONSUMERS).content.decode()
+
+
+def test_an_ignored_override_leaves_the_codes_limit_in_force(root):
+    consumer = api_consumer(overrides={"concurrency": 10**400, "rate": None})
+    html = root.get(f"{CONSUMERS}{consumer.pk}/change/").content.decode()
+    assert limit_rows(html)["concurrency"] == ("8", "code")
+    assert limit_rows(html)["rate"] == ("no limit", "override")
+
+
+def test_set_limits_replaces_a_stored_limit_that_does_not_parse(root):
+    consumer = api_consumer(overrides={"rate": [5, 10**400]})
+    set_limits(root, consumer, rate="10/s")
+    assert overrides_of(consumer) == {"rate": [10, 1.0]}
+
+
 # -- Set limits ------------------------------------------------------------------------------
 
 
@@ -290,7 +346,7 @@ def listed(client, url) -> set[int]:
 def test_the_job_list_shows_the_concurrency_key(root):
     keyed_jobs()
     html = root.get(JOBS).content.decode()
-    assert "column-concurrency_key" in html and "customer:2" in html
+    assert '<div class="alk-sub" title="concurrency key">customer:2</div>' in html
 
 
 @pytest.mark.parametrize("parameter", ["concurrency_key", "concurrency_key__exact"])

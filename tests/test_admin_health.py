@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, connections
 
 from django_alkqueue.admin import health
+from django_alkqueue.sql import dialect_for
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -104,7 +105,7 @@ def test_a_real_long_transaction_is_found(monkeypatch):
         with other.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid(), txid_current()")
             pid = cursor.fetchone()[0]
-        check = health.judge_sessions(health._fetch("default", health.SESSIONS_SQL))
+        check = health.judge_sessions(dialect_for(connection).open_sessions(connection))
         assert f"Session pid {pid}" in check.warning
         assert str(pid) in [row[0] for row in check.rows]
     finally:
@@ -125,7 +126,7 @@ def test_a_held_snapshot_that_wrote_nothing_is_named_as_holding_vacuum_back():
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cursor.execute("SELECT pg_backend_pid()")
             pid = cursor.fetchone()[0]
-        check = health.judge_sessions(health._fetch("default", health.SESSIONS_SQL))
+        check = health.judge_sessions(dialect_for(connection).open_sessions(connection))
         assert f"vacuum is held back by pid {pid} (" in check.status
     finally:
         other.rollback()

@@ -153,6 +153,17 @@ def test_an_action_posted_with_a_malformed_id_is_a_400_that_changes_nothing(
     assert table_rows() == before
 
 
+@pytest.mark.parametrize("bad", ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>'])
+def test_the_400_for_a_malformed_id_does_not_echo_it_as_html(seeded: Seeded, root, bad):
+    """The 400 names the value it refuses: as plain text, and escaped, so a page that posts a
+    forged id cannot make the admin's origin run its script."""
+    post = {"action": "cancel", "index": 0, "_selected_action": [seeded.pending[0], bad]}
+    response = root.post(JOBS, post)
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/plain")
+    assert "<" not in response.content.decode() and ">" not in response.content.decode()
+
+
 def test_a_well_formed_selection_still_runs_the_action(seeded: Seeded, root):
     post = {"action": "cancel", "index": 0, "confirm": "yes", "_selected_action": seeded.pending}
     assert root.post(JOBS, post).status_code == 302

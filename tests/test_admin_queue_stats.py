@@ -3,6 +3,7 @@ pruning, and every worker's finished / failed deltas. One tick at a time via run
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -18,6 +19,7 @@ from django_alkqueue.worker.queue_stats import QueueStatDeltas, QueueStatWriter
 from django_alkqueue.worker.report import TIMED_PER_BATCH, sampled_times
 from django_alkqueue.worker.stats import WorkerStats
 from testproject.shop.models import HandlerRun
+from tests.admin_helpers import queue_url
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.django_db
@@ -157,12 +159,17 @@ def run_histogram(row: QueueStat) -> tuple[int, ...]:
     return timings.run_bins(row.duration_count, [getattr(row, c) for c in timings.RUN_FIELDS[1:]])
 
 
+def record_waits(stats: WorkerStats, queue: str, waits: list[float]) -> None:
+    """Count jobs of `queue` that waited `waits` (seconds) into its wait histogram."""
+    stats.record(queue, "succeeded", 0, [(wait, 0.0, 1) for wait in waits])
+
+
 def test_deltas_add_the_wait_histogram_since_the_last_flush(clock):
     stats = WorkerStats()
     deltas = QueueStatDeltas("default", stats, 5.0)
-    stats.record_waits("shop-emails", [0.02, 2.0])
+    record_waits(stats, "shop-emails", [0.02, 2.0])
     assert deltas.run_once(clock()) == 1
-    stats.record_waits("shop-emails", [0.02])
+    record_waits(stats, "shop-emails", [0.02])
     deltas.run_once(clock())
     wait = wait_histogram(stat("shop-emails", minute_of(clock())))
     assert wait[timings.bin_of(0.02)] == 2 and wait[timings.bin_of(2.0)] == 1 and sum(wait) == 3
@@ -182,10 +189,23 @@ def test_the_run_time_histogram_is_the_handler_durations_of_the_metrics(clock):
     assert run[timings.RUN_BOUNDS.index(0.5)] == 2 and run[-1] == 1 and sum(run) == 3
 
 
+def test_the_queue_page_reads_handlers_of_one_second_as_one_second(root):
+    queue("shop-emails").enqueue({})  # the page of a queue something names
+    stats = WorkerStats()
+    for extra in range(20):
+        stats.record_duration("shop-emails", 1.0 + extra / 1000)
+    QueueStatDeltas("default", stats, 5.0).run_once(timezone.now())
+
+    html = root.get(f"{queue_url('shop-emails')}?window=1h").content.decode()
+
+    p50, p95 = re.findall(r"p50 ([\d.]+) s, p95 ([\d.]+) s \(20 jobs\)", html)[0]
+    assert 0.75 <= float(p50) <= 1.25 and 0.75 <= float(p95) <= 1.25
+
+
 def test_two_workers_histograms_add_up_in_one_row(clock):
     for _ in range(2):
         stats = WorkerStats()
-        stats.record_waits("shop-emails", [0.2])
+        record_waits(stats, "shop-emails", [0.2])
         stats.record_duration("shop-emails", 0.2)
         QueueStatDeltas("default", stats, 5.0).run_once(clock())
     row = stat("shop-emails", minute_of(clock()))

@@ -154,6 +154,18 @@ def test_a_fired_batch_links_each_callback_to_the_job_it_enqueued(root):
         assert f'href="{JOBS}{job_id}/change/">fired: job {job_id} (pending)</a>' in html
 
 
+@pytest.mark.parametrize("page", ["list", "page"])
+def test_a_fired_batch_shows_its_status_as_a_rendered_time_not_escaped_html(root, page):
+    b, _ids = nightly_batch(1)
+    finish_all("shop-emails")
+    url = BATCHES if page == "list" else f"{BATCHES}{b.id}/change/"
+
+    html = root.get(url).content.decode()
+
+    assert re.search(r"fired <time datetime=\"[^\"]+\" title=\"[^\"]+\">[^<]+ ago</time>", html)
+    assert "&lt;time" not in html
+
+
 def test_on_success_is_shown_as_not_enqueued_when_a_member_died(root):
     b, ids = nightly_batch(2)
     finish_all("shop-emails", fail={ids[0]})

@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 from django.test import override_settings
 
-from django_alkqueue import InvalidOption, Queue, queue
+from django_alkqueue import InvalidOption, PayloadError, Queue, queue
 from django_alkqueue.models import DeadLetter, QueueMessage
 from tests.clocks import FakeClock
 
@@ -178,3 +178,63 @@ def test_consumer_refuses_bad_options_with_invalid_option(options, named):
     with pytest.raises(InvalidOption, match=named):
         consumer("never-registered", **options)
     assert registry.get("never-registered") is None
+
+
+# -- numbers too long to print or to make a float of ----------------------------------------
+
+#: Python refuses to print an int of more than 4,300 digits (ValueError) and to make a float of
+#: one past 1.8e308 (OverflowError): each option refuses them with InvalidOption all the same.
+HUGE = [10**5000, -(10**5000), 10**400]
+HUGE_IDS = ["10**5000", "-10**5000", "10**400"]
+
+
+@pytest.mark.parametrize("number", HUGE, ids=HUGE_IDS)
+@pytest.mark.parametrize("option", ["priority", "delay", "expires", "max_attempts"])
+def test_enqueue_refuses_a_huge_number_with_invalid_option_and_writes_nothing(option, number):
+    with pytest.raises(InvalidOption, match=option):
+        queue("emails").enqueue({}, **{option: number})
+    assert rows() == (0, 0)
+
+
+@pytest.mark.parametrize("number", HUGE, ids=HUGE_IDS)
+@pytest.mark.parametrize("option", ["max_attempts", "lease", "backoff_base", "priority"])
+def test_queue_refuses_a_huge_number_with_invalid_option(option, number):
+    with pytest.raises(InvalidOption, match=option):
+        queue("emails", **{option: number})
+
+
+@pytest.mark.parametrize("number", HUGE, ids=HUGE_IDS)
+@pytest.mark.parametrize("call", ["get_job", "cancel", "requeue"])
+def test_a_huge_job_id_is_refused_with_invalid_option(call, number):
+    with pytest.raises(InvalidOption, match="job id"):
+        getattr(queue("emails"), call)(number)
+
+
+def _consumer(**options):
+    from django_alkqueue import consumer
+
+    return consumer("never-registered", **options)
+
+
+def _policy(**options):
+    from django_alkqueue import RetryPolicy
+
+    return RetryPolicy(**options)
+
+
+@pytest.mark.parametrize(
+    ("call", "refused"),
+    [
+        pytest.param(lambda: queue("emails").purge([10**5000]), InvalidOption, id="purge"),
+        pytest.param(lambda: _consumer(sensitive=10**5000), InvalidOption, id="sensitive"),
+        pytest.param(lambda: _consumer(atomic=10**5000), InvalidOption, id="atomic"),
+        pytest.param(lambda: _policy(backoff=10**5000), InvalidOption, id="backoff"),
+        pytest.param(lambda: _policy(jitter=10**5000), InvalidOption, id="jitter"),
+        pytest.param(lambda: queue("emails").enqueue({10**5000: 1}), PayloadError, id="key"),
+    ],
+)
+def test_a_value_too_long_to_print_is_refused_with_the_documented_exception(call, refused):
+    """The refusal's message names such a value by its size: printing it would raise."""
+    with pytest.raises(refused, match="an int of about 5001 digits"):
+        call()
+    assert rows() == (0, 0)

@@ -83,3 +83,23 @@ def test_an_async_view_enqueues_with_aenqueue():
     response = run(AsyncClient().post, "/ping/async/", {"email": "ops@example.com"})
 
     assert QueueMessage.objects.get(id=response.json()["job"]).queue == "shop-emails"
+
+
+def test_aenqueue_forwards_a_debounce_key_and_updates_in_place():
+    docs = queue("reindex")
+    first = run(docs.aenqueue, {"v": 1}, debounce_key="doc-7", debounce=5)
+    second = run(django_alkqueue.aenqueue, "reindex", {"v": 2}, debounce_key="doc-7", debounce=5)
+
+    assert second.id == first.id
+    assert QueueMessage.objects.get(id=first.id).payload == {"v": 2}
+
+
+def test_aenqueue_forwards_unique_for_and_gives_none_once_the_holder_finished():
+    digests = queue("digests")
+    first = run(digests.aenqueue, 1, unique_key="digest:42", unique_for=3600)
+    assert first is not None
+    digests.claim_one("w").ack()
+
+    assert run(django_alkqueue.aenqueue, "digests", 2, unique_key="digest:42",
+               unique_for=3600) is None  # fmt: skip
+    assert not QueueMessage.objects.filter(queue="digests").exists()

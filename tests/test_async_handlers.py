@@ -29,7 +29,7 @@ def async_consumers():
 
     importlib.reload(tests.async_consumers)
     yield
-    for name in ("async-jobs", "async-batch", "async-overrunning"):
+    for name in ("async-jobs", "async-batch", "async-overrunning", "async-hostile"):
         registry.unregister(name)
 
 
@@ -111,3 +111,36 @@ def test_an_async_handler_past_its_time_limit_fails_with_time_limit_exceeded_whi
     dead = DeadLetter.objects.get(job_id=job.id)
     assert dead.last_error == "TimeLimitExceeded: ran longer than 1 s"
     assert dead.reason == "max attempts exceeded"
+
+
+@pytest.mark.parametrize("pool", [[], ["--pool", "process"]], ids=["threads", "process-pool"])
+def test_an_async_handler_that_exits_interrupts_or_stops_the_loop_leaves_it_running(pool):
+    """Issue 48, item 1: SystemExit or KeyboardInterrupt out of a coroutine, a stopped loop, a
+    callback's SystemExit: those attempts end as a sync handler's would, and the async jobs
+    after them still run."""
+    hostile = queue("async-hostile", lease=1)
+    jobs = {do: hostile.enqueue({"do": do}) for do in ("exit", "interrupt", "stop", "exit-later")}
+    worker = Watched(start_worker("--queue", "async-hostile", "--queue", "async-jobs",
+                                  "--concurrency", "2", "--poll-interval", "0.1", *pool,
+                                  env=ASYNC))  # fmt: skip
+    try:
+        wait_until(lambda: HandlerRun.objects.filter(queue="async-hostile").count() >= 4,
+                   timeout=30, what=f"the hostile jobs ran\n{worker.output}")  # fmt: skip
+        later = queue("async-jobs").enqueue_many([{} for _ in range(6)])
+        wait_until(lambda: HandlerRun.objects.filter(queue="async-jobs").count() == 6,
+                   timeout=30, what=f"the later async jobs ran\n{worker.output}")  # fmt: skip
+        wait_until(lambda: not QueueMessage.objects.filter(id__in=[j.id for j in later]).exists(),
+                   timeout=30, what=f"the later async jobs acked\n{worker.output}")  # fmt: skip
+        wait_until(lambda: DeadLetter.objects.filter(job_id=jobs["exit"].id).exists(),
+                   timeout=30, what=f"the exit job dead\n{worker.output}")  # fmt: skip
+    finally:
+        output = stop(worker.process, timeout=30)
+    assert worker.process.returncode == 0, output
+    exited = DeadLetter.objects.get(job_id=jobs["exit"].id)
+    assert exited.last_error.startswith("SystemExit: 3"), exited.last_error
+    for do in ("stop", "exit-later"):  # the loop ran again: the coroutine came back
+        assert not QueueMessage.objects.filter(id=jobs[do].id).exists(), (do, output)
+        assert not DeadLetter.objects.filter(job_id=jobs[do].id).exists(), (do, output)
+    # The interrupted attempt was let go unsettled: never acked, its lease lapses.
+    assert (QueueMessage.objects.filter(id=jobs["interrupt"].id).exists()
+            or DeadLetter.objects.filter(job_id=jobs["interrupt"].id).exists())  # fmt: skip

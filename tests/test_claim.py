@@ -230,7 +230,7 @@ def test_claim_query_uses_the_partial_pending_index_on_100k_rows(transactional_d
 
 @pytest.mark.postgres_only
 def test_the_claim_finds_its_rows_by_key_when_the_statistics_were_taken_on_an_empty_table(
-    transactional_db,
+    frozen_statistics,
 ):
     """A queue table is often empty when it is analyzed or vacuumed; the claim's generic
     plan, pinned to nested loops (sql/postgresql/session.py), must still stamp the chosen

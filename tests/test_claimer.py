@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from django_alkqueue.queues import JobHandle
+from django_alkqueue.worker.acker import MAX_BATCH
 from django_alkqueue.worker.claimer import Claimer, PausedQueues
 from django_alkqueue.worker.inflight import InFlight
 
@@ -55,3 +56,14 @@ def test_one_full_queue_among_several_is_enough_to_claim_again(make_queue):
     claimer.run_once()
     assert claimer.came_back_full
     assert sorted(h.job.queue for h in dispatched) == ["busy", "busy", "quiet"]
+
+
+def test_jobs_awaiting_their_ack_beyond_a_full_batch_take_capacity_like_running_ones(q):
+    q.enqueue_many(range(MAX_BATCH + 10))
+    finished = q.claim("w", MAX_BATCH + 4)
+    claimer, _ = _claimer([q], capacity=4, batch=None)
+    claimer.inflight.add_all(finished)
+    claimer.inflight.handlers_done(finished)  # every thread free, the acker 4 jobs too far behind
+    assert claimer.run_once() == 0
+    claimer.inflight.remove_all(finished[:4])  # the acker caught up
+    assert claimer.run_once() == 4

@@ -27,8 +27,30 @@ def test_signed_decimal_and_dotted_numbers_become_one_placeholder():
     assert normalise("got -3.5 from 10.0.0.1") == "got <num> from <num>"
 
 
-def test_digits_inside_a_name_stay():
-    assert normalise("utf8 codec over http2") == "utf8 codec over http2"
+def test_identifiers_mixing_letters_and_digits_become_a_placeholder():
+    text = "consumer c1 of user_17b timed out after 30s in utf8"
+    assert normalise(text) == "consumer <id> of <id> timed out after <id> in <id>"
+
+
+def test_a_word_without_digits_stays_and_a_number_with_underscores_is_an_id():
+    assert normalise("retry user_x after 17_000 ms") == "retry user_x after <id> ms"
+
+
+def test_short_hex_ids_become_a_placeholder():
+    text = "commit a3f5c9e raised, commit 0fe4 too"
+    assert normalise(text) == "commit <id> raised, commit <id> too"
+
+
+def test_errors_naming_different_consumers_or_users_share_a_fingerprint():
+    first = error_text("KeyError: consumer c1 has no user_17b", "/srv/app/shop/emails.py:send")
+    second = error_text("KeyError: consumer c4 has no user_3a", "/srv/app/shop/emails.py:send")
+    assert fingerprint(first) == fingerprint(second)
+
+
+def test_errors_naming_different_hex_ids_share_a_fingerprint():
+    first = error_text("LookupError: no blob 9f86d081884c7d65 at 0x7f3a2b10", "/srv/a/b.py:get")
+    second = error_text("LookupError: no blob 2c26b46b68ffc68f at 0x55d1", "/srv/a/b.py:get")
+    assert fingerprint(first) == fingerprint(second)
 
 
 def test_uuids_become_a_placeholder():

@@ -262,7 +262,7 @@ def test_the_old_and_the_new_claim_of_one_job_are_held_apart(work, clock):
     new = work.claim_one("w")
     inflight.add(new)
     assert inflight.count() == 2
-    inflight.handler_done(old)
+    inflight.handlers_done([old])
     assert inflight.is_running(new) and inflight.running() == 1
     inflight.remove(old)
     assert inflight.all() == [new]

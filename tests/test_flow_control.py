@@ -4,6 +4,7 @@ tests/test_flow_control_workers.py."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,7 +21,7 @@ from django_alkqueue.conf import read_settings
 from django_alkqueue.consumers import consumer, registry
 from django_alkqueue.exceptions import InvalidOption
 from django_alkqueue.models import ClaimGate, ClaimLedger, Consumer, QueueMessage
-from django_alkqueue.queues import Queue
+from django_alkqueue.queues import ClaimOutcome, Queue
 from django_alkqueue.worker.consumer_table import sync_consumers
 from tests.clocks import FakeClock
 from tests.conftest import empty_statistics_with_pages, fill_ten_queues
@@ -32,16 +33,13 @@ QUEUE = "flow"
 
 @pytest.fixture(autouse=True)
 def fresh_limits() -> Iterator[None]:
-    flow.cache.forget()
     yield
     registry.unregister(QUEUE)
-    flow.cache.forget()
 
 
 def limited(**limits: Any) -> None:
     """Register the queue's @consumer with these limits (the code's limits)."""
     consumer(QUEUE, **limits)(lambda payload, job: None)
-    flow.cache.forget()
 
 
 @pytest.fixture
@@ -232,12 +230,70 @@ def test_the_ledger_keeps_no_row_older_than_the_period(fq: Queue, clock: FakeClo
     assert ClaimLedger.objects.filter(claimed_at__lt=clock.now).count() == 0
 
 
+# -- what a claim says its limits did -------------------------------------------------------
+
+
+def within_limits(queue: Queue, n: int) -> ClaimOutcome:
+    """The claim a worker makes: within the limits in force, saying what they did."""
+    return queue.claim_within("w", n, flow.limits_in_force(QUEUE).limits)
+
+
+def test_a_claim_the_cap_held_back_says_so(fq: Queue) -> None:
+    limited(concurrency=1)
+    fq.enqueue_many([1, 2])
+    outcome = within_limits(fq, 2)
+    assert (len(outcome.handles), outcome.held_back) == (1, True)
+
+
+def test_a_capped_claim_that_found_too_few_due_jobs_says_its_limits_did_not_hold_it_back(
+    fq: Queue,
+) -> None:
+    limited(concurrency=5)
+    fq.enqueue_many([1, 2])
+    outcome = within_limits(fq, 4)
+    assert (len(outcome.handles), outcome.held_back) == (2, False)
+
+
+def test_a_claim_that_got_all_it_asked_for_was_not_held_back(fq: Queue) -> None:
+    limited(concurrency=2)
+    fq.enqueue_many([1, 2, 3])
+    outcome = within_limits(fq, 2)
+    assert (len(outcome.handles), outcome.held_back) == (2, False)
+
+
+def test_a_short_claim_of_a_queue_with_a_key_limit_says_it_may_have_been_held_back(
+    fq: Queue,
+) -> None:
+    limited(key_concurrency=1)
+    fq.enqueue_many([1, 2], concurrency_key="k")
+    outcome = within_limits(fq, 2)
+    assert (len(outcome.handles), outcome.held_back) == (1, True)
+
+
+def test_a_claim_whose_rate_window_is_spent_says_when_the_rate_frees_room(
+    fq: Queue, clock: FakeClock
+) -> None:
+    limited(rate="2/s")
+    fq.enqueue_many(range(5))
+    assert len(within_limits(fq, 2).handles) == 2  # spends the window
+    clock.advance(0.25)
+    outcome = within_limits(fq, 2)
+    assert (outcome.handles, outcome.held_back) == ([], True)
+    assert outcome.room_in == pytest.approx(0.75)
+
+
+def test_a_claim_its_rate_left_room_for_names_no_time(fq: Queue) -> None:
+    limited(rate="10/s")
+    fq.enqueue_many([1, 2])
+    outcome = within_limits(fq, 5)
+    assert (len(outcome.handles), outcome.held_back, outcome.room_in) == (2, False, None)
+
+
 # -- where the limits come from ------------------------------------------------------------
 
 
 def test_the_limits_of_a_queue_without_consumer_come_from_the_settings(fq: Queue) -> None:
     with override_settings(ALKQUEUE={"QUEUES": {QUEUE: {"concurrency": 1, "rate": "10/m"}}}):
-        flow.cache.forget()
         in_force = flow.limits_in_force(QUEUE)
         assert in_force.limits == flow.Limits(concurrency=1, rate=flow.Rate(10, 60.0))
         assert in_force.sources == {"concurrency": "settings", "rate": "settings"}
@@ -275,12 +331,46 @@ def test_the_admin_process_sees_the_code_limits_the_worker_wrote() -> None:
     assert in_force.sources == {"key_concurrency": "code", "key_rate": "code"}
 
 
-def test_a_claim_applies_a_changed_limit_within_the_refresh_interval(fq: Queue) -> None:
+def test_a_claim_applies_a_changed_limit_within_the_refresh_interval(
+    fq: Queue, clock: FakeClock
+) -> None:
     limited(concurrency=1)
     sync_consumers([registry.get(QUEUE)], "default", takeover=False)
     fq.enqueue_many(range(5))
     assert len(fq.claim("w", 10)) == 1
-    operations.set_limits(QUEUE, concurrency=3)  # forgets this process's cache at once
+    operations.set_limits(QUEUE, concurrency=3)  # read again at once in this process
+    assert len(fq.claim("w", 10)) == 2
+
+
+def changed_by_another_process(**overrides: object) -> None:
+    """The queue's limit overrides written as another process's set_limits writes them."""
+    Consumer.objects.filter(queue=QUEUE).update(limit_overrides=overrides)
+
+
+def test_a_queue_keeps_the_limits_it_read_until_its_clock_passes_the_refresh_interval(
+    fq: Queue, clock: FakeClock
+) -> None:
+    limited(concurrency=1)
+    sync_consumers([registry.get(QUEUE)], "default", takeover=False)
+    fq.enqueue_many(range(5))
+    assert len(fq.claim("w", 10)) == 1
+    changed_by_another_process(concurrency=3)
+    clock.advance(flow.REFRESH_EVERY / 2)
+    assert fq.claim("w", 10) == []
+    clock.advance(flow.REFRESH_EVERY / 2)
+    assert len(fq.claim("w", 10)) == 2
+
+
+def test_a_queue_whose_clock_was_set_back_reads_its_limits_again(
+    fq: Queue, clock: FakeClock
+) -> None:
+    limited(concurrency=1)
+    sync_consumers([registry.get(QUEUE)], "default", takeover=False)
+    fq.enqueue_many(range(5))
+    clock.advance(60)
+    assert len(fq.claim("w", 10)) == 1
+    changed_by_another_process(concurrency=3)
+    clock.advance(-30)
     assert len(fq.claim("w", 10)) == 2
 
 
@@ -297,6 +387,18 @@ BAD_LIMITS = [
     {"rate": (5, "seconds")},
     {"rate": (100_001, timedelta(seconds=1))},
     {"key_rate": "many"},
+    # Numbers past what int() prints or float() holds: InvalidOption, never ValueError or
+    # OverflowError.
+    {"rate": "9" * 5000 + "/s"},
+    {"rate": (5, 10**400)},
+    {"key_rate": (10**5000, 5)},
+    {"rate": (5, 1e400)},
+    {"rate": (5, math.nan)},
+    {"rate": (5, math.inf)},
+    {"rate": (math.inf, 5)},
+    {"concurrency": 10**5000},
+    {"key_concurrency": 1e400},
+    {"concurrency": math.nan},
 ]
 
 
@@ -389,7 +491,7 @@ def test_the_postgresql_limited_claim_reads_its_indexes_on_100k_rows() -> None:
 
 @pytest.mark.postgres_only
 def test_the_limited_stamp_finds_its_rows_by_key_when_the_statistics_were_taken_empty(
-    transactional_db: None,
+    frozen_statistics: None,
 ) -> None:
     """Under statistics of an empty table the claim index (alkqueue_pending_idx), whose
     predicate the stamp's own condition matched, looked as cheap as the primary key, and

@@ -35,7 +35,6 @@ def runs_table() -> Iterator[None]:
             f"CREATE TABLE {FLOW_RUNS} (job_id BIGINT, attempt INTEGER, ckey VARCHAR(255), "
             "claimed_at DOUBLE PRECISION, finished_at DOUBLE PRECISION)"
         )
-    flow.cache.forget()
     yield
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE {FLOW_RUNS}")

@@ -203,3 +203,14 @@ def test_an_error_whose_str_raises_still_dead_letters_the_job(q):
 def test_purge_takes_one_state_as_a_plain_string(q):
     q.enqueue({})
     assert q.purge("pending") == 1
+
+
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+def test_a_handle_the_worker_acked_refuses_everything_after(q, operation):
+    # An atomic consumer's ack runs in the handler's transaction, not through the handle:
+    # the worker says so with the public settled_by_worker(), and the row is not touched again.
+    job = q.enqueue(1)
+    handle = q.claim_one("w")
+    handle.settled_by_worker()
+    assert OPERATIONS[operation](handle) is False
+    assert QueueMessage.objects.get(pk=job.id).claim_token == handle.token

@@ -16,9 +16,10 @@ from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
 from django_alkqueue import health
-from django_alkqueue.models import Consumer, Worker
+from django_alkqueue.models import Consumer, QueueMessage, Worker
 from django_alkqueue.queues import Queue
-from django_alkqueue.status import oldest_pending_ages, oldest_unclaimed_sql
+from django_alkqueue.sql.queue_scans import oldest_unclaimed_sql
+from django_alkqueue.status import oldest_pending_ages
 from django_alkqueue.worker.queue_stats import QueueStatWriter
 from tests.clocks import FakeClock
 from tests.conftest import fill_ten_queues
@@ -29,14 +30,24 @@ pytestmark = pytest.mark.django_db
 STALE_AFTER = 30.0
 
 
+#: A pid no process has: checks() sees any other pid but its own as gone.
+GONE = 999_999_999
+
+
 def beat(
-    worker_id: str, at: datetime, *, leader: bool = False, host: str = "web1", pid: int = 1
+    worker_id: str,
+    at: datetime,
+    *,
+    leader: bool = False,
+    host: str = "web1",
+    pid: int = os.getpid(),
+    queues: tuple[str, ...] = ("q",),
 ) -> Worker:
     return Worker.objects.create(
         worker_id=worker_id,
         hostname=host,
         pid=pid,
-        queues=["q"],
+        queues=list(queues),
         concurrency=1,
         started_at=at,
         last_heartbeat_at=at,
@@ -227,8 +238,129 @@ def test_this_host_with_a_stale_worker_still_running_is_a_problem(clock: FakeClo
 
 def test_this_host_ignores_the_stale_row_of_a_process_that_is_gone(clock: FakeClock):
     beat("w1", clock.now, leader=True)
-    beat("crashed", clock.now - timedelta(seconds=60), pid=999_999_999)
+    beat("crashed", clock.now - timedelta(seconds=60), pid=GONE)
     assert checks(clock.now, this_host=True) == []
+
+
+# -- a fresh row whose process is gone (issue 48, defect 16) ---------------------------------
+
+
+def test_a_fresh_leader_row_of_this_host_whose_process_is_gone_is_no_live_leader(
+    clock: FakeClock,
+):
+    beat("w1", clock.now, leader=True, pid=GONE)
+    (problem,) = checks(clock.now)
+    assert (problem.check, problem.code) == ("leader", health.NO_LEADER)
+
+
+def test_a_fresh_leader_row_of_another_host_is_trusted_without_a_process_check(
+    clock: FakeClock,
+):
+    beat("w1", clock.now, leader=True, host="web2", pid=GONE)
+    assert checks(clock.now) == []
+
+
+def test_this_host_whose_only_fresh_row_is_of_a_process_that_is_gone_has_no_live_worker(
+    clock: FakeClock,
+):
+    beat("leader", clock.now, leader=True, host="web2")
+    beat("crashed", clock.now, pid=GONE)
+    (problem,) = checks(clock.now, this_host=True)
+    assert (problem.code, problem.subject) == (health.WORKER_STALE, "web1")
+
+
+def test_this_host_with_a_running_worker_beside_a_gone_one_is_healthy(clock: FakeClock):
+    beat("w1", clock.now, leader=True)
+    beat("crashed", clock.now, pid=GONE)  # a supervisor's child, replaced by w1
+    assert checks(clock.now, this_host=True) == []
+
+
+def test_a_named_worker_of_this_host_whose_process_is_gone_is_a_problem(clock: FakeClock):
+    beat("leader", clock.now, leader=True, host="web2")
+    beat("w2", clock.now, pid=GONE)
+    (problem,) = checks(clock.now, workers=("w2",))
+    assert (problem.code, problem.subject) == (health.WORKER_STALE, "w2")
+    assert "not running" in problem.message
+
+
+def test_a_named_worker_of_another_host_is_judged_by_its_heartbeat_alone(clock: FakeClock):
+    beat("leader", clock.now, leader=True, host="web2")
+    beat("w2", clock.now, host="web2", pid=GONE)
+    assert checks(clock.now, workers=("w2",)) == []
+
+
+# -- orphaned: pending jobs of a queue no live worker serves ------------------------------------
+
+
+def test_a_pending_job_of_a_queue_no_live_worker_serves_is_orphaned_past_the_threshold(
+    clock: FakeClock, make_queue
+):
+    make_queue("emals").enqueue({})  # a misspelled queue name
+    clock.advance(61)
+    beat("w1", clock.now, leader=True, queues=("emails",))
+
+    problems = checks(clock.now, orphaned_after=60.0)
+
+    assert [(p.check, p.code, p.subject) for p in problems] == [
+        ("orphaned", health.ORPHANED, "emals")
+    ]
+    assert problems[0].message == (
+        "queue 'emals': a pending job has waited 61 s and no live worker serves the queue"
+    )
+
+
+def test_a_queue_a_live_worker_serves_is_not_orphaned(clock: FakeClock, make_queue):
+    make_queue("emails").enqueue({})
+    clock.advance(600)
+    beat("w1", clock.now, leader=True, queues=("reports", "emails"))
+    assert checks(clock.now, orphaned_after=60.0) == []
+
+
+def test_a_queue_only_a_stale_worker_served_is_orphaned(clock: FakeClock, make_queue):
+    make_queue("emails").enqueue({})
+    beat("w-old", clock.now, queues=("emails",))
+    clock.advance(600)
+    beat("w1", clock.now, leader=True, queues=("reports",))
+    assert [p.subject for p in checks(clock.now, orphaned_after=60.0)] == ["emails"]
+
+
+def test_a_pending_job_younger_than_the_threshold_is_not_orphaned(clock: FakeClock, make_queue):
+    make_queue("emals").enqueue({})
+    clock.advance(59)
+    beat("w1", clock.now, leader=True)
+    assert checks(clock.now, orphaned_after=60.0) == []
+
+
+def test_scheduled_and_paused_jobs_are_not_orphaned(clock: FakeClock, make_queue):
+    make_queue("later").enqueue({}, delay=timedelta(hours=1))
+    make_queue("held").enqueue({})
+    Consumer.objects.create(queue="held", handler="x.y", lease=30, max_attempts=3, paused=True)
+    clock.advance(600)
+    beat("w1", clock.now, leader=True)
+    assert checks(clock.now, orphaned_after=60.0) == []
+
+
+def due_61_seconds_ago(name: str) -> None:
+    """A pending job of `name` that has waited 61 s (the command's clock is the real one)."""
+    due = timezone.now() - timedelta(seconds=61)
+    QueueMessage.objects.create(queue=name, payload={}, max_attempts=3, backoff_base=1, lease=30,
+                                run_at=due, enqueued_at=due)  # fmt: skip
+
+
+def test_alk_health_reports_an_orphaned_queue_after_60_s_by_default_with_exit_8():
+    beat("w1", timezone.now(), leader=True, queues=("emails",))
+    due_61_seconds_ago("emals")
+
+    code, out = alk_health()
+
+    assert code == health.ORPHANED
+    assert out.startswith("queue 'emals': a pending job has waited 61 s and no live worker ")
+
+
+def test_alk_health_orphaned_after_sets_the_threshold():
+    beat("w1", timezone.now(), leader=True, queues=("emails",))
+    due_61_seconds_ago("emals")
+    assert alk_health("--orphaned-after", "120") == (0, "healthy\n")
 
 
 # -- migrations and the exit status ----------------------------------------------------------

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import time
 
 import pytest
+from django.utils import timezone
 
-from django_alkqueue import health
+from django_alkqueue import health, queue
 from django_alkqueue.models import Worker
 from django_alkqueue.worker.presence import Presence
 from django_alkqueue.worker.stats import WorkerStats
@@ -36,6 +39,50 @@ def test_a_running_worker_is_healthy_and_a_stopped_one_is_not():
     stopped = run_manage("alk_health", "--worker", "probe-1")
     assert stopped.returncode == health.NO_LEADER
     assert stopped.stdout.splitlines()[1:] == ["worker 'probe-1': not registered"]
+
+
+def exited_worker(worker_id: str) -> None:
+    """Start the only worker, wait for it to lead, then make its handler os._exit it: its
+    row stays behind, as the leader's, with a fresh heartbeat."""
+    worker = Watched(start_worker("--queue", "shop-emails", "--worker-id", worker_id))
+    try:
+        wait_until(lambda: has_leader(worker_id), 30, what=f"leader\n{worker.output}")
+        queue("shop-emails").enqueue({"exit": True})
+        assert worker.process.wait(30) == 3, worker.output  # reaped: its pid is gone
+    finally:
+        stop(worker.process)
+    (row,) = Worker.objects.filter(worker_id=worker_id, is_leader=True)
+    assert (timezone.now() - row.last_heartbeat_at).total_seconds() < 25
+
+
+def problems_of(*args: str) -> tuple[int, list[tuple[str, str | None]]]:
+    result = run_manage("alk_health", "--json", *args)
+    report = json.loads(result.stdout)
+    return result.returncode, [(p["check"], p["subject"]) for p in report["problems"]]
+
+
+def test_after_the_only_worker_exits_alk_health_reports_no_live_leader_at_once():
+    exited_worker("probe-exits")
+
+    assert problems_of() == (health.NO_LEADER, [("leader", None)])
+
+
+def test_after_the_only_worker_exits_alk_health_this_host_reports_no_live_worker_at_once():
+    exited_worker("probe-exits")
+
+    code, problems = problems_of("--this-host")
+
+    assert code == health.NO_LEADER
+    assert problems == [("leader", None), ("worker", socket.gethostname())]
+
+
+def test_after_the_only_worker_exits_alk_health_worker_id_reports_it_at_once():
+    exited_worker("probe-exits")
+
+    code, problems = problems_of("--worker", "probe-exits")
+
+    assert code == health.NO_LEADER
+    assert problems == [("leader", None), ("worker", "probe-exits")]
 
 
 def test_the_worker_touches_its_health_file_on_every_heartbeat(tmp_path):

@@ -19,6 +19,7 @@ from django_alkqueue.consumers import registry
 from django_alkqueue.models import FinishedJob, QueueMessage
 from django_alkqueue.testing import Drained, drain
 from django_alkqueue.worker.history_sweeper import HistorySweeper
+from tests.keeping_consumers import ODD_OUTPUTS
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,6 +104,43 @@ def test_an_output_that_is_not_json_is_a_note_and_the_job_still_succeeds():
     row = kept(job.id)
     assert row.output is None
     assert row.output_error.startswith("output not recorded: not JSON (TypeError: ")
+
+
+@pytest.mark.parametrize("output", sorted(ODD_OUTPUTS))
+def test_an_output_the_history_cannot_store_is_a_note_and_the_job_still_succeeds(output):
+    """A lone surrogate (a file name read from disk), a number past the int-to-str limit,
+    NaN, a cycle, a mapping that raises: the ack goes through, the history row says why."""
+    job = queue("keeping").enqueue({"output": output})
+
+    assert drain("keeping") == Drained(succeeded=1)
+
+    row = kept(job.id)
+    assert (row.outcome, row.attempts, row.output) == ("succeeded", 1, None)
+    assert row.output_error.startswith("output not recorded: ")
+    assert not QueueMessage.objects.filter(id=job.id).exists()
+
+
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_a_worker_acks_a_job_whose_output_has_an_unpaired_surrogate_and_notes_it(pool):
+    job = queue("keeping").enqueue({"output": "surrogate"})
+
+    run_worker("--queue", "keeping", "--burst", "--pool", pool,
+               env={"ALKQUEUE_EXTRA_CONSUMERS": "tests.keeping_consumers"})  # fmt: skip
+
+    row = kept(job.id)
+    assert (row.outcome, row.attempts, row.output) == ("succeeded", 1, None)
+    assert row.output_error == "output not recorded: a str with an unpaired surrogate"
+    assert not QueueMessage.objects.filter(id=job.id).exists()
+
+
+def test_an_output_with_a_nul_character_is_recorded_as_it_was():
+    """JSON writes NUL as \\u0000 and the output column is text, not jsonb: PostgreSQL takes
+    it, and the value reads back whole."""
+    job = queue("keeping").enqueue({"value": {"s": "a\x00b"}})
+
+    assert drain("keeping") == Drained(succeeded=1)
+
+    assert kept(job.id).output == {"s": "a\x00b"}
 
 
 def test_a_queue_without_keep_writes_no_history():

@@ -4,10 +4,12 @@ their rows are past their keep, and expired rows of the others deleted in batche
 
 from __future__ import annotations
 
+import logging
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
 
 from django_alkqueue import operations
 from django_alkqueue.models import FinishedJob
@@ -135,3 +137,54 @@ def test_a_leading_worker_makes_the_days_ahead_and_drops_a_past_days_partition()
         output = stop(worker)
     assert {today, ahead} <= set(partitions(connection)), output
     assert not FinishedJob.objects.exists()
+
+
+def test_two_loops_that_notice_a_missing_partition_make_and_log_it_once(caplog):
+    """A leader hand-over: the old leader's sweep still holds its transaction open while the
+    new one's notices the same days missing. The second waits, looks again, makes nothing,
+    logs nothing and does not fail."""
+    caplog.set_level(logging.INFO, logger="django_alkqueue")
+    first_made, release = threading.Event(), threading.Event()
+    second: list[object] = []
+
+    def first_loop() -> None:
+        try:
+            with transaction.atomic():
+                operations.prepare_history("default", NOW)
+                first_made.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    def second_loop() -> None:
+        try:
+            second.append(operations.prepare_history("default", NOW))
+        except Exception as exc:  # the assertion below names it
+            second.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=first_loop), threading.Thread(target=second_loop)]
+    threads[0].start()
+    assert first_made.wait(30)
+    threads[1].start()
+    wait_until(waiting_for_a_lock, timeout=30, what="the second loop waiting for the first")
+    release.set()
+    for thread in threads:
+        thread.join(30)
+
+    assert second == [0]
+    made = [
+        r.getMessage() for r in caplog.records if "created the history partition" in r.getMessage()
+    ]
+    assert sorted(made) == sorted(
+        f"created the history partition {partition_name(NOW.date() + timedelta(days=n))}"
+        for n in range(DAYS_AHEAD + 1)
+    )
+
+
+def waiting_for_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND wait_event_type = 'Lock'")  # fmt: skip
+        return int(cursor.fetchone()[0]) > 0

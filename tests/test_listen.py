@@ -11,6 +11,7 @@ from django.db import connection
 
 from django_alkqueue.sql import dialect_for
 from django_alkqueue.sql.postgresql import NOTIFY_CHANNEL
+from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -43,3 +44,22 @@ def test_a_wait_returns_with_the_first_wake_up_long_before_its_timeout():
 def test_a_wait_with_no_wake_up_returns_nothing_at_its_timeout():
     with dialect_for(connection).listen(connection) as wait:
         assert wait(0.2) == []
+
+
+def _sessions_named(name: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name])
+        return cursor.fetchone()[0]
+
+
+def test_the_listen_session_connects_with_the_databases_settings_and_closes_after(monkeypatch):
+    # psycopg.connect() from NAME, USER, HOST ... and the OPTIONS libpq takes; Django's own
+    # OPTIONS (server_side_binding here) stay out, and the session ends with the block.
+    connection.ensure_connection()  # Django's own session keeps its settings
+    options = {**connection.settings_dict.get("OPTIONS", {}), "server_side_binding": False,
+               "application_name": "alk-listen-test"}  # fmt: skip
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", options)
+    with dialect_for(connection).listen(connection) as wait:
+        assert wait(0.0) == []
+        assert _sessions_named("alk-listen-test") == 1
+    wait_until(lambda: _sessions_named("alk-listen-test") == 0, what="the session closed")

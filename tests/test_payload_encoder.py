@@ -1,10 +1,10 @@
-"""The one private name the library keeps: CPython's C JSON encoder, built once in
-payload._compact_encoder() (docs/benchmarks.md, "The driver's hot path"). These fail loudly
-when CPython changes it, rather than let payloads be stored differently."""
+"""The payload codec: the standard library's public json, compact, without its
+circular-reference markers (payload.encode walks the value first); it writes and reads
+exactly what json.dumps and json.loads do (docs/benchmarks.md, "The driver's hot path")."""
 
 from __future__ import annotations
 
-import json.encoder
+import json
 import math
 
 import pytest
@@ -24,13 +24,18 @@ SAMPLES = [
 ]
 
 
-def test_cpython_still_has_the_c_encoder_the_payload_codec_builds():
-    make = getattr(json.encoder, "c_make_encoder", None)
-    assert make is not None, (
-        "json.encoder.c_make_encoder is gone: payload._compact_encoder() falls back to the "
-        "public JSONEncoder; check docs/benchmarks.md and drop the exception"
-    )
-    assert payload._ENCODE is not payload._PUBLIC_ENCODER.encode
+def test_the_payload_codec_is_the_public_json_encoder():
+    # CPython's C encoder (json.encoder.c_make_encoder) was built by hand here once; the
+    # documented JSONEncoder is what encodes now.
+    assert payload._ENCODE.__self__.__class__ is json.JSONEncoder
+    assert not hasattr(payload, "_compact_encoder")
+
+
+def test_a_payload_that_holds_itself_is_refused_without_a_stack_overflow():
+    cyclic: dict[str, object] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(PayloadError, match="nested too deeply"):
+        payload.encode(cyclic, max_bytes=10**6)
 
 
 @pytest.mark.parametrize("value", SAMPLES, ids=range(len(SAMPLES)))

@@ -31,6 +31,16 @@ def test_a_cron_that_never_fires_fails_the_check_as_an_invalid_cron():
     assert "invalid cron" in errors[0].msg and "feb-30" in errors[0].msg
 
 
+@pytest.mark.parametrize("name", ["nightly\x00", "report-\udcff"])
+def test_an_entry_name_no_database_can_store_fails_the_check(name):
+    """The name goes to PeriodicTick.name and into its jobs' unique keys: a NUL would fail
+    every tick on PostgreSQL with a DataError, a lone surrogate on every database."""
+    with override_settings(ALKQUEUE={"PERIODIC": {name: PING["ping"]}}):
+        errors = periodic_errors()
+    assert len(errors) == 1
+    assert "has a NUL character or an unpaired surrogate" in errors[0].msg
+
+
 def test_alk_periodic_shows_never_for_a_cron_that_never_fires(capsys):
     with override_settings(ALKQUEUE={"PERIODIC": {**FEB_30, **PING}}):
         call_command("alk_periodic")
@@ -59,3 +69,9 @@ def test_a_task_module_that_fails_on_import_fails_the_check_naming_the_entry(tmp
     assert len(errors) == 1
     assert "nightly-report" in errors[0].msg
     assert "RuntimeError: no API key" in errors[0].msg
+
+
+def test_a_cron_that_is_not_a_string_fails_the_check():
+    with override_settings(ALKQUEUE={"PERIODIC": {"n": {**PING["ping"], "cron": 10**5000}}}):
+        errors = periodic_errors()
+    assert len(errors) == 1 and "invalid cron an int of about 5001 digits" in errors[0].msg

@@ -1,6 +1,7 @@
 """What crosses the pipe between a worker and its process-pool children (worker/wire.py,
 child.py): outcomes keep their fields, exceptions their class when they can, a child's death
-is named by its signal or exit status, and progress goes up as each job's latest report."""
+is named by its signal or exit status (and counts as its job's crash unless it came from
+outside), and progress goes up as each job's latest report."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from datetime import timedelta
 from django_alkqueue import Cancelled, Fail, Retry, Snooze
 from django_alkqueue.clock import system_clock
 from django_alkqueue.worker.child import ChildRun, ProgressSender
+from django_alkqueue.worker.child_exits import crashed_by_its_job, death_text
 from django_alkqueue.worker.executor import error_text
-from django_alkqueue.worker.process_pool import death_text
 from django_alkqueue.worker.wire import (
     ChildError,
     NotPortable,
@@ -67,6 +68,19 @@ def test_a_return_value_that_does_not_pickle_crosses_as_not_portable():
 def test_a_childs_death_names_its_signal_or_its_exit_status():
     assert death_text(1234, -signal.SIGKILL) == "child 1234 killed by SIGKILL"
     assert death_text(1234, 3) == "child 1234 exited with status 3"
+
+
+def test_a_childs_own_exit_or_crash_signal_is_its_jobs_crash():
+    assert crashed_by_its_job(3)  # os._exit(3)
+    assert crashed_by_its_job(0)  # os._exit(0) mid-call: a child never exits mid-call itself
+    for crash in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL):
+        assert crashed_by_its_job(-crash), crash.name
+
+
+def test_a_child_killed_or_terminated_from_outside_is_not_its_jobs_crash():
+    assert not crashed_by_its_job(-signal.SIGKILL)  # an operator, the OOM killer
+    assert not crashed_by_its_job(-signal.SIGTERM)  # an operator, the pool's time limit
+    assert not crashed_by_its_job(None)  # not known to have ended
 
 
 def test_a_burst_of_progress_reports_goes_up_as_a_few_messages_ending_with_the_latest():

@@ -88,12 +88,46 @@ def test_a_handler_reads_its_last_report_back(held):
 @pytest.mark.parametrize(
     ("done", "total", "note"),
     [(-1, None, ""), (float("nan"), None, ""), ("3", None, ""), (True, None, ""), (1, -2, ""),
-     (1, None, 7)],
+     (1, None, 7), (float("inf"), None, ""),
+     pytest.param(10**400, None, "", id="done-10**400"),
+     pytest.param(1, 10**5000, "", id="total-10**5000"),
+     pytest.param(-(10**5000), None, "", id="done--10**5000")],
 )  # fmt: skip
 def test_a_bad_progress_raises_invalid_option(held, done, total, note):
     _, job, _ = held
     with pytest.raises(InvalidOption):
         job.progress(done, total, note)
+
+
+@pytest.mark.parametrize("note", ["file-\udcff.txt", "\ud800"])
+def test_a_note_with_an_unpaired_surrogate_is_refused_at_the_call(held, note):
+    _, job, _ = held
+    with pytest.raises(InvalidOption, match="unpaired surrogate"):
+        job.progress(1, 2, note)
+    assert job.progress.done is None  # nothing kept for the renewal
+
+
+def test_a_note_with_a_nul_is_written_and_read_back(q, held, clock):
+    handle, job, keeper = held
+    job.progress(1, 2, "a\x00b")
+    keeper.run_once(clock())
+    assert q.get_job(handle.job.id).progress.note == "a\x00b"
+
+
+def test_a_report_the_renewal_cannot_write_is_dropped_and_the_lease_still_renewed(q, held, clock):
+    """No value may stop the lease keeper: a report that reached the Run unchecked (as one
+    crossing from a process-pool child could) is logged and dropped, the leases renewed."""
+    handle, job, keeper = held
+    job._run.report(1, None, "\ud800", clock())
+    before = handle.lease_expires_at
+    clock.advance(5)
+
+    renewed = keeper.run_once(clock())
+
+    assert renewed == {handle.claim}
+    assert handle.lease_expires_at > before
+    assert q.get_job(handle.job.id).progress is None
+    assert job._run.progress_due(float("inf")) is None  # dropped: not tried again
 
 
 def test_a_pending_job_has_no_progress(q):

@@ -90,6 +90,29 @@ def test_a_negative_window_is_refused():
     assert "NOTIFY_WINDOW" in refused({"NOTIFY_WINDOW": -0.5})
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"RECLAIM_INTERVAL": 10**5000},
+        {"MAX_PAYLOAD_BYTES": 10**5000},
+        {"VACUUM_DEAD_TUPLES": -(10**5000)},
+        {"QUEUES": {"q": {"rate": "9" * 5000 + "/s"}}},
+        {"QUEUES": {"q": {"key_rate": (5, 10**400)}}},
+        {"QUEUES": {"q": {"timeout": 10**5000}}},
+        10**5000,
+        {10**5000: 1},
+        {"QUEUES": {10**5000: {}}},
+        {"QUEUES": {"q": {10**5000: 1}}},
+    ],
+    ids=lambda raw: "raw",
+)
+def test_a_number_too_long_to_print_is_refused_as_improperly_configured(raw):
+    """Python refuses to print an int of more than 4,300 digits (ValueError) and to make a
+    float of one past 1.8e308 (OverflowError): refused all the same, the message naming its
+    size instead of the number."""
+    assert "ALKQUEUE" in refused(raw)
+
+
 def test_a_duration_beyond_a_century_is_refused():
     assert "WORKER_PRUNE_AFTER" in refused({"WORKER_PRUNE_AFTER": 1e300})
 
@@ -141,7 +164,7 @@ def test_a_queues_options_must_be_a_dict():
 def test_an_unknown_queue_option_is_refused_listing_the_valid_ones():
     message = refused({"QUEUES": {"emails": {"sensitve": True}}})
     assert "ALKQUEUE['QUEUES']['emails'] has unknown option(s) 'sensitve'" in message
-    valid = "concurrency, keep, key_concurrency, key_rate, rate, sensitive"
+    valid = "concurrency, fair_weights, keep, key_concurrency, key_rate, rate, sensitive"
     assert f"valid options are {valid}" in message
 
 
@@ -159,6 +182,7 @@ def test_every_queue_option_has_a_rule():
         "key_rate",
         "timeout",
         "keep",
+        "fair_weights",
     }
 
 
@@ -182,6 +206,30 @@ def test_the_system_check_reports_a_bad_setting_as_e003():
         errors = [m for m in checks.run_checks(tags=["alkqueue"]) if m.id == "alkqueue.E003"]
     assert len(errors) == 1
     assert "ACK_WINDOW" in errors[0].msg and "docs/checks.md" in (errors[0].hint or "")
+
+
+def test_the_system_check_reports_every_bad_queue_name_option_and_value_at_once():
+    queues = {"emails": {"concurrency": 0, "rate": "fast", "colour": "red"}, "bad name": {},
+              "reports": "sensitive"}  # fmt: skip
+    with override_settings(ALKQUEUE={"ACK_WINDOW": "fast", "QUEUES": queues}):
+        errors = [m.msg for m in checks.run_checks(tags=["alkqueue"]) if m.id == "alkqueue.E003"]
+    assert errors == [
+        "ALKQUEUE['ACK_WINDOW'] is 'fast'; expected a number of seconds >= 0, at most 3153600000.",
+        "ALKQUEUE['QUEUES']['emails'] has unknown option(s) 'colour'; valid options are "
+        "concurrency, fair_weights, keep, key_concurrency, key_rate, rate, sensitive, timeout.",
+        "ALKQUEUE['QUEUES']['emails']['concurrency']: concurrency must be in 1..100000, got 0.",
+        "ALKQUEUE['QUEUES']['emails']['rate']: rate must be written \"N/s\", \"N/m\" or \"N/h\" "
+        "(or (N, timedelta)), not 'fast'.",
+        "ALKQUEUE['QUEUES'] names a bad queue: invalid queue name 'bad name': use 1 to 100 "
+        "characters of A-Z a-z 0-9 _ . : -, starting with a letter or digit.",
+        "ALKQUEUE['QUEUES']['reports'] is 'sensitive'; expected a dict of queue options.",
+    ]
+
+
+def test_reading_the_settings_names_every_problem_in_one_error():
+    message = refused({"MAX_PAYLOAD": 1, "QUEUES": {"a": {"concurrency": 0, "rate": "fast"}}})
+    assert "Unknown ALKQUEUE setting(s) MAX_PAYLOAD" in message
+    assert "['concurrency']: concurrency must be" in message and "not 'fast'" in message
 
 
 def test_the_system_check_reports_an_unknown_key_as_e003():

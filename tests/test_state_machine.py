@@ -397,6 +397,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert q.depth_pending() == len(pending), f"depth_pending() of {name}"
 
 
+@pytest.mark.slow
 def test_queue_api_agrees_with_the_model(db):
     run_state_machine_as_test(
         QueueMachine,

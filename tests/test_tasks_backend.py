@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,7 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from django_alkqueue import PayloadError
 from django_alkqueue.backend import AlkQueueBackend
 from django_alkqueue.models import DeadLetter, QueueMessage
 from django_alkqueue.models import TaskResult as TaskResultRecord
@@ -164,6 +166,19 @@ def test_a_task_runs_and_its_result_is_successful(transactional_db):
     assert not QueueMessage.objects.exists()
 
 
+def test_arefresh_brings_the_return_value_of_a_task_that_ran(transactional_db):
+    result = tasks.add.enqueue(20, 22)
+    drain()
+    async_to_sync(result.arefresh)()
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 42)
+
+
+def test_a_result_not_finished_refuses_its_return_value_as_djangos_does(transactional_db):
+    result = tasks.add.enqueue(1, 2)
+    with pytest.raises(ValueError, match="not finished"):
+        result.return_value  # noqa: B018
+
+
 def test_an_async_task_runs_in_the_worker(transactional_db):
     result = tasks.async_double.enqueue(21)
     drain()
@@ -287,3 +302,63 @@ def test_results_of_jobs_that_left_without_closing_them_are_closed_by_the_sweepe
     assert record.status == "FAILED" and record.expires_at is not None
     assert not TaskResultRecord.objects.filter(job_id=int(cancelled.id)).exists()
     assert task_backends["default"].get_result(crashed.id).status == TaskResultStatus.FAILED
+
+
+# -- NUL characters: jsonb refuses them (docs/tasks.md, "NUL characters") ------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "path"),
+    [
+        (("a\x00b",), {}, "args[0]"),
+        ((), {"note": ["ok", "a\x00b"]}, "kwargs['note'][1]"),
+        (({"k\x00": 1},), {}, "args[0] has a key"),
+    ],
+)
+def test_a_task_argument_with_a_nul_is_refused_at_enqueue_and_nothing_is_written(
+    args, kwargs, path
+):
+    with pytest.raises(PayloadError, match=re.escape(path)):
+        tasks.echo.enqueue(*args, **kwargs)
+
+    assert not QueueMessage.objects.exists()
+
+
+def test_a_tasks_return_value_with_a_nul_is_kept_escaped_and_the_task_runs_once(
+    transactional_db,
+):
+    result = tasks.returns_nul.enqueue()
+
+    drain()
+
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == {"s": "a\\x00b", "k\\x00": "v"}
+    assert result.attempts == 1
+
+
+def test_a_tasks_error_text_with_a_nul_is_kept_escaped(transactional_db):
+    result = tasks.fails_with_nul.enqueue()
+
+    drain()
+
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and result.attempts == 3
+    assert "ValueError: a message with a \\x00 NUL" in result.errors[0].traceback
+    dead = DeadLetter.objects.get(job_id=int(result.id))
+    assert dead.last_error.startswith("ValueError: a message with a \\x00 NUL")
+
+
+def test_a_tasks_nan_return_value_fails_the_task_with_a_payload_error(transactional_db):
+    """NaN has no strict JSON form: refused on every database (PostgreSQL's jsonb would
+    refuse it with a DataError, SQLite would keep it)."""
+    result = tasks.returns_nan.enqueue()
+
+    drain()
+
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert [e.exception_class_path for e in result.errors] == [
+        "django_alkqueue.exceptions.PayloadError"
+    ] * 3
+    assert "the task's return value cannot be stored as JSON" in result.errors[0].traceback

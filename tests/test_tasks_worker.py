@@ -9,11 +9,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from django_alkqueue.models import QueueMessage, Worker
+from django_alkqueue.models import JobStep, QueueMessage, Worker
 from django_alkqueue.tasks_compat import TaskResultStatus, task_backends
 from testproject.shop import tasks
+from testproject.shop.models import HandlerRun
 from tests.conftest import wait_until
-from tests.workers import start_worker, stop
+from tests.workers import run_worker, start_worker, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,3 +71,17 @@ def test_a_task_worker_stops_cleanly_on_sigint_and_unregisters():
     output = stop(worker, signal.SIGINT)
     assert worker.returncode == 0, output
     assert not Worker.objects.filter(pid=worker.pid).exists()
+
+
+def test_a_task_that_takes_context_records_durable_steps_through_its_job():
+    result = tasks.stepped.enqueue(7)
+
+    run_worker("--queue", "default", "--burst")
+
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == ["ran first 7", "ran second 7"]
+    notes = HandlerRun.objects.filter(job_id=int(result.id)).order_by("id")
+    # Two attempts; the first step's function ran once, the retry got its recorded value.
+    assert list(notes.values_list("note", flat=True)) == ["ran first 7", "ran second 7"]
+    assert not JobStep.objects.filter(job_id=int(result.id)).exists()  # gone with the ack

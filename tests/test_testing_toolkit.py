@@ -4,14 +4,19 @@ own claim and outcome rules."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.test import Client
 
-from django_alkqueue import InvalidOption, queue
+from django_alkqueue import InvalidOption, hooks, queue
 from django_alkqueue.models import DeadLetter, QueueMessage
 from django_alkqueue.testing import Drained, drain, jobs, run_job
+from django_alkqueue.workflows import specs
 from testproject.shop.models import HandlerRun
+from tests.workers import run_manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,6 +105,18 @@ def test_run_on_commit_runs_a_views_job_when_its_transaction_commits(settings):
     assert not QueueMessage.objects.filter(id=job_id).exists()
 
 
+def test_the_documented_run_on_commit_line_works_in_a_project_without_alkqueue(settings):
+    page = (Path(__file__).resolve().parent.parent / "docs" / "testing.md").read_text()
+    (line,) = [ln.strip() for ln in page.splitlines() if ln.strip().startswith("settings.ALKQUEUE")]
+    del settings.ALKQUEUE
+
+    exec(line, {"settings": settings})  # the line docs/testing.md shows, as it stands
+    response = Client().post("/orders/", {"email": "c@example.com"})
+
+    job_id = response.json()["job"]
+    assert HandlerRun.objects.filter(job_id=job_id).exists()
+
+
 def test_run_on_commit_runs_nothing_when_the_transaction_rolls_back(settings):
     settings.ALKQUEUE = {**settings.ALKQUEUE, "RUN_ON_COMMIT": True}
 
@@ -119,3 +136,44 @@ def test_the_alkqueue_fixture_drains_and_switches_run_on_commit_on(alkqueue):
 
     assert HandlerRun.objects.filter(job_id=job.id).exists()
     assert alkqueue.jobs("shop-reports") == []
+
+
+# -- RUN_ON_COMMIT without the pytest plugin (issue 49: the core never imports testing) ------
+
+RUN_ON_COMMIT_IN_A_SHELL = """
+import sys
+light = not {"pytest", "django.test"} & set(sys.modules)
+from django.db import transaction
+from django.test import override_settings
+from django_alkqueue import queue
+from testproject.shop.models import HandlerRun
+with override_settings(ALKQUEUE={"RUN_ON_COMMIT": True}):
+    with transaction.atomic():
+        job = queue("shop-reports").enqueue({})
+print(HandlerRun.objects.filter(job_id=job.id).count(), light, "pytest" in sys.modules)
+"""
+
+
+def test_run_on_commit_runs_the_job_in_a_process_without_pytest_which_it_never_imports():
+    # The app's ready() imports testing.py, which registers the hook the enqueue calls; the
+    # fixture, and so pytest and django.test, only under pytest.
+    result = run_manage("shell", "--no-imports", "-c", RUN_ON_COMMIT_IN_A_SHELL)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", "True", "False"]
+
+
+def test_run_on_commit_without_its_hook_says_how_to_get_it(monkeypatch):
+    monkeypatch.setattr(hooks, "_run_on_commit", [])
+
+    with pytest.raises(ImproperlyConfigured, match="INSTALLED_APPS"):
+        hooks.run_on_commit([], "default")
+
+
+def test_a_job_spec_sent_without_the_queue_api_s_sender_says_how_to_get_it(monkeypatch):
+    spec = queue("shop-reports").job({})
+    monkeypatch.setattr(specs, "_senders", [])
+
+    with pytest.raises(ImproperlyConfigured, match="INSTALLED_APPS"):
+        spec.enqueue()
+    assert not QueueMessage.objects.exists()

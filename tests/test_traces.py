@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from django_alkqueue import queue
+from django_alkqueue.error_text import WITHHELD
 from django_alkqueue.models import DeadLetter, QueueMessage
 from testproject.shop import tasks
 from tests.workers import ROOT, database_env, run_worker
@@ -115,17 +116,14 @@ def test_enqueue_many_is_one_span_with_the_batch_count_and_every_row_gets_its_co
 def test_a_limited_queues_claim_hands_out_the_jobs_trace_context(spans):
     """A queue with flow-control limits claims through its own statements (the gate); its
     jobs carry their enqueue's context too, so the worker's span links to it."""
-    from django_alkqueue import limits as flow
     from django_alkqueue.consumers import consumer, registry
 
     consumer("traced-limited", concurrency=2)(lambda payload, job: None)
-    flow.cache.forget()
     try:
         job = queue("traced-limited").enqueue({"n": 1})
         (handle,) = queue("traced-limited").claim("w", 5)
     finally:
         registry.unregister("traced-limited")
-        flow.cache.forget()
 
     assert job.trace_context is not None
     assert handle.job.trace_context == job.trace_context
@@ -190,6 +188,48 @@ def test_a_failing_handlers_span_records_the_exception_as_an_error(spans, tmp_pa
     (event,) = run["events"]
     assert event["name"] == "exception"
     assert event["attributes"]["exception.type"].endswith("PermanentError")
+
+
+SENSITIVE = {"ALKQUEUE_EXTRA_CONSUMERS": "tests.sensitive_consumers"}
+CARD, EMAIL = "4111 1111 1111 1111", "jane@example.com"
+
+
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_a_sensitive_queues_span_records_the_exception_without_its_message(spans, tmp_path, pool):
+    """The error store withholds a sensitive queue's exception messages (error_text.py); the
+    span's exception event follows the same rule in either pool: the classes and the frames,
+    not the messages (which here quote the card and the e-mail address)."""
+    queue("private-cards").enqueue({"card": CARD, "email": EMAIL})
+    exported = tmp_path / "spans.jsonl"
+
+    run_worker("--queue", "private-cards", "--burst", "--pool", pool, "--concurrency", "1",
+               env={**SENSITIVE, "ALKQUEUE_OTEL_SPANS": str(exported)})  # fmt: skip
+
+    runs = [s for s in worker_spans(exported) if s["name"] == "process private-cards"]
+    assert runs
+    for run in runs:
+        assert CARD not in json.dumps(run) and EMAIL not in json.dumps(run)
+        assert run["status"]["status_code"] == "ERROR"
+        (event,) = run["events"]
+        assert event["name"] == "exception"
+        assert event["attributes"]["exception.type"] == "ValueError"
+        assert event["attributes"]["exception.message"] == WITHHELD
+        assert f"LookupError {WITHHELD}" in event["attributes"]["exception.stacktrace"]
+
+
+def test_a_sensitive_queues_span_keeps_the_reason_of_a_fail(spans, tmp_path):
+    """Fail and Retry carry the reason the handler wrote for the record: the error text keeps
+    it, and so does the span."""
+    queue("private-fail").enqueue({"card": CARD})
+    exported = tmp_path / "spans.jsonl"
+
+    run_worker("--queue", "private-fail", "--burst",
+               env={**SENSITIVE, "ALKQUEUE_OTEL_SPANS": str(exported)})  # fmt: skip
+
+    (run,) = [s for s in worker_spans(exported) if s["name"] == "process private-fail"]
+    (event,) = run["events"]
+    assert event["attributes"]["exception.message"] == "card refused by the bank"
+    assert CARD not in json.dumps(run)
 
 
 def test_a_batch_consumers_call_is_one_span_linked_to_each_jobs_enqueue(spans, tmp_path):

@@ -113,7 +113,7 @@ def test_the_overview_speaks_the_browsers_german(seeded):
 
     assert '<html lang="de"' in page
     german = ("Warteschlangen-Übersicht", "Wartend", "Ältester wartender",
-              "Letzte 24 h: Tiefe, erledigt / fehlgeschlagen", "1 aktiv, 0 veraltet")  # fmt: skip
+              "Letzte 24 h: Jobs nach Tiefe", "vor 24 h", "1 aktiv, 0 veraltet")  # fmt: skip
     assert [text for text in german if text not in page] == []
     assert "Oldest pending" not in page
 
@@ -161,7 +161,15 @@ def test_alk_status_prints_its_tables_in_german_under_a_german_language():
 
     text = out.getvalue()
     header = text.splitlines()[0].split()
-    assert header[:6] == ["Warteschlange", "wartend", "geplant", "blockiert", "übernommen", "tot"]
+    assert header[:7] == [
+        "Warteschlange",
+        "wartend",
+        "geplant",
+        "schlafend",
+        "blockiert",
+        "übernommen",
+        "tot",
+    ]
     assert "kein Worker ist registriert" in text
 
 

@@ -96,8 +96,13 @@ def test_while_the_snapshot_that_held_back_the_last_vacuum_is_open_no_vacuum_run
         held.close()
 
 
+def _statistics_say_empty() -> bool:
+    _flush_own_statistics()
+    return dialect_for(connection).statistics_say_empty(connection)
+
+
 @pytest.mark.postgres_only
-def test_statistics_that_say_empty_while_the_table_holds_rows_are_taken_again(q):
+def test_statistics_that_say_empty_while_the_table_holds_rows_are_taken_again(q, frozen_statistics):
     def planner_rows() -> float:
         with connection.cursor() as cursor:
             cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'alkqueue_message'")
@@ -106,8 +111,7 @@ def test_statistics_that_say_empty_while_the_table_holds_rows_are_taken_again(q)
     with connection.cursor() as cursor:
         empty_statistics_with_pages(cursor)
         fill_ten_queues(cursor, analyse=False)
-    _flush_own_statistics()
-    wait_until(lambda: dialect_for(connection).statistics_say_empty(connection))
+    wait_until(_statistics_say_empty, what="the statistics to say empty over a full table")
     assert planner_rows() == 0
 
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 10**9}):

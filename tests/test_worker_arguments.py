@@ -4,7 +4,7 @@ option, no traceback (issue 33, defect 7). The rules are validation.seconds's.""
 from __future__ import annotations
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, load_command_class
 
 from tests.workers import run_manage
 
@@ -41,6 +41,50 @@ def test_alk_worker_refuses_a_pool_other_than_thread_or_process():
 @pytest.mark.parametrize("value", ["0", "-3", "2.5", "many"])
 def test_alk_worker_refuses_a_count_below_one_or_not_whole(option, value):
     assert f"argument {option}: " in refused("alk_worker", option, value)
+
+
+def parsed(command: str, *args: str) -> dict[str, object]:
+    """The options `args` parse to, without running the command (a bound that is missing
+    must not start a hundred thousand processes to show it)."""
+    parser = load_command_class("django_alkqueue", command).create_parser("manage.py", command)
+    return vars(parser.parse_args(args))
+
+
+def refused_by_the_parser(command: str, *args: str) -> str:
+    with pytest.raises(CommandError) as refusal:
+        parsed(command, *args)
+    return str(refusal.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "most"), [("--processes", 256), ("--concurrency", 1024), ("--batch", 100_000)]
+)
+def test_alk_worker_refuses_a_count_above_its_bound(option, most):
+    message = refused_by_the_parser("alk_worker", option, str(most + 1))
+    assert f"argument {option}: must be at most {most}, got {most + 1}" in message
+
+
+@pytest.mark.parametrize(
+    ("option", "most"), [("--processes", 256), ("--concurrency", 1024), ("--batch", 100_000)]
+)
+def test_alk_worker_accepts_a_count_at_its_bound(option, most):
+    assert parsed("alk_worker", option, str(most))[option[2:]] == most
+
+
+@pytest.mark.parametrize("option", ["--processes", "--concurrency", "--batch"])
+def test_alk_worker_refuses_a_count_of_thousands_of_digits_as_above_its_bound(option):
+    message = refused_by_the_parser("alk_worker", option, "9" * 5000)
+    assert f"argument {option}: must be at most " in message and "5000 digits" in message
+    assert len(message) < 200
+
+
+def test_from_the_command_line_a_hundred_thousand_processes_exit_2_with_one_line_at_once():
+    result = run_manage("alk_worker", "--processes", "100000", timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines()[-1].endswith(
+        "error: argument --processes: must be at most 256, got 100000"
+    )
+    assert "Traceback" not in result.stderr and result.stdout == ""
 
 
 @pytest.mark.parametrize("value", ["-1", "0", "inf", "nan", "often"])

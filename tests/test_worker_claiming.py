@@ -43,7 +43,7 @@ class Busy:
         """`count` of the running jobs' handlers return."""
         running = [h for h in self.dispatched if self.inflight.is_running(h)]
         for handle in running[:count]:
-            self.inflight.handler_done(handle)
+            self.inflight.handlers_done([handle])
 
 
 def started(busy: Busy) -> Busy:

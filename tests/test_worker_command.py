@@ -376,6 +376,7 @@ def cluster_restart_command() -> list[str] | None:
 
 
 @pytest.mark.postgres_only
+@pytest.mark.serial
 @pytest.mark.slow
 def test_worker_survives_a_database_restart_and_completes_every_job(workers):
     restart = cluster_restart_command()

@@ -63,3 +63,31 @@ def test_an_alias_a_thread_first_uses_after_its_first_check_is_checked_too():
         assert connections["other"].connection is None
 
     _in_a_thread(body)
+
+
+@pytest.mark.skipif(connections["default"].vendor != "mysql", reason="KILL is MariaDB's")
+def test_a_mariadb_connection_whose_server_session_ended_is_closed_after_a_job():
+    def body() -> None:
+        checks = ThreadConnections()
+        connection = connections["default"]
+        connection.ensure_connection()
+        with connections["other"].cursor() as cursor:
+            cursor.execute("KILL %s", [connection.connection.thread_id()])
+        with pytest.raises(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks.recycle()
+        assert connection.connection is None
+
+    _in_a_thread(body)
+
+
+def test_a_connection_whose_query_failed_but_whose_session_lives_stays_open():
+    def body() -> None:
+        checks = ThreadConnections()
+        connection = connections["default"]
+        with pytest.raises(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT * FROM no_such_table_here")
+        checks.recycle()
+        assert connection.connection is not None
+
+    _in_a_thread(body)

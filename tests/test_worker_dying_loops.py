@@ -54,10 +54,13 @@ def test_a_worker_whose_loop_dies_releases_its_job_unregisters_and_exits_70(loop
     assert f"{loop}: the loop died; stopping the worker" in output
     assert "MadeToDie" in output  # the traceback of what killed it
     assert f"stopped because the {loop} loop died; exit status 70" in output
-    # Its job is not left claimed: it is back, the attempt not counted (or was never
-    # taken), for another worker or this one restarted; or the shutdown acked it.
+    # Its job is not left claimed: it is back for another worker or this one restarted,
+    # with its attempt and a crash counted when its handler ran as the loop died (its
+    # second crash dead-letters it: tests/test_crashes.py), untouched when it was never
+    # taken; or the shutdown acked it.
     left = list(QueueMessage.objects.filter(id=job.id))
-    assert [(row.claim_token, row.attempts) for row in left] in ([], [(None, 0)]), output
+    states = [(row.claim_token, row.attempts, row.crashes) for row in left]
+    assert states in ([], [(None, 0, 0)], [(None, 1, 1)]), output
     # No heartbeat outlives the worker: its row is gone, so no one takes it for live.
     assert not Worker.objects.exists()
 

@@ -8,10 +8,10 @@ import signal
 
 import pytest
 
-from django_alkqueue import queue
+from django_alkqueue import queue, task_queues
 from django_alkqueue.consumers import ConsumerRegistry
 from django_alkqueue.models import QueueMessage
-from django_alkqueue.worker import runner
+from django_alkqueue.worker import served
 from django_alkqueue.worker.exits import StartupRefused
 from tests.conftest import wait_until
 from tests.workers import run_worker, start_worker, stop
@@ -62,11 +62,11 @@ def test_a_worker_stopped_by_a_signal_logs_its_summary_in_a_project_without_logg
 
 
 def test_a_worker_with_no_consumer_says_where_it_looked_and_how_to_add_one(monkeypatch):
-    monkeypatch.setattr(runner, "registry", ConsumerRegistry())
-    monkeypatch.setattr(runner._TaskQueues, "declared", lambda self: [])
+    monkeypatch.setattr(served, "registry", ConsumerRegistry())
+    monkeypatch.setattr(task_queues, "declared", lambda: [])
 
     with pytest.raises(StartupRefused) as refused:
-        runner.resolve_specs(())
+        served.resolve_specs(())
 
     message = str(refused.value)
     assert "no @consumer is registered and no task queue is declared" in message

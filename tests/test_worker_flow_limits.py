@@ -11,17 +11,18 @@ import time
 import pytest
 
 from django_alkqueue import RetryPolicy, operations, queue
-from django_alkqueue import limits as flow
 from django_alkqueue.clock import system_clock
 from django_alkqueue.consumers import ConsumerSpec, consumer, registry
 from django_alkqueue.limits import REFRESH_EVERY
 from django_alkqueue.models import Consumer, QueueMessage
 from django_alkqueue.worker.acker import Acker
 from django_alkqueue.worker.executor import Executor
+from django_alkqueue.worker.flow_state import FlowState
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.stats import WorkerStats
 from tests.conftest import wait_until
 from tests.test_worker_command import workers  # noqa: F401  (the fixture)
+from tests.workers import run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -71,22 +72,36 @@ def test_the_override_wins_over_the_code_across_a_worker_restart(workers):  # no
     assert row.limit_overrides == {"concurrency": 2}
 
 
+class ClaimedByAWorker:
+    """A queue claimed the way a worker claims it: through the worker's flow state, which
+    its acker shares."""
+
+    def __init__(self, queue):
+        self.queue = queue
+        self.flow = FlowState()
+
+    def claim(self, worker_id, n):
+        return self.flow.claim(self.queue, worker_id, n)
+
+    def claim_one(self, worker_id):
+        (handle,) = self.claim(worker_id, 1)
+        return handle
+
+
 @pytest.fixture
 def capped(make_queue):
     """A queue with concurrency=1 and two jobs."""
     consumer("flow-acked-now", concurrency=1)(lambda payload, job: None)
-    flow.cache.forget()
     q = make_queue("flow-acked-now")
     q.enqueue_many([1, 2])
-    yield q
+    yield ClaimedByAWorker(q)
     registry.unregister("flow-acked-now")
-    flow.cache.forget()
 
 
-def submitted_to_a_long_window(handle):
-    acker = Acker("default", InFlight(), WorkerStats(), window=3600)
+def submitted_to_a_long_window(handle, flow):
+    acker = Acker("default", InFlight(), WorkerStats(), window=3600, flow=flow)
     acker.inflight.add(handle)
-    acker.submit(handle, 0.0)
+    acker.submit_all([handle], 0.0)
     return acker
 
 
@@ -94,7 +109,7 @@ def test_the_ack_of_a_job_whose_cap_held_a_claim_back_does_not_wait_for_the_wind
     handle = capped.claim_one("w")
     assert capped.claim("w", 1) == []  # the cap holds the next claim back
 
-    acker = submitted_to_a_long_window(handle)
+    acker = submitted_to_a_long_window(handle, capped.flow)
 
     assert acker.interval == 0.0  # its slot is free for the next claim at once
     assert acker.run_once(system_clock()) == 1
@@ -103,16 +118,16 @@ def test_the_ack_of_a_job_whose_cap_held_a_claim_back_does_not_wait_for_the_wind
 def test_the_ack_of_a_capped_queues_job_waits_for_the_window_while_claims_get_their_fill(capped):
     (handle,) = capped.claim("w", 1)  # all it asked for: nobody waits for a slot
 
-    acker = submitted_to_a_long_window(handle)
+    acker = submitted_to_a_long_window(handle, capped.flow)
 
     assert acker.interval > 3000
 
 
-def run_by_an_executor(handle):
+def run_by_an_executor(handle, flow):
     """`handle`'s job run by a worker's executor whose acker waits a long window; returns
     the executor's InFlight, whose `changed` is the claimer's wake-up."""
     inflight = InFlight()
-    acker = Acker("default", inflight, WorkerStats(), window=3600)
+    acker = Acker("default", inflight, WorkerStats(), window=3600, flow=flow)
     spec = ConsumerSpec(queue=handle.queue.name, handler=lambda payload, job: None,
                         path="tests.handler", lease=None, max_attempts=None,
                         retry=RetryPolicy(), atomic=False, batch=None)  # fmt: skip
@@ -127,7 +142,7 @@ def test_a_job_whose_cap_held_a_claim_back_wakes_the_claimer_once_its_ack_commit
     handle = capped.claim_one("w")
     assert capped.claim("w", 1) == []  # a claim waits for the slot
 
-    inflight, acker = run_by_an_executor(handle)
+    inflight, acker = run_by_an_executor(handle, capped.flow)
 
     assert not inflight.changed.is_set()  # a claim now would find the slot still held
     assert acker.run_once(system_clock()) == 1
@@ -139,6 +154,21 @@ def test_a_capped_queues_job_wakes_the_claimer_when_its_handler_returns_while_cl
 ):
     (handle,) = capped.claim("w", 1)  # nobody waits for a slot
 
-    inflight, _ = run_by_an_executor(handle)
+    inflight, _ = run_by_an_executor(handle, capped.flow)
 
     assert inflight.changed.is_set()  # its thread is free for another queue's jobs
+
+
+@pytest.mark.parametrize("stored", [{"rate": [5, 10**400]}, {"rate": "9" * 5000 + "/s"}])
+def test_a_worker_ignores_a_stored_override_that_does_not_parse_and_says_so(stored):
+    """A limit written into the Consumer row by hand (or by a release that let a huge number
+    through) is left out, with a warning: the claimer does not die on it (exit 70)."""
+    Consumer.objects.create(queue=QUEUE, handler="testproject.shop.consumers.call_fragile_api",
+                            lease=30, max_attempts=3, limit_overrides=stored)  # fmt: skip
+    jobs = queue(QUEUE).enqueue_many([{}] * 3)
+
+    output = run_worker("--queue", QUEUE, "--burst")
+
+    assert not QueueMessage.objects.filter(id__in=[j.id for j in jobs]).exists()
+    assert f"queue {QUEUE}: the stored override limit 'rate'=" in output
+    assert "is ignored" in output

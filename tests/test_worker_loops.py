@@ -169,7 +169,7 @@ def test_the_acker_waits_for_its_window_before_it_acks(q):
     assert acker.interval == IDLE_WAIT
     handle = q.claim_one("w")
     inflight.add(handle)
-    acker.submit(handle, 0.0)
+    acker.submit_all([handle], 0.0)
     assert acker.submitted.is_set()
     assert 3599 < acker.interval <= 3600
     assert acker.run_once(system_clock()) == 0  # the window is still open

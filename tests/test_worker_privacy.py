@@ -126,3 +126,17 @@ def test_a_task_result_of_a_sensitive_queue_stores_its_traceback_without_message
     assert ("not yet (attempt 1)" in error.traceback) is not sensitive
     assert (f"ValueError {WITHHELD}" in error.traceback) is sensitive
     assert "in flaky" in error.traceback
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("pool", [[], ["--pool", "process"]], ids=["threads", "process-pool"])
+def test_a_keyboard_interrupt_from_a_sensitive_handler_is_logged_without_its_message(pool):
+    from django_alkqueue import queue
+
+    queue("private-interrupt").enqueue(PAYLOAD)
+
+    output = run_worker("--queue", "private-interrupt", "--burst", "-v", "3", *pool,
+                        env={"ALKQUEUE_EXTRA_CONSUMERS": "tests.sensitive_consumers"})  # fmt: skip
+
+    assert "KeyboardInterrupt" in output  # the line is there, its message is not
+    assert CARD not in output, output

@@ -4,18 +4,20 @@ Real workers run them in tests/test_workflow_workers.py."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from django_alkqueue import (
     InvalidOption,
     Job,
     JobHandle,
+    PayloadError,
     batch,
     chain,
     operations,
@@ -23,7 +25,7 @@ from django_alkqueue import (
     signals,
 )
 from django_alkqueue.models import Batch, DeadLetter, Dependency, QueueMessage, WaitingJob
-from django_alkqueue.workflows import sweep
+from django_alkqueue.workflows import finishing, sweep
 from django_alkqueue.workflows.batches import CALLBACK_KEY
 from django_alkqueue.workflows.dependencies import DEPENDENCY_FAILED
 from tests.conftest import run_threads
@@ -266,6 +268,85 @@ def test_the_sweep_releases_a_job_whose_dependency_left_unseen():
     assert state_of(second) == "pending"
 
 
+# -- the ack and its follow-ups: one transaction (issue 49) ------------------------------------
+
+
+class Crash(Exception):
+    """The worker dies here."""
+
+
+def crash_after_the_follow_ups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ack's follow-ups run (dependents released, batches counted), then the worker dies
+    before anything after them."""
+    real = finishing.succeeded
+
+    def then_die(*args: object) -> None:
+        real(*args)  # type: ignore[arg-type]
+        raise Crash
+
+    monkeypatch.setattr(finishing, "succeeded", then_die)
+
+
+def test_a_crash_after_the_release_undoes_the_ack_with_it(monkeypatch):
+    first = queue("a").enqueue({})
+    second = queue("b").enqueue({}, after=[first])
+    [handle] = queue("a").claim("w", 1)
+    crash_after_the_follow_ups(monkeypatch)
+    with pytest.raises(Crash):
+        handle.ack()
+    assert (state_of(first), state_of(second)) == ("claimed", "waiting")
+
+
+def test_an_ack_releases_its_dependents_with_no_sweep_run(monkeypatch):
+    monkeypatch.setattr(sweep, "run", None)  # the backstop is not there to help
+    first = queue("a").enqueue({})
+    second = queue("b").enqueue({}, after=[first])
+    [handle] = queue("a").claim("w", 1)
+    assert handle.ack()
+    assert state_of(second) == "pending"
+    assert not Dependency.objects.filter(depends_on=first.id, met=False).exists()
+
+
+def test_a_crash_after_the_callback_undoes_the_ack_and_the_callback(monkeypatch):
+    with batch(on_finish=queue("audit").job({})) as b:
+        queue("m").enqueue({})
+    [handle] = queue("m").claim("w", 1)
+    crash_after_the_follow_ups(monkeypatch)
+    with pytest.raises(Crash):
+        handle.ack()
+    assert state_of(handle.job) == "claimed"
+    assert queue("audit").stats().pending == 0
+    assert Batch.objects.get(pk=b.id).fired_at is None
+
+
+def test_plain_and_workflow_jobs_acked_together_each_settle():
+    first = queue("a").enqueue({})
+    plain = queue("a").enqueue({})
+    second = queue("b").enqueue({}, after=[first])
+    handles = queue("a").claim("w", 2)
+    acked = operations.ack("default", [h.claim for h in handles], timezone.now())
+    assert acked == {h.claim for h in handles}
+    assert (state_of(first), state_of(plain), state_of(second)) == (None, None, "pending")
+
+
+def test_the_ack_of_a_plain_job_is_its_one_statement_as_before_workflows():
+    """No follow-up for a job in no workflow: PostgreSQL's and SQLite's DELETE (in SQLite's
+    BEGIN IMMEDIATE), the ORM dialect's locking read and DELETE."""
+    queue("a").enqueue({})
+    [handle] = queue("a").claim("w", 1)
+    seen: list[str] = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        assert handle.ack()
+    statements = [sql for sql in seen if sql != "BEGIN IMMEDIATE"]
+    assert all("alkqueue_message" in sql for sql in statements)
+    assert len(statements) == (2 if connection.vendor == "mysql" else 1)
+
+
 # -- batches ----------------------------------------------------------------------------------
 
 
@@ -364,6 +445,8 @@ def test_batches_do_not_nest_on_one_database():
         {"on_finish": "audit"},
         {"name": 7},
         {"name": "x" * 201},
+        {"name": "a\x00b"},
+        {"name": "file-\udcff"},
     ],
 )
 def test_bad_batch_arguments_are_refused_before_anything_is_written(options):
@@ -377,6 +460,15 @@ def test_a_callback_payload_must_be_an_object_without_the_batch_key():
         batch(on_finish=queue("audit").job([1, 2]))
     with pytest.raises(InvalidOption, match="'_alkqueue'"):
         batch(on_finish=queue("audit").job({CALLBACK_KEY: 1}))
+
+
+@pytest.mark.parametrize("role", ["on_success", "on_finish"])
+def test_a_callback_payload_with_a_nul_is_refused_as_a_payload_error(role):
+    """The Batch row keeps its callbacks in a jsonb column, which refuses NUL: refused on
+    every database, before anything is written, naming where the NUL is."""
+    with pytest.raises(PayloadError, match=re.escape(f"{role}'s payload['s']")):
+        batch(**{role: queue("audit").job({"s": "a\x00b"})})
+    assert not Batch.objects.exists()
 
 
 def test_the_issue_s_example_runs_as_written():

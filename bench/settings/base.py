@@ -29,6 +29,15 @@ if os.environ.get("BENCH_SYNCHRONOUS_COMMIT"):
 if DATABASES["default"]["ENGINE"].endswith("mysql"):
     SILENCED_SYSTEM_CHECKS = ["models.W036", "models.W037", "models.W043"]
 
+# SQLite (bench/systems/alkqueue_sqlite.py): the testproject's settings (docs/databases.md,
+# "SQLite"): WAL, and every transaction taking the write lock up front.
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+    }
+
 INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth"]
 
 LOGGING = {

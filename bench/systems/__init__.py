@@ -18,7 +18,10 @@ from .. import common
 SYSTEMS = {
     "raw": "bench.systems.raw:Raw",
     "alkqueue": "bench.systems.alkqueue:AlkQueue",
+    "raw_mariadb": "bench.systems.raw_mariadb:RawMariaDB",
     "alkqueue_mariadb": "bench.systems.alkqueue_mariadb:AlkQueueMariaDB",
+    "raw_sqlite": "bench.systems.raw_sqlite:RawSQLite",
+    "alkqueue_sqlite": "bench.systems.alkqueue_sqlite:AlkQueueSQLite",
     "django_tasks_db": "bench.systems.django_tasks_db:DjangoTasksDb",
     "procrastinate": "bench.systems.procrastinate:Procrastinate",
     "vtasks": "bench.systems.vtasks:VTasks",
@@ -155,6 +158,15 @@ class System:
     def unfinished_count(self, conn: psycopg.Connection[Any]) -> int:
         row = conn.execute(self.unfinished_count_sql).fetchone()
         return int(row[0]) if row else 0
+
+    def server_statements(self) -> int | None:
+        """The statements the server has run so far, all sessions (MariaDB's `Questions`);
+        None where the harness does not count them."""
+        return None
+
+    def workers_ready(self, workers: common.Workers) -> bool:
+        """Every worker process has started (holds a connection to the server)."""
+        return workers.connected(self.server_port)
 
     def poll_backend_pid(self, conn: psycopg.Connection[Any]) -> int:
         """The server process that answers `unfinished` (its CPU is the harness's)."""

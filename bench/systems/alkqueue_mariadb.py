@@ -1,24 +1,22 @@
 """django-alkqueue on MariaDB (the ORM dialect): the same user of the library as
 systems/alkqueue.py, with its database on the local MariaDB server instead of PostgreSQL.
 
-Only the enqueue and drain figures, and the pickup latency: the side-by-side and claim+ack
-scenarios compare against raw psycopg and stay on PostgreSQL. The database's name is the
+Only the enqueue and drain figures, and the pickup latency, with the enqueues taken side by
+side with raw_mariadb's INSERTs in this database (bench/suite.py); the claim+ack scenarios
+stay on PostgreSQL. The database's name is the
 run's (PREFIX + name); the Makefile's MariaDB user may create `bench_*` databases.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 from urllib.parse import urlsplit
 
 from .. import common
 from . import Config
 from .alkqueue import AlkQueue
-
-#: The server and user (no database): `make mariadb` creates the user.
-SERVER = os.environ.get("BENCH_MARIADB_URL", "mysql://alkqueue:alkqueue@127.0.0.1:3306")
+from .mariadb_server import SERVER, questions
 
 
 class AlkQueueMariaDB(AlkQueue):
@@ -65,6 +63,9 @@ class AlkQueueMariaDB(AlkQueue):
         """The harness's own connection is PostgreSQL's; here the polls go through the ORM
         (unfinished) and need none."""
         return contextlib.nullcontext(None)
+
+    def server_statements(self) -> int | None:
+        return questions(self.database)
 
     def poll_backend_pid(self, conn: Any) -> int:
         return 0  # one server process for every connection: the polls are in its figure

@@ -9,17 +9,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib import admin
 from django.contrib.admin import helpers
-from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import ChangeList
+from django.contrib.admin.views.main import ERROR_FLAG, IGNORED_PARAMS, PAGE_VAR
 from django.db import connections, router
 from django.db.models import Field, ForeignObjectRel, IntegerField, Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.utils.formats import number_format
+from django.utils.html import escape
 from django.utils.translation import gettext as _
 
 from .counts import EstimatedCountPaginator
-from .permissions import refuse_forbidden_action
+from .date_params import refuse_bad_dates
+from .permissions import may_view, refuse_forbidden_action
 from .selection import all_matching
 from .times import SHOWN, date_time_fields, shown, swap_names
 
@@ -79,28 +80,24 @@ def parse_int(text: str, field: Field[Any, Any] | ForeignObjectRel | None = None
 NUL = "\x00"
 
 
-class LeanChangeList(ChangeList):
-    """Loads only the columns a changelist shows (QueueAdmin.lean), and turns a lookup the
-    page does not offer into Django's "invalid lookup" redirect (?e=1) instead of a 400."""
+#: The query parameters Django's changelist reads as other than lookups: its sort, search,
+#: page, error flag ...
+_NOT_LOOKUPS = frozenset({*IGNORED_PARAMS, PAGE_VAR, ERROR_FLAG})
 
-    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
-        queryset = super().get_queryset(request, exclude_parameters)
-        return self.model_admin.lean(queryset)  # type: ignore[attr-defined, no-any-return]
 
-    def get_filters_params(self, params: Any = None) -> Any:
-        """The URL's lookups: Django's, without ?refresh= (the reload's toggle, not a filter)."""
-        lookups = super().get_filters_params(params)
-        lookups.pop(REFRESH_VAR, None)
-        return lookups
+class ReloadToggle(admin.SimpleListFilter):
+    """Takes ?refresh= (the reload's toggle when scripts are off, reload_without_scripts) off
+    the changelist's lookups, as a list filter takes its own parameter, so that it filters
+    nothing and the page's links keep it. It offers no choices, so it is never shown."""
 
-    def get_filters(self, request: HttpRequest) -> Any:
-        for key, values in self.get_filters_params().items():
-            if any(NUL in str(value) for value in [key, *values]):
-                raise IncorrectLookupParameters(f"{key[:30]!r}: a NUL character")
-        try:
-            return super().get_filters(request)
-        except DisallowedModelAdminLookup as refused:
-            raise IncorrectLookupParameters(str(refused)) from refused
+    title = "refresh"
+    parameter_name = REFRESH_VAR
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset
 
 
 class QueueAdmin(ModelAdmin[M]):
@@ -179,16 +176,32 @@ class QueueAdmin(ModelAdmin[M]):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[M], search_term: str
     ) -> tuple[QuerySet[M], bool]:
+        """The search (exact where exact_search says so), the rows a filter by a text column
+        may find (text_scope), and only the columns the changelist shows (lean): the
+        changelist's last word on its queryset."""
+        found, duplicates = self._search(request, queryset, search_term)
+        if any(name.partition("__")[0] in self.exact_lookups for name in request.GET):
+            found = found.filter(self.text_scope(request))
+        return self.lean(found), duplicates
+
+    def _search(
+        self, request: HttpRequest, queryset: QuerySet[M], search_term: str
+    ) -> tuple[QuerySet[M], bool]:
         term = search_term.strip()
         if not self.exact_search or not term:
             return super().get_search_results(request, queryset, search_term)
         match = Q()
         for name in self.get_search_fields(request):
             if not isinstance(self.model._meta.get_field(name), IntegerField):
-                match |= Q(**{name: term})
+                match |= Q(**{name: term}) & self.text_scope(request)
             elif (number := parse_int(term, self.model._meta.get_field(name))) is not None:
                 match |= Q(**{name: number})
         return (queryset.filter(match) if match else queryset.none()), False
+
+    def text_scope(self, request: HttpRequest) -> Q:
+        """The rows a search or a filter by a text column (a key) may find: all of them here;
+        PayloadPrivacy leaves out the queues whose keys the user may not see."""
+        return Q()
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -197,14 +210,31 @@ class QueueAdmin(ModelAdmin[M]):
         # (a 500 on every detail, history and delete page); empty means the primary key.
         return super().get_object(request, object_id, from_field or None)
 
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return LeanChangeList
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        return (*super().get_list_filter(request), ReloadToggle)
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """Django's ChangeList, once the URL's lookups pass: a NUL character, a date the page
+        cannot answer, or a lookup the page does not offer is Django's "invalid filter"
+        redirect (?e=1, IncorrectLookupParameters), not a 400 or a 500."""
+        lookups = {k: v for k, v in request.GET.lists() if k not in _NOT_LOOKUPS}
+        for key, values in lookups.items():
+            if any(NUL in str(value) for value in [key, *values]):
+                raise IncorrectLookupParameters(f"{key[:30]!r}: a NUL character")
+        refuse_bad_dates(self.model, self.date_hierarchy, lookups)
+        for key, values in lookups.items():
+            if not all(self.lookup_allowed(key, value, request) for value in values):
+                raise IncorrectLookupParameters(f"Filtering by {key[:30]!r} not allowed")
+        return super().get_changelist_instance(request)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: M | None = None) -> bool:
         return False  # rows change through actions only; the detail page is read-only
+
+    def has_view_permission(self, request: HttpRequest, obj: M | None = None) -> bool:
+        return may_view(request, self.model)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -236,9 +266,12 @@ class QueueAdmin(ModelAdmin[M]):
         assert pk is not None
         for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
             if isinstance(pk, IntegerField) and parse_int(value, pk) is None:
-                text = _("Not a %(field)s of this page: %(value)r")
+                # The posted value is the sender's: plain text, escaped besides, never markup.
+                text = _("Not a %(field)s of this page: %(value)s")
+                shown = escape(repr(value[:40]))
                 return HttpResponseBadRequest(
-                    text % {"field": pk.verbose_name, "value": value[:40]}
+                    text % {"field": pk.verbose_name, "value": shown},
+                    content_type="text/plain; charset=utf-8",
                 )
         return None
 

@@ -119,9 +119,9 @@ class BatchAdmin(QueueAdmin[Batch]):
         return when(batch.created_at)
 
     @admin.display(description=gettext_lazy("status"))
-    def status(self, batch: Batch) -> str:
+    def status(self, batch: Batch) -> SafeString | str:
         if batch.fired_at is not None:
-            return str(pgettext_lazy("batch", "fired")) + " " + when(batch.fired_at)
+            return format_html("{} {}", pgettext_lazy("batch", "fired"), when(batch.fired_at))
         if batch.sealed_at is None:
             return str(pgettext_lazy("batch", "open"))
         return str(pgettext_lazy("batch", "sealed"))

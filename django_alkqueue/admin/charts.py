@@ -93,6 +93,8 @@ class Bucket:
     #: Histograms of wait and run times (status.TIMING_BOUNDS), summed over the bucket.
     wait: list[int] = dataclasses.field(default_factory=list)
     run: list[int] = dataclasses.field(default_factory=list)
+    #: The seconds the run histogram's calls took in all (timings.percentile's `seconds`).
+    run_seconds: float = 0.0
 
     @property
     def depth(self) -> int | None:
@@ -130,6 +132,7 @@ def bucketize(
             bucket.failed += point.failed
             bucket.wait = _add(bucket.wait, point.wait)
             bucket.run = _add(bucket.run, point.run)
+            bucket.run_seconds += point.run_seconds
     return buckets
 
 
@@ -219,6 +222,10 @@ class Plot:
                 f"{escape(label)}</text>"
             )
         parts.append(
+            f'<text {TEXT} x="2" y="{HEIGHT - 6}" text-anchor="start">'
+            f"{escape(zone_label(self.buckets[-1].end if self.buckets else start))}</text>"
+        )
+        parts.append(
             f'<line class="alk-chart-axis" x1="{self.x0}" x2="{self.x1}" y1="{self.y1}" '
             f'y2="{self.y1}" stroke="#999" stroke-width="1"/>'
             f'<line class="alk-chart-axis" x1="{self.x0}" x2="{self.x0}" y1="{self.y0}" '
@@ -235,6 +242,13 @@ class Plot:
             "</title></rect>"
             for i, bucket in enumerate(self.buckets)
         ]
+
+
+def zone_label(at: datetime) -> str:
+    """The time axis's zone at `at`, as short as its ticks: its abbreviation (CET, UTC,
+    NZDT), or its offset from UTC where the zone has no abbreviation (UTC-03 for "-03")."""
+    short = timezone.localtime(at).tzname() or ""
+    return short if short[:1].isalpha() else f"UTC{short}"
 
 
 def time_ticks(start: datetime, window: Window) -> list[datetime]:
@@ -310,7 +324,12 @@ PENDING_COLOUR = "#417690"
 
 # -- the overview's sparkline ----------------------------------------------------------------
 
-SPARK_WIDTH, SPARK_HEIGHT = 180, 44
+#: The sparkline: a plot of PLOT_WIDTH, then a gutter naming each band's peak with its unit.
+SPARK_WIDTH, SPARK_HEIGHT, PLOT_WIDTH = 250, 60, 178
+#: The bands' tops (their peak) and bottoms (zero): the depth above, the bars below; the
+#: baseline of the window's labels.
+DEPTH_BAND, BARS_BAND, WINDOW_LINE = (4.0, 24.0), (30.0, 46.0), 57.0
+SPARK_TEXT = 'class="alk-chart-text" fill="#666" font-family="sans-serif" font-size="10"'
 
 
 def summary(name: str, buckets: list[Bucket], window: Window = DEFAULT_WINDOW) -> str:
@@ -330,15 +349,42 @@ def summary(name: str, buckets: list[Bucket], window: Window = DEFAULT_WINDOW) -
 
 
 def sparkline(name: str, buckets: list[Bucket], window: Window = DEFAULT_WINDOW) -> SafeString:
-    """The overview's small chart: the depth as a line on top, finished and failed bars
-    below; its title says the figures in words."""
-    width, height = SPARK_WIDTH, SPARK_HEIGHT
-    depth_band, bars_top = height * 0.5, height * 0.58
-    bars_band = height - 1 - bars_top
-    step = width / max(len(buckets), 1)
+    """The overview's small chart, read without hovering: the depth as a line on top and the
+    finished and failed jobs per bucket as bars below, each band's peak written beside its
+    top with its unit, and the window's ends under it; its title says the figures in words."""
     depths = [b.depth for b in buckets]
-    peak_depth = max((d for d in depths if d is not None), default=0) or 1
-    peak_rate = max((b.finished + b.failed for b in buckets), default=0) or 1
+    peak_depth = max((d for d in depths if d is not None), default=0)
+    peak_rate = max((b.finished + b.failed for b in buckets), default=0)
+    shapes = _spark_depth(depths, peak_depth, PLOT_WIDTH / max(len(buckets), 1))
+    shapes += _spark_bars(buckets, peak_rate)
+    for (top, _bottom), words in (
+        (DEPTH_BAND, _("%(n)s jobs") % {"n": fmt(peak_depth)}),
+        (BARS_BAND, _("%(n)s per %(per)s") % {"n": fmt(peak_rate), "per": window.bucket_words}),
+    ):
+        shapes.append(
+            f'<line class="alk-chart-grid" x1="0" x2="{PLOT_WIDTH}" y1="{top}" y2="{top}" '
+            f'stroke="#ddd" stroke-width="1" stroke-dasharray="2,2"/>'
+            f'<text {SPARK_TEXT} x="{PLOT_WIDTH + 4}" y="{top + 7}">{escape(words)}</text>'
+        )
+    start, end = _("%(window)s ago") % {"window": window.label}, _("now")
+    shapes.append(
+        f'<text {SPARK_TEXT} x="0" y="{WINDOW_LINE}">{escape(start)}</text>'
+        f'<text {SPARK_TEXT} x="{PLOT_WIDTH}" y="{WINDOW_LINE}" text-anchor="end">'
+        f"{escape(end)}</text>"
+    )
+    text = escape(summary(name, buckets, window))
+    return mark_safe(
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="alk-chart alk-sparkline" '
+        f'width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" viewBox="0 0 {SPARK_WIDTH} '
+        f'{SPARK_HEIGHT}" role="img" aria-label="{text}"><title>{text}</title>'
+        f'<rect class="alk-chart-bg" x="0" y="0" width="{PLOT_WIDTH}" '
+        f'height="{BARS_BAND[1] + 1}" fill="#f8f8f8"/>' + "".join(shapes) + "</svg>"
+    )
+
+
+def _spark_depth(depths: list[int | None], peak: int, step: float) -> list[str]:
+    """The depth line, its peak at the top of DEPTH_BAND."""
+    top, bottom = DEPTH_BAND
     shapes: list[str] = []
     stretch: list[tuple[float, float]] = []
     for i, depth in enumerate([*depths, None]):
@@ -346,11 +392,19 @@ def sparkline(name: str, buckets: list[Bucket], window: Window = DEFAULT_WINDOW)
             shapes += _stretch(stretch, "depth", PENDING_COLOUR)
             stretch = []
         else:
-            stretch.append((step * (i + 0.5), 1 + depth_band - depth_band * depth / peak_depth))
+            stretch.append((step * (i + 0.5), bottom - (bottom - top) * depth / (peak or 1)))
+    return shapes
+
+
+def _spark_bars(buckets: list[Bucket], peak: int) -> list[str]:
+    """Finished and failed bars stacked per bucket, the peak at the top of BARS_BAND."""
+    top, bottom = BARS_BAND
+    step = PLOT_WIDTH / max(len(buckets), 1)
     bar = max(step - 0.4, 0.6)
+    shapes: list[str] = []
     for i, b in enumerate(buckets):
-        done_h, failed_h = bars_band * b.finished / peak_rate, bars_band * b.failed / peak_rate
-        bottom = bars_top + bars_band
+        done_h = (bottom - top) * b.finished / (peak or 1)
+        failed_h = (bottom - top) * b.failed / (peak or 1)
         if done_h:
             shapes.append(f'<rect class="alk-bar alk-finished" x="{step * i:.1f}" '
                           f'y="{bottom - done_h:.1f}" width="{bar:.1f}" height="{done_h:.1f}" '
@@ -359,11 +413,4 @@ def sparkline(name: str, buckets: list[Bucket], window: Window = DEFAULT_WINDOW)
             shapes.append(f'<rect class="alk-bar alk-failed" x="{step * i:.1f}" '
                           f'y="{bottom - done_h - failed_h:.1f}" width="{bar:.1f}" '
                           f'height="{failed_h:.1f}" fill="{FAILED_COLOUR}"/>')  # fmt: skip
-    text = escape(summary(name, buckets, window))
-    return mark_safe(
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="alk-chart alk-sparkline" '
-        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{text}"><title>{text}</title>'
-        f'<rect class="alk-chart-bg" x="0" y="0" width="{width}" height="{height}" '
-        f'fill="#f8f8f8"/>' + "".join(shapes) + "</svg>"
-    )
+    return shapes

@@ -16,10 +16,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext, pgettext, pgettext_lazy
 
 from .. import operations
+from ..audit import record
 from ..clock import system_clock
 from ..exceptions import AlkQueueError
 from ..models import Consumer, DeadLetter, QueueMessage
-from .audit import record
+from .audit import actor
 from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
@@ -72,6 +73,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         "max_attempts",
         "retry",
         "paused",
+        "sensitive",
         "limits_in_force",
         "created_at",
         "updated_at",
@@ -184,7 +186,11 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         changed = change(queryset.db, names)
         verb = "pause" if paused else "resume"
         record(
-            request, Consumer, verb, [pk for pk, _n in rows], detail=f"queues {', '.join(names)}"
+            actor(request),
+            Consumer,
+            verb,
+            [pk for pk, _n in rows],
+            detail=f"queues {', '.join(names)}",
         )
         if paused:
             text = ngettext("Paused %(n)d queue: %(names)s.", "Paused %(n)d queues: %(names)s.",
@@ -234,7 +240,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         if done:
             with translation.override(None):  # the admin log stays in English
                 logged = describe_changes(changes) or "nothing changed"
-            record(request, Consumer, "set limits", [c.pk for c in done],
+            record(actor(request), Consumer, "set limits", [c.pk for c in done],
                    detail=f"queues {', '.join(c.queue for c in done)}: {logged}")  # fmt: skip
             described = describe_changes(changes) or _("nothing changed")
             text = ngettext("Limits of %(n)d queue: %(what)s.",
@@ -258,7 +264,7 @@ class ConsumerAdmin(QueueAdmin[Consumer]):
         if not done:
             return
         names = [name for _n, name in done]
-        record(request, Consumer, "reset limits", [pk for pk, _n in done],
+        record(actor(request), Consumer, "reset limits", [pk for pk, _n in done],
                detail=f"queues {', '.join(names)}")  # fmt: skip
         text = ngettext(
             "Reset the limits of %(n)d queue to code: %(names)s.",

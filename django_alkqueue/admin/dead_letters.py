@@ -3,7 +3,7 @@ full error, and the actions requeue and delete."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -11,21 +11,23 @@ from django.contrib.admin.models import DELETION
 from django.db.models import QuerySet
 from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from .. import operations
+from ..audit import record
 from ..clock import system_clock
 from ..models import DeadLetter, QueueMessage
-from .audit import record
+from .audit import actor
 from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
 from .filters import BatchFilter, ErrorGroupFilter, QueueFilter, ReasonFilter, group_title
 from .links import changelist_url
+from .masking import PayloadPrivacy
 from .permissions import has_perm
 from .requeue_log import RequeueRun, record_requeue
 from .selection import (
@@ -36,29 +38,14 @@ from .selection import (
     selected_ids,
     selection_count,
 )
-from .stored_text import PayloadPrivacy, preformatted
+from .step_requeue import URL_NAME, requeue_from_step_view, step_requeue_url
+from .steps_panel import StepsPanel
+from .stored_text import preformatted
 from .times import when
 from .workflow_panel import WorkflowPanel
 
 #: Live job ids linked from a requeue message.
 LINKED_IDS = 100
-
-
-def requeue_each(
-    using: str, rows: list[tuple[int, int]], asked: list[int], now: datetime
-) -> RequeueRun:
-    """Requeue each (dead letter id, job id), one transaction each, and sort the outcomes.
-    Asked-for ids that were not requeued and not kept are gone: someone else was first."""
-    requeued: list[tuple[int, int]] = []
-    kept: list[tuple[int, int]] = []
-    for dead_id, job_id in rows:
-        job = operations.requeue(using, job_id, now)
-        if job is not None and job.id == job_id:
-            requeued.append((dead_id, job_id))
-        elif job is not None:  # the live job holding the same unique key
-            kept.append((dead_id, job.id))
-    done = {dead_id for dead_id, _ in requeued + kept}
-    return RequeueRun(asked, requeued, kept, [i for i in asked if i not in done])
 
 
 def asked_ids(request: HttpRequest, rows: list[tuple[int, int]], more: bool) -> list[int]:
@@ -69,7 +56,7 @@ def asked_ids(request: HttpRequest, rows: list[tuple[int, int]], more: bool) -> 
     return sorted({int(i) for i in selected_ids(request)})
 
 
-class DeadLetterAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[DeadLetter]):
+class DeadLetterAdmin(StepsPanel, WorkflowPanel, PayloadPrivacy, QueueAdmin[DeadLetter]):
     job_id_field = "job_id"
     list_display = ("id", "job_id", "queue", "died", "reason", "error", "attempts_of")
     list_filter = (
@@ -90,10 +77,10 @@ class DeadLetterAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[DeadLetter]):
     #: deletes (unbounded on a million dead letters) and logs one entry per row; ours counts
     #: them, asks, and logs one entry with the ids.
     actions = ["requeue", "delete_selected"]
-    readonly_fields = ("payload_json", "payload_masked", "last_error_text")
+    readonly_fields = ("payload_json", "payload_masked", "last_error_text", "unique_window")
     fieldsets = (
         (None, {"fields": [("job_id", "queue", "reason"), ("died_at", "attempts", "max_attempts"),
-                           ("priority", "unique_key")]}),
+                           ("priority", "unique_key"), "unique_window"]}),
         (gettext_lazy("Error"), {"fields": ["last_error_text"]}),
         (gettext_lazy("Payload"), {"fields": ["payload_json"]}),
         (gettext_lazy("Timing"), {"fields": [("enqueued_at", "requeued_at"),
@@ -108,6 +95,19 @@ class DeadLetterAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[DeadLetter]):
 
     def has_requeue_permission(self, request: HttpRequest) -> bool:
         return has_perm(request, DeadLetter, "requeue_deadletter")
+
+    def get_urls(self) -> list[URLPattern]:
+        def view(request: HttpRequest, object_id: str) -> HttpResponse:
+            return requeue_from_step_view(self, request, object_id)
+
+        own = path("<path:object_id>/requeue-from-step/", self.admin_site.admin_view(view),
+                   name=URL_NAME)  # fmt: skip
+        return [own, *super().get_urls()]
+
+    def step_requeue_url(self, request: HttpRequest, obj: Any) -> Callable[[str], str] | None:
+        if not self.has_requeue_permission(request):
+            return None
+        return lambda step: step_requeue_url(obj.pk, step)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -160,7 +160,9 @@ class DeadLetterAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[DeadLetter]):
                 values={"error": lambda print_: group_title(queryset.db, print_)},
             )
         rows, more = batch(queryset, "pk", "job_id", order="died_at")
-        run = requeue_each(queryset.db, rows, asked_ids(request, rows, more), system_clock())
+        run = operations.requeue_each(
+            queryset.db, rows, asked_ids(request, rows, more), system_clock()
+        )
         record_requeue(request, run)
         message = self._requeue_message(run, more)
         self.message_user(request, message, messages.SUCCESS if run.requeued else messages.WARNING)
@@ -229,7 +231,7 @@ class DeadLetterAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[DeadLetter]):
         ids, more = batch(queryset)
         deleted = operations.purge_dead_letters(queryset.db, ids)
         if deleted:
-            record(request, DeadLetter, "delete", ids, DELETION)
+            record(actor(request), DeadLetter, "delete", ids, DELETION)
         text = ngettext("Deleted %d dead letter.", "Deleted %d dead letters.", deleted) % deleted
         self.message_user(request, text + more_note(more), messages.SUCCESS)
         if from_detail_page(request):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.safestring import SafeString
@@ -20,7 +20,9 @@ from ..models import FinishedJob
 from .base import QueueAdmin
 from .date_links import date_links
 from .filters import BatchFilter, QueueFilter
-from .stored_text import PayloadPrivacy, masked_json, may_view_payload, preformatted, pretty_json
+from .masking import PayloadPrivacy
+from .steps_panel import StepsPanel
+from .stored_text import masked_json, preformatted, pretty_json
 from .times import format_age, when
 from .workflow_panel import WorkflowPanel
 
@@ -62,7 +64,7 @@ class OutcomeFilter(admin.SimpleListFilter):
         return queryset.filter(~Q(outcome="succeeded"), outcome=value)
 
 
-class FinishedJobAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[FinishedJob]):
+class FinishedJobAdmin(StepsPanel, WorkflowPanel, PayloadPrivacy, QueueAdmin[FinishedJob]):
     job_id_field = "job_id"
     list_display = ("job_id", "queue", "outcome", "finished", "ran_for", "attempts", "worker_id")
     list_filter = (KeptQueueFilter, OutcomeFilter, BatchFilter)
@@ -75,11 +77,14 @@ class FinishedJobAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[FinishedJob]):
     sortable_by = ("finished_at",)
     changelist_defer = ("payload", "output", "output_error", "last_error")
     actions = None
+    #: A sensitive queue's output is masked as its payload is (docs/security.md).
+    masked_fields = {**PayloadPrivacy.masked_fields, OUTPUT_FIELD: OUTPUT_MASKED}
     readonly_fields = ("payload_json", "payload_masked", "output_json", "output_masked",
-                       "output_error_text", "last_error_text", "ran_for", "waited")  # fmt: skip
+                       "output_error_text", "last_error_text", "ran_for", "waited",
+                       "unique_window")  # fmt: skip
     fieldsets = (
         (None, {"fields": [("job_id", "queue", "outcome"), ("attempts", "max_attempts"),
-                           ("priority", "unique_key", "concurrency_key")]}),
+                           ("priority", "unique_key", "concurrency_key"), "unique_window"]}),
         (gettext_lazy("Output"), {"fields": ["output_json", "output_error_text"]}),
         (gettext_lazy("Timings"), {"fields": [("enqueued_at", "started_at", "finished_at"),
                                 ("waited", "ran_for"), ("worker_id", "delete_after")]}),
@@ -87,17 +92,6 @@ class FinishedJobAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[FinishedJob]):
         (gettext_lazy("Error of an earlier attempt"), {"fields": ["last_error_text"],
                                                        "classes": ["collapse"]}),
     )  # fmt: skip
-
-    def get_fieldsets(self, request: HttpRequest, obj: Model | None = None) -> Any:
-        """A sensitive queue's output is masked as its payload is (docs/security.md)."""
-        fieldsets = super().get_fieldsets(request, obj)
-        if not isinstance(obj, FinishedJob) or may_view_payload(request, obj.queue):
-            return fieldsets
-        return [
-            (name, {**options, "fields": [OUTPUT_MASKED if f == OUTPUT_FIELD else f
-                                          for f in options["fields"]]})
-            for name, options in fieldsets
-        ]  # fmt: skip
 
     def has_delete_permission(self, request: HttpRequest, obj: FinishedJob | None = None) -> bool:
         return False  # the history sweep deletes, after the queue's keep

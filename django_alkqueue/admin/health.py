@@ -1,6 +1,7 @@
 """What quietly stalls a PostgreSQL queue, read from the catalog, with a plain warning when a
-documented threshold is crossed (docs/admin.md, "Health"). Each check is a read (`fetch_*`,
-SQL) and a judgement (`judge_*`, pure, tested with made-up rows).
+documented threshold is crossed (docs/admin.md, "Health"). Each check is a read (the
+dialect's: sql/postgresql/catalog.py) and a judgement (`judge_*`, pure, tested with made-up
+rows).
 
 The claims of stale workers are read from our own tables and checked on every database.
 """
@@ -18,7 +19,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext, pgettext
 
 from ..conf import get_settings
-from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE, QueueMessage, Worker
+from ..models import QueueMessage, Worker
 from ..sql import dialect_for
 from .base import grouped
 from .times import format_age
@@ -48,13 +49,6 @@ class Check:
     rows: Sequence[tuple[str, ...]] = ()
 
 
-def _fetch(using: str, sql: str) -> list[dict[str, Any]]:
-    with connections[using].cursor() as cursor:
-        cursor.execute(sql)
-        names = [column.name for column in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
 def _when(at: datetime | None, now: datetime) -> str:
     if at is None:
         return _("never")
@@ -62,14 +56,6 @@ def _when(at: datetime | None, now: datetime) -> str:
 
 
 # -- dead tuples and autovacuum of the queue tables ------------------------------------------
-
-TABLES_SQL = f"""
-SELECT relname AS name, n_live_tup AS live, n_dead_tup AS dead,
-       GREATEST(last_autovacuum, last_vacuum) AS vacuumed, autovacuum_count AS autovacuums
-FROM pg_stat_user_tables
-WHERE relname IN ('{MESSAGE_TABLE}', '{DEAD_LETTER_TABLE}') AND schemaname = current_schema()
-ORDER BY relname
-"""
 
 
 def judge_tables(rows: list[dict[str, Any]], now: datetime) -> Check:
@@ -106,17 +92,6 @@ def judge_tables(rows: list[dict[str, Any]], now: datetime) -> Check:
 
 
 # -- the oldest transaction, and the session that holds back vacuum --------------------------
-
-SESSIONS_SQL = """
-SELECT pid, usename AS "user", application_name AS application, backend_type, state,
-       EXTRACT(EPOCH FROM now() - xact_start)::float AS xact_age,
-       age(backend_xmin) AS xmin_age, left(query, 120) AS query
-FROM pg_stat_activity
-WHERE pid <> pg_backend_pid() AND datname = current_database()
-  AND (xact_start IS NOT NULL OR backend_xmin IS NOT NULL)
-ORDER BY xact_start NULLS LAST
-LIMIT 20
-"""
 
 
 def judge_sessions(rows: list[dict[str, Any]], with_sql: bool = True) -> Check:
@@ -171,13 +146,6 @@ def judge_sessions(rows: list[dict[str, Any]], with_sql: bool = True) -> Check:
 
 
 # -- replication slots that hold back xmin ---------------------------------------------------
-
-SLOTS_SQL = """
-SELECT slot_name AS name, slot_type AS type, active, age(xmin) AS xmin_age,
-       age(catalog_xmin) AS catalog_xmin_age
-FROM pg_replication_slots
-ORDER BY slot_name
-"""
 
 
 def judge_slots(rows: list[dict[str, Any]]) -> Check:
@@ -338,9 +306,10 @@ def run_checks(using: str, now: datetime, session_sql: bool = False) -> list[Che
     if dialect.supports_undo_history:
         checks = [judge_history_length(dialect.undo_history_length(connections[using]))]
     if dialect.supports_catalog_health:
+        connection = connections[using]
         checks = [
-            judge_tables(_fetch(using, TABLES_SQL), now),
-            judge_sessions(_fetch(using, SESSIONS_SQL), session_sql),
-            judge_slots(_fetch(using, SLOTS_SQL)),
+            judge_tables(dialect.queue_table_stats(connection), now),
+            judge_sessions(dialect.open_sessions(connection), session_sql),
+            judge_slots(dialect.replication_slots(connection)),
         ]
     return [*checks, claims_check(using, now)]

@@ -5,34 +5,41 @@ page, as "cancel requested" until the handler has stopped (its CancelRequest row
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION
 from django.db.models import QuerySet
+from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.utils.html import format_html
+from django.urls import URLPattern, path
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from .. import operations
+from .. import audit, operations
 from ..clock import system_clock
 from ..jobs import Progress, live_state, stored_progress
 from ..models import CancelRequest, QueueMessage
+from ..privacy import masked_key
 from ..validation import PRIORITY_MAX, PRIORITY_MIN
-from . import requeue_log
-from .audit import record
+from .audit import actor
 from .base import LIVE_SECONDS, QueueAdmin, reload_without_scripts
 from .compat import BOTH_PLACES, action
 from .confirmation import confirmation, confirmed
 from .filters import STATE_LABELS, BatchFilter, QueueFilter, StateFilter
 from .links import changelist_url
+from .masking import PayloadPrivacy, hidden_queues
 from .permissions import has_perm
 from .selection import all_matching, batch, from_detail_page, more_note, selection_count
-from .stored_text import PayloadPrivacy, preformatted
+from .signal_form import URL_NAME as SIGNAL_URL_NAME
+from .signal_form import SignalPanel, send_signal_view
+from .steps_panel import StepsPanel
+from .stored_text import preformatted
 from .times import format_age, timestamp, when
 from .workflow_panel import WorkflowPanel
 
@@ -47,19 +54,20 @@ def state_badge(state: str) -> SafeString:
     return format_html('<span class="alk-state alk-{}">{}</span>', state, STATE_LABELS[state])
 
 
-class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage]):
+class QueueMessageAdmin(
+    SignalPanel, StepsPanel, WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage]
+):
+    #: What an operator reads first fits 1280 px beside the admin's sidebar and the filters:
+    #: the rest is folded under the queue (its concurrency key) and under the state (when a
+    #: scheduled job runs, who holds a claimed one and its lease, a priority other than 0).
     list_display = (
         "id",
-        "queue",
-        "state",
-        "priority",
+        "queue_and_key",
+        "state_and_when",
         "attempts_of",
-        "run_at_short",
-        "claimed_by",
-        "lease_expiry",
         "age",
-        "concurrency_key",
         "progress_bar",
+        "error_head",
     )
     list_filter = (QueueFilter, StateFilter, BatchFilter)
     search_fields = ("id", "unique_key")
@@ -80,10 +88,14 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
         "last_error_text",
         "requeued_from",
         "progress_bar",
+        "unique_window",
+        "debounce_key_masked",
     )
+    job_id_field = "id"
     fieldsets = (
         (None, {"fields": [("queue", "state", "priority"), ("attempts", "max_attempts"),
-                           ("unique_key", "concurrency_key"), "requeued_from"]}),
+                           ("unique_key", "unique_window"), "concurrency_key",
+                           ("debounce_key", "debounce_deadline"), "requeued_from"]}),
         (gettext_lazy("Payload"), {"fields": ["payload_json"]}),
         (gettext_lazy("Last error"), {"fields": ["last_error_text"]}),
         (gettext_lazy("Timing"), {"fields": [("enqueued_at", "requeued_at"),
@@ -105,6 +117,14 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
 
     def has_change_priority_permission(self, request: HttpRequest) -> bool:
         return has_perm(request, QueueMessage, "change_priority_queuemessage")
+
+    def get_urls(self) -> list[URLPattern]:
+        def view(request: HttpRequest, object_id: str) -> HttpResponse:
+            return send_signal_view(self, request, object_id)
+
+        own = path("<path:object_id>/signal/", self.admin_site.admin_view(view),
+                   name=SIGNAL_URL_NAME)  # fmt: skip
+        return [own, *super().get_urls()]
 
     # -- cancel requested ------------------------------------------------------------------
 
@@ -140,6 +160,22 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
     def using(self, request: HttpRequest) -> str:
         return self.get_queryset(request).db
 
+    def lean(self, queryset: QuerySet[QueueMessage]) -> QuerySet[QueueMessage]:
+        """The list reads the start of each error, never a whole traceback."""
+        return super().lean(queryset).annotate(error_head=Substr("last_error", 1, 300))
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = super().get_list_display(request)
+        hidden = hidden_queues(request)
+        if not hidden:
+            return shown
+        return [queue_and_key_column(hidden) if name == "queue_and_key" else name
+                for name in shown]  # fmt: skip
+
+    @admin.display(description=gettext_lazy("queue"))
+    def queue_and_key(self, job: QueueMessage) -> SafeString | str:
+        return queue_and_key_column(frozenset())(job)
+
     # -- columns ---------------------------------------------------------------------------
 
     @admin.display(description=gettext_lazy("progress"))
@@ -153,22 +189,36 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
     def state(self, job: QueueMessage) -> SafeString:
         return state_badge(live_state(job.claim_token is not None, job.run_at, system_clock()))
 
+    @admin.display(description=gettext_lazy("state"))
+    def state_and_when(self, job: QueueMessage) -> SafeString:
+        """The state's badge, then what it waits on: when a scheduled job runs, the worker
+        holding a claimed one and its lease; and a priority other than 0."""
+        state = live_state(job.claim_token is not None, job.run_at, system_clock())
+        details: list[SafeString | str] = []
+        if state in ("scheduled", "waiting"):
+            details.append(when(job.run_at))
+        elif state == "claimed":
+            details += [job.claimed_by or "-", lease_words(job)]
+        if job.priority:
+            details.append(_("priority %(n)d") % {"n": job.priority})
+        if not details:
+            return state_badge(state)
+        return format_html('{}<div class="alk-sub">{}</div>', state_badge(state),
+                           format_html_join(", ", "{}", ((d,) for d in details)))  # fmt: skip
+
+    @admin.display(description=gettext_lazy("last error"))
+    def error_head(self, job: QueueMessage) -> SafeString | str:
+        """The first line of the last error, cut to the cell; all of it in the title."""
+        # The list annotates error_head (lean); another caller reads the row's own text.
+        head = job.error_head if hasattr(job, "error_head") else job.last_error
+        line = (head or "").split("\n", 1)[0]
+        if not line:
+            return "-"
+        return format_html('<span class="alk-error-head" title="{}">{}</span>', line, line)
+
     @admin.display(description=gettext_lazy("attempts"))
     def attempts_of(self, job: QueueMessage) -> str:
         return f"{job.attempts}/{job.max_attempts}"
-
-    @admin.display(description=gettext_lazy("run at"))
-    def run_at_short(self, job: QueueMessage) -> str:
-        return when(job.run_at)
-
-    @admin.display(description=gettext_lazy("lease expiry"))
-    def lease_expiry(self, job: QueueMessage) -> SafeString | str:
-        if job.lease_expires_at is None:
-            return "-"
-        left = (job.lease_expires_at - system_clock()).total_seconds()
-        if left > 0:
-            return _("in %(age)s") % {"age": format_age(left)}
-        return format_html(_('<span class="alk-warn">lapsed {} ago</span>'), format_age(-left))
 
     @admin.display(description=gettext_lazy("age"))
     def age(self, job: QueueMessage) -> str:
@@ -176,7 +226,7 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
 
     @admin.display(description=gettext_lazy("requeued from"))
     def requeued_from(self, job: QueueMessage) -> str:
-        origin = requeue_log.requeued_from(job.id)
+        origin = audit.requeued_from(job.id)
         if origin is None:
             return "-"
         text = _("dead letter #%(id)s on %(at)s by %(by)s")
@@ -209,10 +259,9 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
                 button=_("Yes, cancel them"),
             )
         ids, more = batch(queryset)
-        now = system_clock()
-        cancelled = [i for i in ids if operations.cancel(queryset.db, i, now=now)]
+        cancelled = operations.cancel_many(queryset.db, ids, system_clock())
         if cancelled:
-            record(request, QueueMessage, "cancel", cancelled, DELETION)
+            audit.record(actor(request), QueueMessage, "cancel", cancelled, DELETION)
         text = ngettext("Cancelled %d job.", "Cancelled %d jobs.", len(cancelled))
         self.message_user(request, text % len(cancelled) + more_note(more), messages.SUCCESS)
         if from_detail_page(request):
@@ -239,7 +288,9 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
             )
         ids, more = batch(queryset)
         moved = operations.run_now(queryset.db, ids, system_clock())
-        record(request, QueueMessage, "run now", ids, detail=f"{moved} moved from scheduled")
+        audit.record(
+            actor(request), QueueMessage, "run now", ids, detail=f"{moved} moved from scheduled"
+        )
         text = ngettext("%d scheduled job is due now.", "%d scheduled jobs are due now.", moved)
         text %= moved
         skipped = len(ids) - moved
@@ -276,7 +327,7 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
         priority = form.cleaned_data["priority"]
         ids, more = batch(queryset)
         changed = operations.change_priority(queryset.db, ids, priority)
-        record(request, QueueMessage, f"change priority to {priority}", ids)
+        audit.record(actor(request), QueueMessage, f"change priority to {priority}", ids)
         text = ngettext(
             "Set the priority of %(n)d job to %(p)d.",
             "Set the priority of %(n)d jobs to %(p)d.",
@@ -284,6 +335,32 @@ class QueueMessageAdmin(WorkflowPanel, PayloadPrivacy, QueueAdmin[QueueMessage])
         )
         self.message_user(request, text % {"n": changed, "p": priority} + more_note(more))
         return None
+
+
+def lease_words(job: QueueMessage) -> SafeString | str:
+    """When a claimed job's lease ends, or how long ago it lapsed (in red)."""
+    if job.lease_expires_at is None:
+        return "-"
+    left = (job.lease_expires_at - system_clock()).total_seconds()
+    if left > 0:
+        return _("lease ends in %(age)s") % {"age": format_age(left)}
+    return format_html('<span class="alk-warn">{}</span>',
+                       _("lease lapsed %(age)s ago") % {"age": format_age(-left)})  # fmt: skip
+
+
+def queue_and_key_column(hidden: frozenset[str]) -> Callable[[QueueMessage], SafeString | str]:
+    """The list's queue column: the queue, and under it the job's concurrency key (masked
+    on the rows of the `hidden` queues, as the key column of PayloadPrivacy is)."""
+
+    @admin.display(description=gettext_lazy("queue"))
+    def queue_and_key(job: QueueMessage) -> SafeString | str:
+        key = masked_key(job.concurrency_key) if job.queue in hidden else job.concurrency_key
+        if key is None:
+            return job.queue
+        return format_html('{}<div class="alk-sub" title="{}">{}</div>', job.queue,
+                           _("concurrency key"), key)  # fmt: skip
+
+    return queue_and_key
 
 
 def cancel_request_of(using: str, object_id: str) -> CancelRequest | None:

@@ -107,7 +107,8 @@ def describe_changes(changes: dict[str, int | flow.Rate | None]) -> str:
 
 
 def limits_table(limits: LimitsInForce) -> SafeString:
-    """The limits in force, one row each, with where each comes from."""
+    """The limits in force, one row each, with where each comes from; then each stored limit
+    that does not parse, with its stored value, marked as ignored."""
     rows = format_html_join(
         "",
         '<tr data-limit="{}"><th>{}</th><td>{}</td><td class="alk-source">{}</td></tr>',
@@ -116,14 +117,26 @@ def limits_table(limits: LimitsInForce) -> SafeString:
             for name, value in limits.limits.describe().items()
         ),
     )
-    return format_html('<table class="alk-limits">{}</table>', rows)
+    ignored = format_html_join(
+        "",
+        '<tr class="alk-ignored" data-ignored="{}"><th>{}</th><td>{}</td>'
+        '<td class="alk-warn">{}</td></tr>',
+        ((item.name, item.name, item.stored, _ignored_note(item)) for item in limits.ignored),
+    )
+    return format_html('<table class="alk-limits">{}{}</table>', rows, ignored)
+
+
+def _ignored_note(item: flow.Ignored) -> str:
+    return _("%(source)s: not a valid limit, ignored") % {"source": source_label(item.source)}
 
 
 def limits_summary(limits: LimitsInForce) -> str:
-    """One line for a list column: "concurrency=8 (override), rate=100/s (code)"."""
+    """One line for a list column: "concurrency=8 (override), rate=100/s (code)", then any
+    stored limit that does not parse: "rate=[5, 1e+400] (override: not a valid limit, ...)"."""
     shown = [
         f"{name}={value} ({source_label(limits.sources.get(name))})"
         for name, value in limits.limits.describe().items()
         if value is not None
     ]
+    shown += [f"{item.name}={item.stored} ({_ignored_note(item)})" for item in limits.ignored]
     return ", ".join(shown) or "-"

@@ -28,10 +28,11 @@ from ..clock import system_clock
 from ..conf import get_settings
 from ..models import Consumer, DeadLetter, FinishedJob, QueueMessage, QueueStat, Worker
 from ..sql import dialect_for
-from . import charts, health, queue_charts
+from . import charts, fair_weights, health, queue_charts
 from .base import LIVE_SECONDS, NUL, ModelAdmin, reload_without_scripts
 from .links import changelist_url, queue_page_url
-from .permissions import has_perm
+from .masking import flows_as_seen
+from .permissions import has_perm, may_view
 from .times import format_age
 
 #: A pending job waiting longer than this is highlighted.
@@ -111,7 +112,7 @@ class OverviewPage:
 
 
 def totals(figures: list[status.QueueRow], rates: dict[str, status.Throughput]) -> dict[str, Any]:
-    counted = ("pending", "scheduled", "waiting", "claimed", "dead")
+    counted = ("pending", "scheduled", "sleeping", "waiting", "claimed", "dead")
     rated = ("finished_5m", "failed_5m", "finished_1h", "failed_1h", "snoozed_1h")
     total: dict[str, Any] = {f: sum(getattr(r, f) for r in figures) for f in counted}
     total |= {f: sum(getattr(r, f) for r in rates.values()) for f in rated}
@@ -139,6 +140,9 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_view(request, QueueStat)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -192,7 +196,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "search": search,
             "page_query": urlencode(others) + "&" if others else "",
             "totals": shown.totals,
-            "flows": shown.flows,
+            "flows": flows_as_seen(request, shown.flows),
             "workers": workers,
             "live_workers": sum(1 for w in workers if not w.stale),
             "stale_workers": sum(1 for w in workers if w.stale),
@@ -219,6 +223,8 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
         using, now = QueueStat.objects.db, system_clock()
         if NUL in name:
             raise Http404("no queue name holds a NUL character")
+        if request.method == "POST":
+            return fair_weights.set_weight(request, using, name)
         consumer = Consumer.objects.using(using).filter(queue=name).first()
         figures = operations.stats(using, name, now)
         live = figures.pending + figures.scheduled + figures.waiting + figures.claimed
@@ -241,7 +247,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
         )
         context |= {
             "name": name,
-            "flow": flow,
+            "flow": flows_as_seen(request, [flow])[0] if flow else None,
             "figures": figures,
             "oldest": format_age(figures.oldest_pending_age) if figures.pending else "-",
             "rate": status.throughput(using, now).get(name, status.Throughput()),
@@ -257,5 +263,6 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "query": urlencode({"queue": name}),
             "keeps": history.keep_for(name) is not None,
             "stale_after": get_settings().WORKER_STALE_AFTER,
+            **fair_weights.fair_context(request, using, name, consumer),
         }
         return TemplateResponse(request, "admin/django_alkqueue/queue.html", context)

@@ -3,6 +3,7 @@ schedule's last and next tick, and Pause / Resume (permission pause_periodictick
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -13,15 +14,20 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from .. import periodic
+from ..audit import record
 from ..clock import system_clock
 from ..conf import get_settings
 from ..models import PeriodicTick
-from .audit import record
+from .audit import actor
 from .base import QueueAdmin
 from .compat import BOTH_PLACES, action
 from .consumers import paused_state
+from .masking import hidden_queues
 from .permissions import has_perm
 from .times import when
+
+#: The detail page's "runs" field when the schedule's queue is one the user may not see.
+MASKED_TARGET = "target_masked"
 
 
 class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
@@ -31,7 +37,7 @@ class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
     ordering = ("name",)
     actions = ["pause", "resume"]
     fields = ("name", "cron", "target", "last", "next", "state")
-    readonly_fields = fields
+    readonly_fields = (*fields, MASKED_TARGET)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -52,13 +58,41 @@ class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
         schedule = self._schedule(row)
         return schedule.cron if schedule else "-"
 
+    def get_list_display(self, request: HttpRequest) -> Any:
+        hidden = hidden_queues(request)
+        return [self._target_column(hidden) if f == "target" else f for f in self.list_display]
+
+    def get_fields(self, request: HttpRequest, obj: PeriodicTick | None = None) -> Any:
+        """A sensitive queue's schedule shows its payload masked (docs/security.md)."""
+        if obj is None or not self._masked(obj, hidden_queues(request)):
+            return self.fields
+        return [MASKED_TARGET if f == "target" else f for f in self.fields or ()]
+
+    def _masked(self, row: PeriodicTick, hidden: frozenset[str]) -> bool:
+        schedule = self._schedule(row)
+        return schedule is not None and schedule.target_queue in hidden
+
+    def _target_column(self, hidden: frozenset[str]) -> Callable[[PeriodicTick], str]:
+        @admin.display(description=gettext_lazy("runs"))
+        def target(row: PeriodicTick) -> str:
+            return self._target(row, mask=self._masked(row, hidden))
+
+        return target
+
     @admin.display(description=gettext_lazy("runs"))
     def target(self, row: PeriodicTick) -> str:
+        return self._target(row, mask=False)
+
+    @admin.display(description=gettext_lazy("runs"))
+    def target_masked(self, row: PeriodicTick) -> str:
+        return self._target(row, mask=True)
+
+    def _target(self, row: PeriodicTick, mask: bool) -> str:
         schedule = self._schedule(row)
         if schedule is None:
             return _("no longer in ALKQUEUE['PERIODIC']")
         return _("%(what)s on %(queue)s") % {
-            "what": schedule.describe(),
+            "what": schedule.describe(mask),
             "queue": schedule.queue or _("its own queue"),
         }
 
@@ -112,7 +146,7 @@ class PeriodicScheduleAdmin(QueueAdmin[PeriodicTick]):
         names = [name for _n, name in rows]
         changed = periodic.set_paused(queryset.db, names, paused)
         verb = "pause" if paused else "resume"
-        record(request, PeriodicTick, verb, [pk for pk, _n in rows],
+        record(actor(request), PeriodicTick, verb, [pk for pk, _n in rows],
                detail=f"schedules {', '.join(names)}")  # fmt: skip
         if paused:
             text = ngettext("Paused %(n)d schedule: %(names)s.",

@@ -1,5 +1,5 @@
-"""Who may do what on the queue pages: the permission check, and the 403 for a POST that names
-an action the user may not run."""
+"""Who may do what on the queue pages: the permission check, the view_* permission that alone
+opens a page, and the 403 for a POST that names an action the user may not run."""
 
 from __future__ import annotations
 
@@ -15,6 +15,12 @@ from .compat import FORM_ACTION, detail_page_actions
 
 def has_perm(request: HttpRequest, model: type[Model], codename: str) -> bool:
     return request.user.has_perm(f"{model._meta.app_label}.{codename}")
+
+
+def may_view(request: HttpRequest, model: type[Model]) -> bool:
+    """The model's view_* permission, and only it: Django's admin takes change_* as view_*
+    too, but no row is edited on these pages, so change_* grants nothing (docs/security.md)."""
+    return has_perm(request, model, f"view_{model._meta.model_name}")
 
 
 def refuse_forbidden_action(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> None:

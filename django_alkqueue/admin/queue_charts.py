@@ -127,10 +127,8 @@ def timing_chart(name: str, buckets: list[Bucket], window: Window, kind: str) ->
     """The median and 95th percentile of the wait ("wait") or run ("run") time per bucket,
     estimated from the minutes' histograms (timings.py); the run's is the handler duration
     histogram that /metrics/ exports too."""
-    bounds = timings.BOUNDS if kind == "wait" else timings.RUN_BOUNDS
-    counts = [getattr(b, kind) for b in buckets]
-    p50 = [timings.percentile(c, 0.5, bounds) if c else None for c in counts]
-    p95 = [timings.percentile(c, 0.95, bounds) if c else None for c in counts]
+    p50 = [_percentile(b, kind, 0.5) for b in buckets]
+    p95 = [_percentile(b, kind, 0.95) for b in buckets]
     peak = max((v for v in p95 if v is not None), default=0.0)
     plot = Plot(buckets, window, nice_ticks(peak, integers=False))
     parts = plot.axes(timings.duration_words)
@@ -144,8 +142,8 @@ def timing_chart(name: str, buckets: list[Bucket], window: Window, kind: str) ->
         if not n:
             return _("no job")
         return _("p50 %(p50)s, p95 %(p95)s (%(n)s jobs)") % {
-            "p50": timings.duration_words(timings.percentile(hist, 0.5, bounds) or 0.0),
-            "p95": timings.duration_words(timings.percentile(hist, 0.95, bounds) or 0.0),
+            "p50": timings.duration_words(_percentile(bucket, kind, 0.5) or 0.0),
+            "p95": timings.duration_words(_percentile(bucket, kind, 0.95) or 0.0),
             "n": fmt(n),
         }
 
@@ -169,12 +167,24 @@ def timing_chart(name: str, buckets: list[Bucket], window: Window, kind: str) ->
             "Per %(per)s: time each handler call took (a batch consumer's call counts once), "
             "as exported at /metrics/."
         ) % {"per": window.bucket_words}
-        bins = _("Estimated from bins up to 5 ms, 25 ms, 100 ms, 500 ms, 1 s, 5 s, 30 s and 5 min.")
+        bins = _(
+            "Estimated from bins up to 5 ms, 25 ms, 100 ms, 500 ms, 1 s, 5 s, 30 s and 5 min, "
+            "placed within a bin by the calls' total time."
+        )
     note = note + " " + bins
     summary = _("%(queue)s, %(what)s over the last %(window)s: %(figures)s") % {
         "queue": name, "what": what, "window": window.label, "figures": _peaks(p95),
     }  # fmt: skip
     return figure(svg(parts, summary, note), legend, note, f"alk-chart-{kind}")
+
+
+def _percentile(bucket: Bucket, kind: str, fraction: float) -> float | None:
+    """The bucket's estimate: the wait's from its bins, the run's placed by its total."""
+    if kind == "wait":
+        return timings.percentile(bucket.wait, fraction) if bucket.wait else None
+    if not bucket.run:
+        return None
+    return timings.percentile(bucket.run, fraction, timings.RUN_BOUNDS, bucket.run_seconds)
 
 
 def _peaks(values: list[float | None]) -> str:

@@ -41,13 +41,15 @@ def metrics(request: HttpRequest) -> HttpResponse:
             refused.status_code = 401
             refused["WWW-Authenticate"] = 'Bearer realm="alkqueue"'
         return refused
-    try:
+    try:  # optional: the metrics extra
         from prometheus_client import CONTENT_TYPE_LATEST
     except ImportError:
         raise ImproperlyConfigured(
             "django_alkqueue.metrics needs prometheus_client: "
             "pip install 'django-alkqueue[metrics]'"
         ) from None
+    # App-registry timing: a URLconf loads this view even where the app is missing (E103),
+    # and the collector imports the Tasks backend, which then refuses to load (E102).
     from .collector import scrape
 
     body = scrape(get_settings().DATABASE, system_clock())

@@ -15,14 +15,15 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import get_settings
 from ..exceptions import UnsupportedDatabase
-from .base import Claim, Dialect, Notifications, Row, chunked
+from .base import Claim, Claimed, CrashRetry, Dialect, Notifications, Row, chunked, ping
 from .locks import SESSION_LOCKS
 from .orm import OrmDialect
 from .postgresql.wake_pacing import follow_up_delay
+from .sqlite import SqliteDialect
 
 __all__ = [
-    "Claim", "Dialect", "Notifications", "Row", "chunked", "dialect_for", "dialect_name",
-    "follow_up_delay",
+    "Claim", "Claimed", "CrashRetry", "Dialect", "Notifications", "Row", "chunked", "dialect_for",
+    "dialect_name", "follow_up_delay", "ping",
 ]  # fmt: skip
 
 
@@ -47,14 +48,12 @@ def dialect_name(connection: BaseDatabaseWrapper) -> str:
 
 @functools.cache
 def _dialect(name: str, vendor: str) -> Dialect:
-    # Imported here: the PostgreSQL driver's modules import psycopg, which a project on
-    # another database need not install.
     if name == "postgresql":
+        # Imported here: the PostgreSQL driver's modules import psycopg, which a project on
+        # another database need not install.
         from .postgresql.dialect import PostgresDialect
 
         return PostgresDialect()
     if name == "sqlite":
-        from .sqlite import SqliteDialect
-
         return SqliteDialect()
     return OrmDialect(SESSION_LOCKS.get(vendor), innodb_metrics=vendor == "mysql")

@@ -3,23 +3,36 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import payload as payload_codec
-from ..history import Finish, kept_job, row_of
-from ..jobs import Job, Progress, Stamps, State, live_state, make_job
-from ..models import DEAD_LETTER_TABLE, MESSAGE_TABLE, FinishedJob
-from . import queue_stat_deltas, workflow_rows
+from ..conf import get_settings
+from ..jobs import Finish, Job, Progress, Stamps, State, live_state, make_job
+from ..limit_values import Limits
+from ..models import (
+    DEAD_LETTER_TABLE,
+    FINISHED_TABLE,
+    MESSAGE_TABLE,
+    SIGNAL_TABLE,
+    STEP_TABLE,
+    FinishedJob,
+)
+from . import (
+    leader_rows,
+    local_wakeups,
+    queue_scans,
+    queue_stat_deltas,
+    unique_windows,
+    workflow_rows,
+)
+from .kept_rows import kept_job, row_of
 from .locks import SessionLock
-
-if TYPE_CHECKING:
-    from ..limits import Limits
 
 # One row shape for live jobs and dead letters alike; `Job` is built from it.
 ROW_FIELDS = (
@@ -36,7 +49,7 @@ INSERT_FIELDS = (
 # insert_values()' first len(KEYLESS_INSERT_FIELDS).
 KEYLESS_INSERT_FIELDS = INSERT_FIELDS[:-1]
 # The columns a dead letter copies from the live row it replaces.
-BURIED_FIELDS = (
+DEAD_LETTER_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claimed_by", "claimed_at",
     "concurrency_key", "trace_context", "requeued_at",
@@ -74,6 +87,13 @@ def chunked(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:  # noqa: UP
         yield items[start : start + size]
 
 
+def ping(connection: BaseDatabaseWrapper) -> None:
+    """Run a trivial statement: whatever the driver raises says the database is not there."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
 def _in_queue(job_id: int, queue: str | None) -> tuple[str, list[Any]]:
     if queue is None:
         return "", [job_id]
@@ -98,12 +118,38 @@ class Claim(NamedTuple):
 
 Row = tuple[Any, ...]
 
+
+class CrashRetry(NamedTuple):
+    """How a job whose handler took its worker down goes back (Dialect.crashed): due from
+    `run_at`, with `error` as its last error (None keeps the last one), unless it has no
+    attempt left."""
+
+    run_at: datetime
+    error: str | None = None
+    out_of_attempts: bool = False
+
+
+class Claimed(NamedTuple):
+    """What a claim did: each job it handed out with its claim (in handout order), the jobs
+    it dead-lettered on the way, and for a queue with limits what they did."""
+
+    handed: list[tuple[Job, Claim]]
+    dead: list[Job]
+    #: It came back short, and the queue's limits may be why, not only an empty queue: its
+    #: queue-wide room was below what it asked for, or a key limit is set.
+    held_back: bool = False
+    #: Seconds until the queue's rate frees room, when it came back short with the rate's
+    #: window spent; else None.
+    room_in: float | None = None
+
+
 _Done = TypeVar("_Done", Claim, int)
 
 
 class Acked(NamedTuple, Generic[_Done]):  # noqa: UP046 (make test-compat runs Python 3.11)
     """What an ack deleted: its claims (ack) or ids (ack_batch), and the ids among them whose
-    rows were marked in_workflow, for workflows/finishing.py to settle after the statement."""
+    rows were marked in_workflow, for workflows/finishing.py to settle in the same
+    transaction (operations.ack)."""
 
     done: list[_Done]
     in_workflows: list[int]
@@ -134,7 +180,9 @@ class Dialect:
     backends declare theirs); code outside `sql/` reads them instead of the vendor's name.
     """
 
-    #: LISTEN/NOTIFY wake-ups; elsewhere workers find new jobs by polling.
+    #: LISTEN/NOTIFY wake-ups, which reach every host and carry cancels; elsewhere the
+    #: workers of the enqueuing host are woken through sockets (sql/local_wakeups.py), the
+    #: others poll, and a cancel reaches its worker at the next lease renewal.
     supports_notify = False
     #: Session-level advisory locks, which the server frees when the session ends (leader):
     #: true where the dialect has a session_lock.
@@ -267,18 +315,32 @@ class Dialect:
             return bool(cursor.rowcount == 1)
 
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
-        """Wake idle workers of `queue` (PostgreSQL NOTIFY; nothing elsewhere)."""
+        """Wake idle workers of `queue` once the caller's transaction commits: PostgreSQL's
+        NOTIFY; elsewhere the workers of this host (sql/local_wakeups.py)."""
+        local_wakeups.wake(connection, queue, get_settings().WAKEUP_DIRECTORY)
+
+    def wake_after_insert(self, connection: BaseDatabaseWrapper, queue: str, single: bool) -> None:
+        """notify() after an enqueue's INSERT (PostgreSQL's statements carry their own
+        NOTIFY); a `single` job's wake-up is paced by ALKQUEUE["NOTIFY_WINDOW"]."""
+        settings = get_settings()
+        if single:
+            local_wakeups.wake_paced(
+                connection, queue, settings.WAKEUP_DIRECTORY, settings.NOTIFY_WINDOW
+            )
+        else:
+            local_wakeups.wake(connection, queue, settings.WAKEUP_DIRECTORY)
 
     def listen(
         self,
         connection: BaseDatabaseWrapper,
         cancels: tuple[str, Callable[[int], object]] | None = None,
     ) -> AbstractContextManager[Notifications]:
-        """A session of its own, with `connection`'s settings, receiving the wake-ups that
-        notify() sends; only where supports_notify. With `cancels` (a worker id and a
-        callback), the ids of the jobs notify_cancel() names to that worker go to the
+        """Receive the wake-ups that notify() sends: PostgreSQL's LISTEN on a session of its
+        own, with `connection`'s settings; elsewhere this process's socket in the database's
+        wake-up directory. With `cancels` (a worker id and a callback; only where
+        supports_notify), the ids of the jobs notify_cancel() names to that worker go to the
         callback as they come."""
-        raise NotImplementedError
+        return local_wakeups.inbox(connection, get_settings().WAKEUP_DIRECTORY)
 
     def notify_cancel(self, connection: BaseDatabaseWrapper, worker_id: str, job_id: int) -> None:
         """Tell `worker_id` at once that the job it runs was cancelled (PostgreSQL NOTIFY, sent
@@ -329,6 +391,44 @@ class Dialect:
         returning = self.supports_update_returning
         return workflow_rows.finish_batch_members(connection, job_ids, outcome, returning)
 
+    def known_queues(self, connection: BaseDatabaseWrapper) -> list[str]:
+        """Every queue named by a consumer, a live job or a dead letter, sorted, by index
+        walks (sql/queue_scans.py)."""
+        return queue_scans.known_queues(connection)
+
+    def first_unclaimed_run_at(
+        self, connection: BaseDatabaseWrapper, queues: Collection[str] | None
+    ) -> dict[str, datetime]:
+        """Per queue (of `queues`, when given) with unclaimed rows, their earliest run_at,
+        by probes of alkqueue_pending_idx (sql/queue_scans.py)."""
+        return queue_scans.first_unclaimed_run_at(connection, queues)
+
+    def another_leader(
+        self, connection: BaseDatabaseWrapper, worker_id: str, since: datetime
+    ) -> bool:
+        """Whether a Worker row other than `worker_id`'s, heartbeating at `since` or later,
+        is marked leader (the mark of a database without session locks: sql/leader_rows.py)."""
+        return leader_rows.another_leader(connection, worker_id, since)
+
+    def mark_leader(self, connection: BaseDatabaseWrapper, worker_id: str) -> None:
+        """Mark `worker_id`'s Worker row the leader and every other row not, in one statement."""
+        leader_rows.mark_leader(connection, worker_id)
+
+    def queue_table_stats(self, connection: BaseDatabaseWrapper) -> list[dict[str, Any]]:
+        """The live table's and the dead letters' live and dead tuples and last vacuum, from
+        the server's statistics (supports_catalog_health only)."""
+        raise NotImplementedError
+
+    def open_sessions(self, connection: BaseDatabaseWrapper) -> list[dict[str, Any]]:
+        """The other sessions with a transaction or a snapshot open, oldest first (at most
+        20): what holds back vacuum (supports_catalog_health only)."""
+        raise NotImplementedError
+
+    def replication_slots(self, connection: BaseDatabaseWrapper) -> list[dict[str, Any]]:
+        """The server's replication slots and the xmin each holds back (supports_catalog_health
+        only)."""
+        raise NotImplementedError
+
     def try_leader_lock(self, connection: BaseDatabaseWrapper) -> bool:
         """Take the leader's session lock without waiting (supports_advisory_locks only)."""
         assert self.session_lock is not None
@@ -346,6 +446,62 @@ class Dialect:
     ) -> None:
         """Add each queue's (finished, failed) to its row of `minute`, creating it if new."""
         queue_stat_deltas.add_by_upsert(connection, minute, deltas)
+
+    # -- durable steps (docs/durable-steps.md) ---------------------------------------------
+
+    def record_step(
+        self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime, name: str,
+        value: str, duration: float,
+    ) -> bool:  # fmt: skip
+        """Record a step of a validly claimed job, in one statement that locks its row first,
+        so the claim holds until the record commits; False (nothing written) when the claim
+        is no longer valid. The attempt recorded is the row's."""
+        raise NotImplementedError
+
+    def load_steps(self, connection: BaseDatabaseWrapper, job_id: int) -> dict[str, str]:
+        """A job's recorded steps: each name's value, as JSON text. Walks the unique index
+        alkqueue_jobstep_name (job_id, name)."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT name, value FROM {STEP_TABLE} WHERE job_id = %s", [job_id])
+            return {name: value for name, value in cursor.fetchall()}
+
+    def delete_steps(self, connection: BaseDatabaseWrapper, job_ids: Sequence[int]) -> int:
+        """Delete these jobs' steps and signals (alkqueue_jobstep_name and
+        alkqueue_jobsignal_name, by their leading job_id). Returns the steps deleted."""
+        self._delete_by_job(connection, SIGNAL_TABLE, job_ids)
+        return self._delete_by_job(connection, STEP_TABLE, job_ids)
+
+    def _delete_by_job(
+        self, connection: BaseDatabaseWrapper, table: str, job_ids: Sequence[int]
+    ) -> int:
+        deleted = 0
+        with connection.cursor() as cursor:
+            for chunk in chunked(job_ids, self.ids_per_statement):
+                marks = ", ".join(["%s"] * len(chunk))
+                cursor.execute(f"DELETE FROM {table} WHERE job_id IN ({marks})", list(chunk))
+                deleted += cursor.rowcount
+        return deleted
+
+    def sweep_steps(self, connection: BaseDatabaseWrapper, batch: int) -> int:
+        """Delete the steps, then the signals, of up to `batch` jobs gone each: no live row
+        (primary key), no dead letter (alkqueue_deadletter's job_id) and no kept row
+        (alkqueue_finishedjob's job_id). A job's steps and signals leave with its ack when
+        it recorded steps; these are those of jobs cancelled, purged, expired as dead
+        letters or past their keep in the history. Returns the rows deleted."""
+        deleted = 0
+        for table in (STEP_TABLE, SIGNAL_TABLE):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT DISTINCT s.job_id FROM {table} s WHERE "
+                    f"NOT EXISTS (SELECT 1 FROM {MESSAGE_TABLE} m WHERE m.id = s.job_id) AND "
+                    f"NOT EXISTS (SELECT 1 FROM {DEAD_LETTER_TABLE} d WHERE d.job_id = s.job_id) "
+                    f"AND NOT EXISTS (SELECT 1 FROM {FINISHED_TABLE} f WHERE f.job_id = s.job_id) "
+                    f"LIMIT {int(batch)}"
+                )
+                gone = [row[0] for row in cursor.fetchall()]
+            if gone:
+                deleted += self._delete_by_job(connection, table, gone)
+        return deleted
 
     # -- the state changes each vendor writes its own way ----------------------------------
 
@@ -365,6 +521,74 @@ class Dialect:
     ) -> int | None:
         """Insert one job with stamps.unique_key; None when a live job holds that key."""
         raise NotImplementedError
+
+    def update_debounced(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        key: str,
+        text: str,
+        run_at: datetime,
+        expires_at: datetime | None,
+    ) -> Row | None:
+        """The unclaimed job holding debounce `key`, updated in place: its payload `text`, its
+        run_at moved to `run_at` or its debounce deadline, whichever comes first, its expiry
+        to `expires_at`. Its row, or None when no unclaimed job holds the key
+        (sql/debounce_rows.py)."""
+        raise NotImplementedError
+
+    def insert_debounced(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        text: str,
+        stamps: Stamps,
+        key: str,
+        deadline: datetime | None,
+    ) -> int | None:
+        """Insert one job holding debounce `key`; None when an unclaimed job holds it."""
+        raise NotImplementedError
+
+    def is_deadlock(self, error: Exception) -> bool:
+        """Whether `error` is a deadlock the database broke by rolling the whole transaction
+        back, so that a caller outside any other transaction may run it again."""
+        return False
+
+    def lock_unique_window(
+        self, connection: BaseDatabaseWrapper, queue: str, key: str, now: datetime
+    ) -> int | None:
+        """Lock unique `key`'s window until the caller's transaction ends: the id of the job
+        whose window holds it, or None when none does (no window, or a lapsed one). SQLite,
+        whose writers take turns anyway, reads nothing (sql/unique_windows.py)."""
+        found = unique_windows.lock(connection, queue, key)
+        return self._holder(found, now)
+
+    def _holder(self, found: tuple[int, Any] | None, now: datetime) -> int | None:
+        if found is None:
+            return None
+        lapses_at = self.read_datetime(found[1])
+        return found[0] if lapses_at is not None and lapses_at > now else None
+
+    def take_unique_window(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        key: str,
+        job_id: int,
+        now: datetime,
+        lapses_at: datetime,
+    ) -> int | None:
+        """Take unique `key` for job `job_id` until `lapses_at`, in the caller's transaction:
+        None when taken (new, or over a lapsed window), else the id of the job whose window
+        holds it (sql/unique_windows.py)."""
+        return unique_windows.take(
+            connection, queue, key, job_id,
+            self.param_datetime(connection, now), self.param_datetime(connection, lapses_at),
+        )  # fmt: skip
+
+    def sweep_unique_windows(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
+        """Delete the lapsed unique windows; returns how many."""
+        return unique_windows.sweep(connection, now)
 
     def insert_one(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
@@ -390,12 +614,27 @@ class Dialect:
         now: datetime,
         limits: Limits,
         clock: Callable[[], datetime] | None,
-    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
-        """claim() for a queue with limits, through its gate (docs/flow-control.md): written
-        once with the ORM (sql/limited_claim.py), unless the dialect has its own."""
-        from . import limited_claim  # it builds on the ORM dialect, which builds on this
+    ) -> Claimed:
+        """claim() for a queue with limits, through its gate (docs/flow-control.md), saying
+        whether they held it back and when the rate frees room: written once with the ORM
+        (sql/limited_claim.py, for SQLite and the ORM dialect), and once for PostgreSQL."""
+        raise NotImplementedError
 
-        return limited_claim.claim(connection, queue, worker_id, n, now, limits, clock)
+    def fair_claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        worker_id: str,
+        n: int,
+        now: datetime,
+        limits: Limits,
+        clock: Callable[[], datetime] | None,
+        weights: Mapping[str, int],
+    ) -> Claimed:
+        """claim() for a queue that takes turns between fair keys (fair_share.py), with the
+        key `weights` set, within `limits`: the steps of sql/limited_claim.py with the choice
+        of sql/fair_turns.py, on every vendor."""
+        raise NotImplementedError
 
     def ack(
         self,
@@ -403,12 +642,16 @@ class Dialect:
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None] | None = None,
+        plain_only: bool = False,
     ) -> Acked[Claim]:
         """Delete the jobs whose claims are still valid; returns those claims. Claims, not
         ids: one worker can hold an old lapsed claim and the new claim of the same job.
 
         `finishes`, when given, holds one entry per claim: each acked job with a Finish is
-        also written to the history (outcome "succeeded") in the same transaction."""
+        also written to the history (outcome "succeeded") in the same transaction.
+
+        `plain_only`: leave the rows marked in_workflow live (their acks settle a workflow,
+        so operations.ack acks them again inside a transaction with that settling)."""
         raise NotImplementedError
 
     def keep_finished(
@@ -449,11 +692,11 @@ class Dialect:
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None,
+        done: Finish | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         """Delete the queue's claimed jobs with a live lease, whoever holds them; returns
         the ids deleted. With `done` (the queue keeps), each is also written to the history,
-        without output, in the same transaction."""
+        without output, in the same transaction. `plain_only` as in ack()."""
         raise NotImplementedError
 
     def retry(
@@ -494,6 +737,36 @@ class Dialect:
         """Delete dead letters older than the retention stamped on them."""
         raise NotImplementedError
 
+    def dead_letter(
+        self,
+        connection: BaseDatabaseWrapper,
+        ids: Sequence[int],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        """The live rows with these ids -> dead letters (died_at `now`, `reason`, `error`),
+        inside the caller's transaction, each row locked before it goes; ids no longer
+        live are left out. Returns the dead letters in the row shape. Every death goes
+        through this method or its dialect's statement for a condition (fail, crashed,
+        sweep_expired, reclaim): docs/architecture.md, "Where each rule lives"."""
+        raise NotImplementedError
+
+    def park(self, connection: BaseDatabaseWrapper, job_id: int, run_at: datetime) -> None:
+        """A live job waits (jobs.parked_at()): never due until unparked, `run_at` kept in
+        its WaitingJob row."""
+        workflow_rows.park(connection, job_id, run_at)
+
+    def unpark(self, connection: BaseDatabaseWrapper, waiting: Mapping[int, datetime]) -> set[str]:
+        """These waiting jobs (id -> run_at, their WaitingJob rows locked) wait no more:
+        each parked live row gets its run_at back, the WaitingJob rows go. Returns the
+        queues of the rows unparked."""
+        return workflow_rows.unpark(connection, waiting)
+
+    def mark_in_workflow(self, connection: BaseDatabaseWrapper, ids: Sequence[int]) -> None:
+        """Mark these live rows in_workflow: their acks settle a workflow (models.QueueMessage)."""
+        workflow_rows.mark_in_workflow(connection, ids)
+
     def fail(
         self,
         connection: BaseDatabaseWrapper,
@@ -504,6 +777,22 @@ class Dialect:
     ) -> Row | None:
         """Move a validly claimed job to the dead letters; returns its dead row, or None
         when the claim is no longer valid."""
+        raise NotImplementedError
+
+    def crashed(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        limit: int,
+        retry: CrashRetry,
+    ) -> tuple[bool, Row | None]:
+        """Give back a valid claim whose handler took its worker (or its process-pool child)
+        down: pending from `retry.run_at`, the attempt still counted, one more crash
+        counted and `retry.error` (when given) its last error. At `limit` crashes, to the
+        dead letters ("crashed its worker", `retry.error` or that reason as its last error)
+        instead; else, `retry.out_of_attempts`, to them as "max attempts exceeded". Returns
+        (whether the claim was valid, the dead row if it died)."""
         raise NotImplementedError
 
     def sweep_expired(

@@ -1,4 +1,4 @@
-"""InnoDB's figure for what PostgreSQL calls dead tuples (MySQL, MariaDB).
+"""InnoDB's figure for what PostgreSQL calls dead tuples, and its deadlocks (MySQL, MariaDB).
 
 The history list length counts undo log records that purge has not yet removed. A
 transaction left open keeps every older record alive, so the list grows while the queue's
@@ -8,7 +8,7 @@ chains. Reading INNODB_METRICS needs the PROCESS privilege.
 
 from __future__ import annotations
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, OperationalError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 HISTORY_LENGTH_SQL = (
@@ -26,3 +26,13 @@ def history_length(connection: BaseDatabaseWrapper) -> int | None:
     except DatabaseError:
         return None
     return None if row is None else int(row[0])
+
+
+#: ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back to break a lock cycle.
+DEADLOCK = 1213
+
+
+def is_deadlock(error: Exception) -> bool:
+    """Whether `error` is InnoDB's deadlock, which two inserts of one unique key can meet
+    while an earlier row of that key is deleted but not yet purged."""
+    return isinstance(error, OperationalError) and bool(error.args) and error.args[0] == DEADLOCK

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -39,10 +39,10 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job
-from ..limits import Limits, Rate, cache
+from ..limit_values import Limits, Rate
 from ..models import ClaimGate, ClaimLedger, QueueMessage
-from .base import ROW_FIELDS, Claim, Row
-from .orm import OrmDialect
+from . import fair_turns
+from .base import ROW_FIELDS, Claim, Claimed, Dialect, Row
 from .orm_rows import HANDOUT, live_rows, not_expired
 
 #: The ledger's key for the queue's own count (a concurrency key is never empty).
@@ -50,10 +50,12 @@ QUEUE_WIDE = ""
 _LEASE_AT = ROW_FIELDS.index("lease")
 _KEY_AT = ROW_FIELDS.index("concurrency_key")
 
-_rows = OrmDialect()  # ORM rows are read and buried the same way on every database
+# ORM rows come back converted by Django: the base dialect's to_job reads them as they are.
+_rows = Dialect()
 
 
 def claim(
+    dialect: Dialect,
     connection: BaseDatabaseWrapper,
     queue: str,
     worker_id: str,
@@ -61,9 +63,13 @@ def claim(
     now: datetime,
     limits: Limits,
     clock: Callable[[], datetime] | None = None,
-) -> tuple[list[tuple[Job, Claim]], list[Job]]:
-    """Claim up to n due jobs of `queue` within `limits`; returns (each job and its claim,
-    in handout order; the jobs dead-lettered on the way).
+    fair: Mapping[str, int] | None = None,
+) -> Claimed:
+    """Claim up to n due jobs of `queue` within `limits`; returns each job and its claim (in
+    handout order), the jobs dead-lettered on the way, and what the limits did.
+
+    With `fair` (the weights of a queue that takes turns, fair_share.py) the limits decide
+    how many jobs, and the turns which (sql/fair_turns.py).
 
     `clock` is read again once the gate is held, for the counts, and once more after them,
     for the claim's time (claimed_at, the lease, the ledger): a claim's time is then never
@@ -77,29 +83,43 @@ def claim(
     if not connection.features.has_select_for_update and not _anything_to_claim(live, now):
         # SQLite's gate is the database's write lock: an idle poll looks first, as its
         # unlimited claim does, so that it neither takes the lock nor waits for it.
-        return [], []
+        return Claimed([], [])
+    room_in = None
     with transaction.atomic(using=alias):
         lock_gate(alias, queue, now)
         counted_at = read()
         held, lapsed = _live_claims_per_key(live, counted_at)
-        dead = reclaim_lapsed(connection, live, counted_at) if lapsed else []
+        dead = reclaim_lapsed(dialect, connection, live, counted_at) if lapsed else []
         if lapsed:
             held, _ = _live_claims_per_key(live, counted_at)
         room = min(n, _queue_room(alias, queue, counted_at, limits, held))
-        rows = _choose(alias, live, queue, counted_at, limits, room, held) if room > 0 else []
-        claimed_at = max(counted_at, read())
-        handed = _stamp(live, rows, worker_id, claimed_at)
+        if fair is None:
+            rows = _choose(alias, live, queue, counted_at, limits, room, held) if room > 0 else []
+            claimed_at = max(counted_at, read())
+            handed = _stamp(live, rows, worker_id, claimed_at)
+        else:
+            at = fair_turns.read_clock(alias, queue)
+            taken = _choose_fair(alias, live, queue, counted_at, limits, room, held, at, fair)
+            rows = live_rows(live.filter(id__in=[c.id for c in taken])) if taken else []
+            claimed_at = max(counted_at, read())
+            place = {c.id: i for i, c in enumerate(taken)}
+            handed = _stamp(live, rows, worker_id, claimed_at, place)
+            ids = {claim.id for _, claim in handed}
+            fair_turns.advance(alias, queue, at, [c for c in taken if c.id in ids], fair)
         if limits.rate is not None or limits.key_rate is not None:
             _record(alias, queue, claimed_at, limits, [job for job, _ in handed])
-            short = limits.rate is not None and len(handed) < n
-            frees_in = rate_frees_in(alias, queue, claimed_at, limits) if short else None
-            cache.note_room_in(queue, alias, frees_in)
-    return handed, to_jobs(dead, counted_at)
+            if limits.rate is not None and len(handed) < n:
+                room_in = rate_frees_in(alias, queue, claimed_at, limits)
+    held_back = was_held_back(limits, len(handed) < n, room < n)
+    return Claimed(handed, dead, held_back, room_in)
 
 
-def to_jobs(dead: list[Row], now: datetime) -> list[Job]:
-    """The dead letters of reclaim_lapsed as jobs."""
-    return [_rows.to_job(row, now) for row in dead]
+def was_held_back(limits: Limits, short: bool, room_short: bool) -> bool:
+    """Whether a claim that came back `short` was held back by its limits, not only for want
+    of due jobs: the queue-wide limits left it less room than it asked for (`room_short`), or
+    a key limit is set (which key left jobs out is not counted: a short claim may have)."""
+    keyed = limits.key_concurrency is not None or limits.key_rate is not None
+    return short and (room_short or keyed)
 
 
 def _anything_to_claim(live: QuerySet[QueueMessage], now: datetime) -> bool:
@@ -123,21 +143,21 @@ def lock_gate(alias: str, queue: str, now: datetime) -> None:
 
 
 def reclaim_lapsed(
-    connection: BaseDatabaseWrapper, live: QuerySet[QueueMessage], now: datetime
-) -> list[Row]:
+    dialect: Dialect, connection: BaseDatabaseWrapper, live: QuerySet[QueueMessage], now: datetime
+) -> list[Job]:
     """The queue's lapsed claims free their slots: pending again with attempts left, else
-    dead letters. Returns the dead rows."""
+    dead letters (the dialect's dead_letter). Returns the jobs that died."""
     lapsed = live.filter(claim_token__isnull=False, lease_expires_at__lte=now)
     found = list(lapsed.values_list("id", "attempts", "max_attempts"))
     if not found:
         return []
     exhausted = [job_id for job_id, attempts, most in found if attempts >= most]
-    dead = _rows._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
-                           MAX_ATTEMPTS_EXCEEDED) if exhausted else []  # fmt: skip
+    dead = dialect.dead_letter(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
+                               MAX_ATTEMPTS_EXCEEDED) if exhausted else []  # fmt: skip
     live.filter(id__in=[row[0] for row in found if row[0] not in exhausted]).update(
         claim_token=None, claimed_by=None, claimed_at=None, lease_expires_at=None
     )
-    return dead
+    return [dialect.to_job(row, now) for row in dead]
 
 
 def _live_claims_per_key(
@@ -248,12 +268,55 @@ def _choose(
     return chosen
 
 
+def _choose_fair(
+    alias: str,
+    live: QuerySet[QueueMessage],
+    queue: str,
+    now: datetime,
+    limits: Limits,
+    room: int,
+    held: dict[str | None, int],
+    fair_clock: float,
+    weights: Mapping[str, int],
+) -> list[fair_turns.Candidate]:
+    """Up to `room` due rows in fair order (sql/fair_turns.py), each concurrency key within
+    its room. The candidates are the first of each fair key's first `room` due rows, more
+    of them when key limits may skip some: a claim whose skipped rows ran past them comes
+    back short, and the next claim tries again."""
+    if room <= 0:
+        return []
+    due = live.filter(not_expired(now), claim_token__isnull=True, run_at__lte=now)
+    rooms, fresh_room = _key_rooms(alias, queue, now, limits, held)
+    limit = room if fresh_room is None else 4 * room + 64
+    found = fair_turns.candidates(due, queue, fair_clock, weights, room, limit)
+    full = {key for key, left in rooms.items() if left <= 0}
+    taken: list[fair_turns.Candidate] = []
+    per_key: Counter[str] = Counter()
+    for candidate in found:
+        if len(taken) == room:
+            break
+        key = candidate.concurrency_key
+        if key is not None and fresh_room is not None:
+            if key in full:
+                continue
+            per_key[key] += 1
+            if per_key[key] >= rooms.get(key, fresh_room):
+                full.add(key)
+        taken.append(candidate)
+    return taken
+
+
 def _stamp(
-    live: QuerySet[QueueMessage], chosen: list[Row], worker_id: str, now: datetime
+    live: QuerySet[QueueMessage],
+    chosen: list[Row],
+    worker_id: str,
+    now: datetime,
+    place: dict[int, int] | None = None,
 ) -> list[tuple[Job, Claim]]:
-    """Claim the chosen rows with one token; returns them in handout order. The jobs are
-    built from the rows as read and the stamps written, unless a row was claimed meanwhile
-    (an unlimited claim in a process that has not read the limits yet): then read back."""
+    """Claim the chosen rows with one token; returns them in handout order (with `place`, a
+    fair claim's: each id's place in it). The jobs are built from the rows as read and the
+    stamps written, unless a row was claimed meanwhile (an unlimited claim in a process that
+    has not read the limits yet): then read back."""
     if not chosen:
         return []
     token = uuid.uuid4()
@@ -264,6 +327,7 @@ def _stamp(
         stamped += live.filter(id__in=[row[0] for row in rows], claim_token__isnull=True).update(
             attempts=F("attempts") + 1, claim_token=token, claimed_by=worker_id,
             claimed_at=now, lease_expires_at=now + timedelta(seconds=lease),
+            debounce_key=None,  # the claimed job leaves its debounce key (sql/debounce_rows.py)
         )  # fmt: skip
     if stamped == len(chosen):
         claimed = [
@@ -274,7 +338,10 @@ def _stamp(
     else:
         claimed = live_rows(live.filter(id__in=[row[0] for row in chosen], claim_token=token))
     handed = [(_rows.to_job(row, now), Claim(row[0], token)) for row in claimed]
-    handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
+    if place is not None:
+        handed.sort(key=lambda pair: place[pair[1].id])
+    else:
+        handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
     return handed
 
 
@@ -311,3 +378,36 @@ def _record(alias: str, queue: str, now: datetime, limits: Limits, jobs: list[Jo
             for key, count in per_key.items()
         )
     ledger.bulk_create(entries)
+
+
+class OrmClaims(Dialect):
+    """The claims written once here with the ORM, as methods of the dialects that take them:
+    the limited claim (SQLite's and the ORM dialect's; PostgreSQL has its own) and the fair
+    claim (every vendor's). A class of this module, not of sql/base.py, which this module
+    imports."""
+
+    def limited_claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        worker_id: str,
+        n: int,
+        now: datetime,
+        limits: Limits,
+        clock: Callable[[], datetime] | None,
+    ) -> Claimed:
+        return claim(self, connection, queue, worker_id, n, now, limits, clock)
+
+    def fair_claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        worker_id: str,
+        n: int,
+        now: datetime,
+        limits: Limits,
+        clock: Callable[[], datetime] | None,
+        weights: Mapping[str, int],
+    ) -> Claimed:
+        """The claim of a queue that takes turns between fair keys (sql/fair_turns.py)."""
+        return claim(self, connection, queue, worker_id, n, now, limits, clock, weights)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,20 +25,19 @@ from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Q, QuerySet, TextField, Value
 
-from ..history import Finish
-from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Progress, Stamps
-from ..models import DeadLetter, QueueMessage
-from . import innodb, queue_stat_deltas
-from .base import Acked, Claim, Dialect, Row, WriteChunk
+from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, Finish, Job, Progress, Stamps
+from ..models import MESSAGE_TABLE, STEP_TABLE, DeadLetter, QueueMessage
+from . import debounce_rows, innodb, limited_claim, queue_stat_deltas, unique_windows
+from .base import Acked, Claim, CrashRetry, Row, WriteChunk
 from .locks import SessionLock
 from .orm_rows import (
     CHUNK,
     HANDOUT,
     as_claimed,
+    as_dead_letter,
     as_dead_row,
     by_claim,
     chunks,
-    dead_letter,
     dead_rows,
     expired,
     handout_key,
@@ -49,7 +48,7 @@ from .orm_rows import (
 )
 
 
-class OrmDialect(Dialect):
+class OrmDialect(limited_claim.OrmClaims):
     # Transactions here take no savepoint inside a caller's block (savepoint=False): only a
     # database error can interrupt them, which spoils the caller's block anyway, and a
     # savepoint is two more round trips. insert_many and insert_unique keep theirs.
@@ -169,6 +168,52 @@ class OrmDialect(Dialect):
             return None  # alkqueue_live_unique_key (or 0009's stand-in) refused the key
         return int(row.pk)
 
+    def update_debounced(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        key: str,
+        text: str,
+        run_at: datetime,
+        expires_at: datetime | None,
+    ) -> Row | None:
+        return debounce_rows.update_in_place_by_orm(
+            connection, queue, key, text, run_at, expires_at
+        )
+
+    def insert_debounced(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        text: str,
+        stamps: Stamps,
+        key: str,
+        deadline: datetime | None,
+    ) -> int | None:
+        row = self._message(queue, text, stamps)
+        row.debounce_key, row.debounce_deadline = key, deadline
+        return debounce_rows.insert_by_orm(connection, row)
+
+    def is_deadlock(self, error: Exception) -> bool:
+        return innodb.is_deadlock(error)
+
+    def lock_unique_window(
+        self, connection: BaseDatabaseWrapper, queue: str, key: str, now: datetime
+    ) -> int | None:
+        self._write_lock_first(connection)
+        return self._holder(unique_windows.lock_by_orm(connection, queue, key), now)
+
+    def take_unique_window(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        key: str,
+        job_id: int,
+        now: datetime,
+        lapses_at: datetime,
+    ) -> int | None:
+        return unique_windows.take_by_orm(connection, queue, key, job_id, now, lapses_at)
+
     # -- claim -----------------------------------------------------------------------------
 
     def claim(
@@ -192,8 +237,8 @@ class OrmDialect(Dialect):
             exhausted = [row[0] for row in candidates if row[4] >= row[5]]
             usable = sorted((row for row in candidates if row[4] < row[5]), key=handout_key)[:n]
             self._stamp(connection, usable, token, worker_id, now)
-            dead = self._bury_ids(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
-                                  MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
+            dead = self.dead_letter(connection, exhausted, now, MAX_ATTEMPTS_EXCEEDED,
+                                    MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
         handed = [as_claimed(row, token, worker_id, now) for row in usable]
         return (
             [(self.to_job(row, now), Claim(row[0], token)) for row in handed],
@@ -241,6 +286,7 @@ class OrmDialect(Dialect):
             self._live(connection).filter(id__in=[row[0] for row in group]).update(
                 attempts=F("attempts") + 1, claim_token=token, claimed_by=worker_id,
                 claimed_at=now, lease_expires_at=now + timedelta(seconds=lease),
+                debounce_key=None,  # the claimed job leaves its debounce key (sql/debounce_rows.py)
             )  # fmt: skip
 
     # -- completions, fenced by the claim --------------------------------------------------
@@ -251,6 +297,7 @@ class OrmDialect(Dialect):
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None] | None = None,
+        plain_only: bool = False,
     ) -> Acked[Claim]:
         kept = {} if finishes is None else {
             claim: done for claim, done in zip(claims, finishes, strict=True) if done is not None
@@ -260,27 +307,38 @@ class OrmDialect(Dialect):
             self._write_lock_first(connection)
             for chunk in chunks(claims):
                 wanted = set(chunk)
-                valid = self._valid(connection, [c.id for c in chunk], now, skip_locked=False)
-                acked = [claim for claim in valid if claim in wanted]
+                valid = self._valid_marked(connection, [c.id for c in chunk], now, plain_only)
+                acked = [(claim, marked) for claim, marked in valid if claim in wanted]
                 if kept:
-                    self._keep(connection, [c for c in acked if c in kept], kept, now)
-                marked = self._in_workflows(connection, [c.id for c in acked])
-                self._live(connection).filter(id__in=[c.id for c in acked]).delete()
-                for claim in acked:
-                    done.add(claim, claim.id in marked)
+                    self._keep(connection, [c for c, _ in acked if c in kept], kept, now)
+                self._live(connection).filter(id__in=[c.id for c, _ in acked]).delete()
+                for claim, marked in acked:
+                    done.add(claim, marked)
         return done
 
-    def _in_workflows(self, connection: BaseDatabaseWrapper, ids: Sequence[int]) -> set[int]:
-        """Of these rows (locked by _valid), those marked in_workflow (Acked)."""
-        rows = self._live(connection).filter(id__in=ids, in_workflow=True)
-        return set(rows.values_list("id", flat=True)) if ids else set()
+    def _valid_marked(
+        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime,
+        plain_only: bool, queue: str | None = None,
+    ) -> list[tuple[Claim, bool]]:  # fmt: skip
+        """The claims of these rows whose lease is live, each row locked until commit, and
+        whether its row is marked in_workflow (Acked); with `plain_only`, unmarked rows only."""
+        live = self._live(connection)
+        rows = (live if queue is None else live.filter(queue=queue)).select_for_update()
+        rows = rows.filter(id__in=ids, claim_token__isnull=False, lease_expires_at__gt=now)
+        if plain_only:
+            rows = rows.filter(in_workflow=False)
+        return [
+            (Claim(job_id, token), marked)
+            for job_id, token, marked in rows.values_list("id", "claim_token", "in_workflow")
+            if token is not None
+        ]
 
     def _keep(
         self, connection: BaseDatabaseWrapper, claims: list[Claim], kept: dict[Claim, Finish],
         now: datetime,
     ) -> None:  # fmt: skip
         """Copy the acked rows that have a Finish to the history, before their delete and in
-        its transaction (the rows are locked by _valid)."""
+        its transaction (the rows are locked by _valid_marked)."""
         if not claims:
             return
         by_id = {claim.id: kept[claim] for claim in claims}
@@ -288,15 +346,14 @@ class OrmDialect(Dialect):
         jobs = [self.to_job(row, now) for row in rows]
         self.keep_finished(connection, jobs, "succeeded", now, [by_id[job.id] for job in jobs])
 
-    def _valid(
-        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime,
-        skip_locked: bool, queue: str | None = None,
-    ) -> list[Claim]:  # fmt: skip
-        """The claims of these rows whose lease is live, each row locked until commit."""
-        live = self._live(connection)
+    def _held(
+        self, connection: BaseDatabaseWrapper, ids: Sequence[int], now: datetime
+    ) -> list[Claim]:
+        """The claims of these rows whose lease is live, each row locked until commit;
+        rows other transactions hold are skipped."""
         rows = (
-            (live if queue is None else live.filter(queue=queue))
-            .select_for_update(skip_locked=skip_locked)
+            self._live(connection)
+            .select_for_update(skip_locked=True)
             .filter(id__in=ids, claim_token__isnull=False, lease_expires_at__gt=now)
             .values_list("id", "claim_token")
         )
@@ -304,19 +361,19 @@ class OrmDialect(Dialect):
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None,
+        done: Finish | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         acked: Acked[int] = Acked([], [])
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             for chunk in chunks(ids):
-                valid = self._valid(connection, chunk, now, skip_locked=False, queue=queue)
+                valid = self._valid_marked(connection, chunk, now, plain_only, queue)
                 if done is not None:
-                    self._keep(connection, valid, dict.fromkeys(valid, done), now)
-                marked = self._in_workflows(connection, [c.id for c in valid])
-                self._live(connection).filter(id__in=[c.id for c in valid]).delete()
-                for claim in valid:
-                    acked.add(claim.id, claim.id in marked)
+                    self._keep(connection, [c for c, _ in valid], dict.fromkeys(
+                        [c for c, _ in valid], done), now)  # fmt: skip
+                self._live(connection).filter(id__in=[c.id for c, _ in valid]).delete()
+                for claim, marked in valid:
+                    acked.add(claim.id, marked)
         return acked
 
     def retry(
@@ -331,6 +388,27 @@ class OrmDialect(Dialect):
         if error is not None:
             changes["last_error"] = error
         return self._unclaim(connection, claim, now, changes)
+
+    def record_step(
+        self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime, name: str,
+        value: str, duration: float,
+    ) -> bool:  # fmt: skip
+        # One statement: its FOR UPDATE (where the database has it; InnoDB's INSERT ...
+        # SELECT reads without locks under READ COMMITTED otherwise) holds the claim until
+        # the commit. The row by its primary key; uniqueness by alkqueue_jobstep_name.
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        at = connection.ops.adapt_datetimefield_value(now)
+        token = QueueMessage._meta.get_field("claim_token").get_db_prep_value(
+            claim.token, connection
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {STEP_TABLE} (job_id, name, value, recorded_at, attempt, duration) "
+                f"SELECT id, %s, %s, %s, attempts, %s FROM {MESSAGE_TABLE} "
+                f"WHERE id = %s AND claim_token = %s AND lease_expires_at > %s{lock}",
+                [name, value, at, duration, claim.id, token, at],
+            )
+            return bool(cursor.rowcount == 1)
 
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
         return self._unclaim(connection, claim, now, {"run_at": now, "attempts": F("attempts") - 1})
@@ -370,13 +448,30 @@ class OrmDialect(Dialect):
             # keeper must never stall behind a running handler.
             ids = [claim.id for claim in expiry]
             for chunk in chunks(ids):
-                for claim in self._valid(connection, chunk, now, skip_locked=True):
-                    if claim in expiry:
-                        self._live(connection).filter(id=claim.id).update(
-                            lease_expires_at=expiry[claim], **progress_columns(reports, claim)
-                        )
-                        renewed.append(claim)
+                valid = self._held(connection, chunk, now)
+                held = [claim for claim in valid if claim in expiry]
+                self._renew(connection, held, expiry, reports)
+                renewed.extend(held)
         return renewed
+
+    def _renew(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim],
+        expiry: Mapping[Claim, datetime], reports: Mapping[Claim, Progress],
+    ) -> None:  # fmt: skip
+        """Write the new expiry of `claims`, whose rows _held locked: one UPDATE for all
+        that share an expiry (one per lease length), one per job with a progress report.
+        A statement per job held its locks for thousands of round trips, long enough for
+        the leases to lapse under it (docs/databases.md, "Lease renewals")."""
+        by_expiry: dict[datetime, list[int]] = {}
+        for claim in claims:
+            if claim in reports:
+                self._live(connection).filter(id=claim.id).update(
+                    lease_expires_at=expiry[claim], **progress_columns(reports, claim)
+                )
+            else:
+                by_expiry.setdefault(expiry[claim], []).append(claim.id)
+        for expires, ids in by_expiry.items():
+            self._live(connection).filter(id__in=ids).update(lease_expires_at=expires)
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -391,8 +486,8 @@ class OrmDialect(Dialect):
             self._write_lock_first(connection)
             exhausted = live.filter(lapsed_exhausted(now)).select_for_update(skip_locked=True)
             reason = MAX_ATTEMPTS_EXCEEDED
-            dead = self._bury_ids(connection, exhausted.values_list("id", flat=True), now,
-                                  reason, reason)  # fmt: skip
+            dead = self.dead_letter(connection, list(exhausted.values_list("id", flat=True)),
+                                    now, reason, reason)  # fmt: skip
             ids = list(lapsed.select_for_update(skip_locked=True).values_list("id", flat=True))
             for chunk in chunks(ids):
                 lapsed.filter(id__in=chunk).update(
@@ -419,38 +514,68 @@ class OrmDialect(Dialect):
         reason: str,
         error: str,
     ) -> Row | None:
-        rows = self._bury(connection, by_claim(*claim, now), now, reason, error)
+        rows = self._dead_letter_where(connection, by_claim(*claim, now), now, reason, error)
         return rows[0] if rows else None
+
+    def crashed(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        limit: int,
+        retry: CrashRetry,
+    ) -> tuple[bool, Row | None]:
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            last = by_claim(*claim, now) & Q(crashes__gte=limit - 1)
+            error = retry.error or CRASHED_ITS_WORKER
+            dead = self._dead_letter_where(connection, last, now, CRASHED_ITS_WORKER, error)
+            if dead:
+                return True, dead[0]
+            if retry.out_of_attempts:
+                row = self.fail(connection, claim, now, MAX_ATTEMPTS_EXCEEDED,
+                                retry.error or MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
+                return row is not None, row
+            changes: dict[str, Any] = {"run_at": retry.run_at, "crashes": F("crashes") + 1}
+            if retry.error is not None:
+                changes["last_error"] = retry.error
+            return self._unclaim(connection, claim, now, changes), None
 
     def sweep_expired(
         self, connection: BaseDatabaseWrapper, queue: str | None, now: datetime, reason: str
     ) -> list[Row]:
-        return self._bury(connection, expired(now, queue), now, reason, reason)
+        return self._dead_letter_where(connection, expired(now, queue), now, reason, reason)
 
-    def _bury(
+    def _dead_letter_where(
         self, connection: BaseDatabaseWrapper, condition: Q, now: datetime, reason: str,
         error: str,
     ) -> list[Row]:  # fmt: skip
-        """Move the live rows matching `condition` to the dead letters, locked first."""
+        """dead_letter() for the live rows matching `condition`, locked first."""
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
             matching = self._live(connection).filter(condition).select_for_update()
             ids = list(matching.values_list("id", flat=True))
-            return self._bury_ids(connection, ids, now, reason, error)
+            return self.dead_letter(connection, ids, now, reason, error)
 
-    def _bury_ids(
-        self, connection: BaseDatabaseWrapper, ids: Iterable[int], now: datetime,
-        reason: str, error: str,
-    ) -> list[Row]:  # fmt: skip
-        """Inside the caller's transaction, with the rows locked: live rows -> dead letters.
-        Returns the dead letters in the row shape."""
+    def dead_letter(
+        self,
+        connection: BaseDatabaseWrapper,
+        ids: Sequence[int],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        # Per chunk: the rows read and locked, their dead letters written, the rows deleted.
+        live = self._live(connection)
         dead: list[Row] = []
-        for chunk in chunks(list(ids)):
-            rows = live_rows(self._live(connection).filter(id__in=chunk))
-            letters = [dead_letter(row, now, reason, error) for row in rows]
-            DeadLetter.objects.using(connection.alias).bulk_create(letters)
-            self._live(connection).filter(id__in=chunk).delete()
-            dead.extend(as_dead_row(row, now, reason, error) for row in rows)
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            for chunk in chunks(list(ids)):
+                rows = live_rows(live.filter(id__in=chunk).select_for_update())
+                if not rows:
+                    continue
+                letters = [as_dead_letter(row, now, reason, error) for row in rows]
+                DeadLetter.objects.using(connection.alias).bulk_create(letters)
+                live.filter(id__in=[row[0] for row in rows]).delete()
+                dead.extend(as_dead_row(row, now, reason, error) for row in rows)
         return dead
 
     # -- queue statistics ------------------------------------------------------------------

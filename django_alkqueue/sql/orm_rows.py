@@ -1,5 +1,6 @@
-"""The ORM dialect's rows and filters (sql/orm.py): the row shape Dialect.to_job reads, the
-predicates operations.py names as Q objects, and the dead letter a live row becomes."""
+"""The ORM dialect's rows and filters (sql/orm.py, sql/limited_claim.py): the row shape
+Dialect.to_job reads, the predicates operations.py names as Q objects, and the dead letter a
+live row becomes (written by OrmDialect.dead_letter)."""
 
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ def dead_rows(queryset: QuerySet[DeadLetter]) -> list[Row]:
     ]
 
 
-def dead_letter(row: Row, now: datetime, reason: str, error: str) -> DeadLetter:
+def as_dead_letter(row: Row, now: datetime, reason: str, error: str) -> DeadLetter:
     """The dead letter of a live row (ROW_FIELDS order), stored text payload and all."""
     fields = dict(zip(ROW_FIELDS, row, strict=True))
     return DeadLetter(

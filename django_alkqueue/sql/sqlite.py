@@ -17,20 +17,20 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils.dateparse import parse_datetime
 
 from ..error_groups import fingerprint
-from ..history import Finish
-from ..jobs import MAX_ATTEMPTS_EXCEEDED, Job, Progress, Stamps
-from ..models import DEAD_LETTER_TABLE, FINISHED_TABLE, MESSAGE_TABLE
+from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, Finish, Job, Progress, Stamps
+from ..models import DEAD_LETTER_TABLE, FINISHED_TABLE, MESSAGE_TABLE, STEP_TABLE
+from . import debounce_rows, limited_claim
 from .base import (
-    BURIED_FIELDS,
     BY_CLAIM,
     DEAD_COLUMNS,
+    DEAD_LETTER_FIELDS,
     INSERT_FIELDS,
     KEPT_FIELDS,
     LIVE_ROW,
     ROW_FIELDS,
     Acked,
     Claim,
-    Dialect,
+    CrashRetry,
     Row,
     WriteChunk,
     chunked,
@@ -41,12 +41,19 @@ from .base import (
 _TOKEN_AT = ROW_FIELDS.index("claim_token")
 _INSERT_CHUNK = 500
 _ROW_FROM_LIVE = LIVE_ROW
-_BURIED = ", ".join(BURIED_FIELDS)
+_DEAD_LETTER_COLUMNS = ", ".join(DEAD_LETTER_FIELDS)
 
 _INSERT = f"""
 INSERT INTO {MESSAGE_TABLE} ({", ".join(INSERT_FIELDS)})
 VALUES {{values}}
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING id
+"""
+
+# With a debounce key (sql/debounce_rows.py): index alkqueue_open_debounce_key.
+_INSERT_DEBOUNCED = f"""
+INSERT INTO {MESSAGE_TABLE} ({", ".join(debounce_rows.FIELDS)})
+VALUES ({", ".join(["%s"] * len(debounce_rows.FIELDS))}){debounce_rows.ON_CONFLICT}
 RETURNING id
 """
 
@@ -69,7 +76,7 @@ WHERE queue = %s AND claim_token IS NOT NULL AND lease_expires_at <= %s
 ORDER BY priority DESC, run_at, id
 LIMIT %s
 """
-# Anything for a claim to do (a due row, or a lapsed one to reclaim or bury)? Read before the
+# Anything for a claim to do (a due row, or a lapsed one to reclaim or dead-letter)? Read before the
 # write lock is taken: an idle poll then costs no lock, and a claim does not wait behind a
 # writer's open transaction (an enqueue inside the caller's atomic block) to find nothing.
 _ANY_CLAIMABLE = f"""
@@ -86,41 +93,51 @@ SELECT EXISTS (
 _STAMP_CLAIM = f"""
 UPDATE {MESSAGE_TABLE}
 SET attempts = attempts + 1, claim_token = %s, claimed_by = %s, claimed_at = %s,
-    lease_expires_at = %s
+    lease_expires_at = %s, debounce_key = NULL
 WHERE id = %s
 RETURNING {_ROW_FROM_LIVE}
+"""
+
+# A durable step's record (docs/durable-steps.md): one statement, which takes the write lock,
+# so no reclaim comes between its check of the claim and its insert. The row by its primary
+# key; the step's uniqueness by alkqueue_jobstep_name.
+_RECORD_STEP = f"""
+INSERT INTO {STEP_TABLE} (job_id, name, value, recorded_at, attempt, duration)
+SELECT id, %s, %s, %s, attempts, %s FROM {MESSAGE_TABLE} WHERE {BY_CLAIM}
 """
 
 # Row values: one statement for the whole batch, each row fenced by its own token.
 _ACK = f"""
 DELETE FROM {MESSAGE_TABLE}
-WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
+WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s{{plain}}
 RETURNING id, claim_token, in_workflow
 """
 # The ack of jobs whose queues keep history returns what their kept rows copy
 # (sql/base.py KEPT_FIELDS), and _KEEP writes them in the ack's transaction. Every ack
-# returns in_workflow last (Acked: the workflow bookkeeping after the statement).
+# returns in_workflow last (Acked: the workflow bookkeeping in the same transaction); with
+# `plain` (_PLAIN_ONLY) they leave the rows marked in_workflow live.
 _ACK_KEEPING = f"""
 DELETE FROM {MESSAGE_TABLE}
-WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s
+WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s{{plain}}
 RETURNING id, claim_token, queue, payload, priority, attempts, max_attempts, backoff_base,
     lease, unique_key, concurrency_key, last_error, enqueued_at, claimed_at, claimed_by,
     in_workflow
 """
+_PLAIN_ONLY = " AND NOT in_workflow"
 _KEEP = f"""
 INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
 VALUES ({", ".join(["%s"] * len(KEPT_FIELDS))})
 """
 _ACK_BATCH_KEEPING = f"""
 DELETE FROM {MESSAGE_TABLE} WHERE id IN ({{marks}}) AND queue = %s
-  AND claim_token IS NOT NULL AND lease_expires_at > %s
+  AND claim_token IS NOT NULL AND lease_expires_at > %s{{plain}}
 RETURNING id, claim_token, queue, payload, priority, attempts, max_attempts, backoff_base,
     lease, unique_key, concurrency_key, last_error, enqueued_at, claimed_at, claimed_by,
     in_workflow
 """
 _ACK_BATCH = f"""
 DELETE FROM {MESSAGE_TABLE} WHERE id IN ({{marks}}) AND queue = %s
-  AND claim_token IS NOT NULL AND lease_expires_at > %s
+  AND claim_token IS NOT NULL AND lease_expires_at > %s{{plain}}
 RETURNING id, in_workflow
 """
 
@@ -132,6 +149,8 @@ SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at =
 WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 """
 _RETRY = _UNCLAIM.format(refund="")
+# A claim its worker lost by dying of an error while the handler ran (Dialect.crashed).
+_CRASHED = _UNCLAIM.format(refund=", crashes = crashes + 1")
 _RELEASE = _UNCLAIM.format(refund=", attempts = attempts - 1")
 # A snooze is a release to a later run_at.
 _SNOOZE = _RELEASE
@@ -167,11 +186,15 @@ WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 RETURNING id, claim_token
 """
 
-_TAKE_FOR_BURIAL = f"DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING id, {_BURIED}"
+# A dead letter: the live rows taken, then their dead letters written (SqliteDialect.dead_letter).
+_TAKE_FOR_DEAD_LETTER = (
+    f"DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING id, {_DEAD_LETTER_COLUMNS}"
+)
 
 _INSERT_DEAD = f"""
-INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error, error_fingerprint)
-VALUES ({", ".join(["%s"] * (len(BURIED_FIELDS) + 5))})
+INSERT INTO {DEAD_LETTER_TABLE}
+    (job_id, {_DEAD_LETTER_COLUMNS}, died_at, reason, last_error, error_fingerprint)
+VALUES ({", ".join(["%s"] * (len(DEAD_LETTER_FIELDS) + 5))})
 """
 
 
@@ -188,7 +211,7 @@ def file_journal_mode(connection: BaseDatabaseWrapper) -> str | None:
         return str(cursor.fetchone()[0]).lower()
 
 
-class SqliteDialect(Dialect):
+class SqliteDialect(limited_claim.OrmClaims):
     supports_update_returning = True
 
     def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
@@ -242,6 +265,39 @@ class SqliteDialect(Dialect):
             row = cursor.fetchone()
         return None if row is None else int(row[0])
 
+    def update_debounced(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        key: str,
+        text: str,
+        run_at: datetime,
+        expires_at: datetime | None,
+    ) -> Row | None:
+        return debounce_rows.update_in_place(self, connection, queue, key, text, run_at, expires_at)
+
+    def insert_debounced(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        text: str,
+        stamps: Stamps,
+        key: str,
+        deadline: datetime | None,
+    ) -> int | None:
+        row = debounce_rows.values(queue, text, stamps, key, deadline)
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT_DEBOUNCED, [self._param(connection, v) for v in row])
+            found = cursor.fetchone()
+        return None if found is None else int(found[0])
+
+    def lock_unique_window(
+        self, connection: BaseDatabaseWrapper, queue: str, key: str, now: datetime
+    ) -> int | None:
+        # A read first would leave the transaction to upgrade to the write lock later, which
+        # fails at once when another writer came between; the INSERT takes it instead.
+        return None
+
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
     ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
@@ -251,8 +307,8 @@ class SqliteDialect(Dialect):
             if not cursor.fetchone()[0]:
                 return [], []
         with transaction.atomic(using=connection.alias):
-            # The burial comes first: it is the write that takes the lock.
-            dead = self._bury(
+            # The dead letters come first: their DELETE is the write that takes the lock.
+            dead = self._dead_letter_where(
                 connection, _LAPSED_EXHAUSTED_IN_QUEUE, [queue, now, now], now,
                 MAX_ATTEMPTS_EXCEEDED, MAX_ATTEMPTS_EXCEEDED,
             )  # fmt: skip
@@ -288,18 +344,22 @@ class SqliteDialect(Dialect):
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None] | None = None,
+        plain_only: bool = False,
     ) -> Acked[Claim]:
         at = self.param_datetime(connection, now)
         kept = {} if finishes is None else {
             claim: done for claim, done in zip(claims, finishes, strict=True) if done is not None
         }  # fmt: skip
         statement = _ACK_KEEPING if kept else _ACK
+        plain = _PLAIN_ONLY if plain_only else ""
         done: Acked[Claim] = Acked([], [])
-        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        # No savepoint: inside operations.ack's transaction this is part of it.
+        writes = transaction.atomic(using=connection.alias, savepoint=False)
+        with writes, connection.cursor() as cursor:
             for chunk in chunked(claims, self.ids_per_statement):
                 params = [v for claim in chunk for v in (claim.id, claim.token.hex)]
-                cursor.execute(statement.format(pairs=", ".join(["(%s, %s)"] * len(chunk))),
-                               [*params, at])  # fmt: skip
+                pairs = ", ".join(["(%s, %s)"] * len(chunk))
+                cursor.execute(statement.format(pairs=pairs, plain=plain), [*params, at])
                 rows = cursor.fetchall()
                 for row in rows:
                     done.add(returned_claim(row), row[-1])
@@ -327,18 +387,19 @@ class SqliteDialect(Dialect):
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None,
+        done: Finish | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         at = self.param_datetime(connection, now)
         acked: Acked[int] = Acked([], [])
         statement = _ACK_BATCH if done is None else _ACK_BATCH_KEEPING
+        plain = _PLAIN_ONLY if plain_only else ""
         writes = self.all_or_nothing(connection, len(ids)) if done is None else (
-            transaction.atomic(using=connection.alias)
+            transaction.atomic(using=connection.alias, savepoint=False)
         )  # fmt: skip
         with writes, connection.cursor() as cursor:
             for chunk in chunked(ids, self.ids_per_statement):
                 marks = ", ".join(["%s"] * len(chunk))
-                cursor.execute(statement.format(marks=marks), [*chunk, queue, at])
+                cursor.execute(statement.format(marks=marks, plain=plain), [*chunk, queue, at])
                 rows = cursor.fetchall()
                 for row in rows:
                     acked.add(row[0], row[-1])
@@ -356,6 +417,16 @@ class SqliteDialect(Dialect):
         error: str | None,
     ) -> bool:
         return self._unclaim(connection, _RETRY, claim, now, run_at, error)
+
+    def record_step(
+        self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime, name: str,
+        value: str, duration: float,
+    ) -> bool:  # fmt: skip
+        at = self.param_datetime(connection, now)
+        with connection.cursor() as cursor:
+            cursor.execute(_RECORD_STEP, [name, value, at, duration, claim.id,
+                                          self.param_token(claim.token), at])  # fmt: skip
+            return bool(cursor.rowcount == 1)
 
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
         return self._unclaim(connection, _RELEASE, claim, now, now, None)
@@ -422,27 +493,71 @@ class SqliteDialect(Dialect):
         reason: str,
         error: str,
     ) -> Row | None:
-        rows = self._bury(connection, BY_CLAIM, [claim.id, claim.token, now], now, reason, error)
+        rows = self._dead_letter_where(
+            connection, BY_CLAIM, [claim.id, claim.token, now], now, reason, error
+        )
         return rows[0] if rows else None
+
+    def crashed(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        limit: int,
+        retry: CrashRetry,
+    ) -> tuple[bool, Row | None]:
+        with transaction.atomic(using=connection.alias):
+            params = [claim.id, claim.token, now, limit]
+            last = BY_CLAIM + " AND crashes + 1 >= %s"
+            error = retry.error or CRASHED_ITS_WORKER
+            dead = self._dead_letter_where(connection, last, params, now, CRASHED_ITS_WORKER, error)
+            if dead:
+                return True, dead[0]
+            if retry.out_of_attempts:
+                row = self.fail(connection, claim, now, MAX_ATTEMPTS_EXCEEDED,
+                                retry.error or MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
+                return row is not None, row
+            unclaimed = self._unclaim(connection, _CRASHED, claim, now, retry.run_at, retry.error)
+            return unclaimed, None
 
     def sweep_expired(
         self, connection: BaseDatabaseWrapper, queue: str | None, now: datetime, reason: str
     ) -> list[Row]:
         if queue is None:
-            return self._bury(connection, _EXPIRED, [now], now, reason, reason)
-        return self._bury(connection, _EXPIRED_IN_QUEUE, [queue, now], now, reason, reason)
+            return self._dead_letter_where(connection, _EXPIRED, [now], now, reason, reason)
+        return self._dead_letter_where(
+            connection, _EXPIRED_IN_QUEUE, [queue, now], now, reason, reason
+        )
 
     def reclaim(
         self, connection: BaseDatabaseWrapper, now: datetime
     ) -> tuple[list[int], list[Row]]:
         reason = MAX_ATTEMPTS_EXCEEDED
         with transaction.atomic(using=connection.alias):
-            dead = self._bury(connection, _LAPSED_EXHAUSTED, [now], now, reason, reason)
+            dead = self._dead_letter_where(
+                connection, _LAPSED_EXHAUSTED, [now], now, reason, reason
+            )
             with connection.cursor() as cursor:
                 cursor.execute(_RECLAIM, [self.param_datetime(connection, now)])
                 return [row[0] for row in cursor.fetchall()], dead
 
-    def _bury(
+    def dead_letter(
+        self,
+        connection: BaseDatabaseWrapper,
+        ids: Sequence[int],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        dead: list[Row] = []
+        with transaction.atomic(using=connection.alias, savepoint=False):
+            for chunk in chunked(list(ids), self.ids_per_statement):
+                predicate = f"id IN ({', '.join(['%s'] * len(chunk))})"
+                dead.extend(self._dead_letter_where(connection, predicate, chunk, now, reason,
+                                                    error))  # fmt: skip
+        return dead
+
+    def _dead_letter_where(
         self,
         connection: BaseDatabaseWrapper,
         predicate: str,
@@ -451,12 +566,13 @@ class SqliteDialect(Dialect):
         reason: str,
         error: str,
     ) -> list[Row]:
-        """Move the live rows matching `predicate` to the dead letters; returns the dead rows.
+        """dead_letter() for the live rows matching `predicate`; returns the dead rows.
         The predicate binds no ids; the dead rows are read back id by id, in chunks."""
         died_at = self.param_datetime(connection, now)
-        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        writes = transaction.atomic(using=connection.alias, savepoint=False)
+        with writes, connection.cursor() as cursor:
             cursor.execute(
-                _TAKE_FOR_BURIAL.format(predicate=predicate),
+                _TAKE_FOR_DEAD_LETTER.format(predicate=predicate),
                 [self._param(connection, p) for p in params],
             )
             taken = cursor.fetchall()
@@ -485,8 +601,6 @@ class SqliteDialect(Dialect):
 
 
 def _plus(moment: datetime, seconds: float) -> datetime:
-    from datetime import timedelta
-
     return moment + timedelta(seconds=seconds)
 
 

@@ -1,13 +1,22 @@
-"""The workflows' reads and writes that differ by database (workflows/ calls them through
-the dialect: `Dialect.highest_job_id`, `Dialect.finish_batch_members`)."""
+"""The workflows' reads and writes of rows, the job rows' among them (workflows/ calls them
+through the dialect: `Dialect.highest_job_id`, `Dialect.finish_batch_members`,
+`Dialect.park`, `Dialect.unpark`, `Dialect.mark_in_workflow`).
+
+A waiting job is a live row parked at jobs.parked_at() (never due), its own run_at kept in
+its WaitingJob row until it is unparked."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..models import BATCH_MEMBER_TABLE, BatchMember, QueueMessage
+from ..jobs import parked_at
+from ..models import BATCH_MEMBER_TABLE, BatchMember, QueueMessage, WaitingJob
+
+#: Ids per statement: well under every database's limit on bound parameters.
+_CHUNK = 500
 
 # One statement per chunk where UPDATE returns rows (the primary key of alkqueue_batchmember).
 _FINISH_MEMBERS = f"""
@@ -56,3 +65,40 @@ def finish_batch_members(
     if found:
         members.update(outcome=outcome)
     return found
+
+
+def park(connection: BaseDatabaseWrapper, job_id: int, run_at: datetime) -> None:
+    """The live row waits (parked_at()), from `run_at` once unparked (its WaitingJob row)."""
+    QueueMessage.objects.using(connection.alias).filter(pk=job_id).update(run_at=parked_at())
+    WaitingJob.objects.using(connection.alias).update_or_create(
+        job_id=job_id, defaults={"run_at": run_at}
+    )
+
+
+def unpark(connection: BaseDatabaseWrapper, waiting: Mapping[int, datetime]) -> set[str]:
+    """Each parked live row of `waiting` (id -> run_at) gets its run_at back (one UPDATE per
+    run_at and chunk), and the WaitingJob rows go. Returns the queues of those rows."""
+    live = QueueMessage.objects.using(connection.alias)
+    by_run_at: dict[datetime, list[int]] = {}
+    for job_id in sorted(waiting):
+        by_run_at.setdefault(waiting[job_id], []).append(job_id)
+    for run_at, job_ids in by_run_at.items():
+        for chunk in _chunks(job_ids):
+            live.filter(pk__in=chunk, run_at__gte=parked_at()).update(run_at=run_at)
+    queues: set[str] = set()
+    for chunk in _chunks(sorted(waiting)):
+        WaitingJob.objects.using(connection.alias).filter(job_id__in=chunk).delete()
+        queues.update(live.filter(pk__in=chunk).values_list("queue", flat=True))
+    return queues
+
+
+def mark_in_workflow(connection: BaseDatabaseWrapper, ids: Sequence[int]) -> None:
+    """Mark these live rows in_workflow (models.QueueMessage): their acks settle a workflow."""
+    live = QueueMessage.objects.using(connection.alias)
+    for chunk in _chunks(list(ids)):
+        live.filter(pk__in=chunk, in_workflow=False).update(in_workflow=True)
+
+
+def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
+    for start in range(0, len(ids), _CHUNK):
+        yield ids[start : start + _CHUNK]

@@ -3,6 +3,7 @@ in one visible order (runner.py).
 
 acker.py          the service that groups the acks of finished jobs into one commit
 child.py          a process-pool child: runs the handler calls its worker sends (--pool process)
+child_exits.py    how a child ended mid-job: its death text, and whether its job crashed it
 claim_ahead.py    how many jobs beyond the free threads a claim takes, from the observed pace
 claimer.py        claim up to the free capacity, dispatch; ClaimLoop, the main thread's service
 connections.py    connection hygiene for long-lived threads (instead of close_old_connections)
@@ -10,13 +11,15 @@ consumer_table.py write the consumer registry to the Consumer table at start (--
 event_loop.py     the one asyncio loop on which `async def` handlers run
 executor.py       run one job's handler and turn its outcome into ack / retry / fail
 exits.py          the exit statuses (70: a loop died; 78: refused to start) and StartupRefused
+flow_state.py     what this worker knows of its queues' limits, handed to claimer and acker
 forkserver_setup.py imported by the process pool's fork server: Django set up once
 history_sweeper.py the leader's sweep of kept jobs past delete_after, and partitions ahead
 inflight.py       the jobs this worker holds: running, or awaiting their ack
+job_notices.py    the pipe that tells the --processes supervisor which jobs a worker process runs
 leader.py         which worker leads the cluster-wide maintenance (advisory lock on PostgreSQL)
 lease_keeper.py   the service that heartbeats the leases of held jobs, every lease/3
 listener.py       the service that LISTENs for enqueue wake-ups (PostgreSQL)
-maintenance.py    the leader's services (reclaim, sweep) and LeaderLoop, which runs them all
+maintenance.py    the leader's services (reclaim, lapsed waits, sweep) and LeaderLoop: runs them
 pool.py           the handler threads
 process_pool.py   --pool process: each handler thread's child, terminated, replaced
 presence.py       the service that keeps this worker's row in the Worker table
@@ -25,9 +28,11 @@ reload.py         --reload: the worker as a child that Django's autoreloader res
 report.py         what the worker prints: a line per job, the status line, the --burst table
 runner.py         one worker process: its parts built from one settings read, then the
                   start-up and shutdown sequence
+served.py         the consumers a worker serves (@consumer or the Tasks runner), or why none
 service.py        the one service shape (name, interval, run_once(now)), Loop and Backoff
 signal_relay.py   signal handlers that only write to a pipe; a thread runs the reaction
 stats.py          what this worker did, per queue and outcome
+step_records.py   a claimed job's durable steps, read and written fenced by its claim
 supervisor.py     --processes P: starts, restarts and stops child worker processes
 time_limits.py    the service that cancels, then abandons, handlers past their timeout
 units.py          how the jobs of one claim become handler calls (batch consumers)

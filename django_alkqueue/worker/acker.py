@@ -7,10 +7,10 @@ import threading
 import time
 from datetime import datetime
 
-from .. import limits as flow
 from .. import signals
 from ..jobs import Job
 from ..queues import JobHandle, ack_handles
+from .flow_state import FlowState
 from .inflight import InFlight
 from .report import report_outcome, report_successes
 from .stats import WorkerStats
@@ -21,26 +21,30 @@ MAX_BATCH = 1000
 IDLE_WAIT = 1.0
 
 
-def frees_a_wanted_slot(queue: str, using: str) -> bool:
-    """Whether the ack of a job of `queue` frees a slot of its cap that a claim is waiting
-    for."""
-    return flow.cache.slots_wanted(queue, using)
-
-
 class Acker:
     """The service that acks finished jobs. An ack that finds none pending starts an
     ACK_WINDOW (so does the end of a flush that leaves some); the next flush comes when it
     has passed, with every job finished meanwhile. A job of a queue whose cap (`concurrency`,
     `key_concurrency`) held its last claim back ends the window at once: it holds a slot
-    until its ack commits, and a slot idle in the window is time no claim can use."""
+    until its ack commits, and a slot idle in the window is time no claim can use. Which
+    queues' claims were held back it asks the worker's flow state (`flow`, shared with the
+    claimer; one of its own, which knows of no claim, when none is given)."""
 
     name = "alk-acker"
 
-    def __init__(self, using: str, inflight: InFlight, stats: WorkerStats, window: float) -> None:
+    def __init__(
+        self,
+        using: str,
+        inflight: InFlight,
+        stats: WorkerStats,
+        window: float,
+        flow: FlowState | None = None,
+    ) -> None:
         self.using = using
         self.inflight = inflight
         self.stats = stats
         self.window = window
+        self.flow = flow if flow is not None else FlowState()
         self._pending: list[tuple[JobHandle, float]] = []
         #: The queues of the pending jobs (perhaps a few more, until none is pending): a
         #: flush asks each once whether its acks free a wanted slot, not each job.
@@ -51,17 +55,14 @@ class Acker:
         #: acks that join a window already running, which would only wake it early.
         self.submitted = threading.Event()
 
-    def submit(self, handle: JobHandle, started: float) -> bool:
-        return self.submit_all([handle], started)
-
     def submit_all(self, handles: list[JobHandle], started: float) -> bool:
-        """submit() for the jobs of one batch handler call, under one lock. Returns whether
-        their acks go out at once, without the window: a claim waits for their queue's
-        slots."""
+        """The acks of the jobs of one handler call (one job, or a batch), under one lock.
+        Returns whether they go out at once, without the window: a claim waits for their
+        queue's slots."""
         if not handles:
             return False
         queue = (handles[0].queue.name, handles[0].queue.using)  # one handler call: one queue
-        now_due = frees_a_wanted_slot(*queue)
+        now_due = self.flow.slots_wanted(*queue)
         with self._lock:
             first = not self._pending
             self._pending.extend([(handle, started) for handle in handles])
@@ -119,6 +120,6 @@ class Acker:
                 self._pending_queues.clear()
             else:  # they came during this flush: the next window starts now
                 self._since = time.monotonic()
-                if any(frees_a_wanted_slot(*queue) for queue in self._pending_queues):
+                if any(self.flow.slots_wanted(*queue) for queue in self._pending_queues):
                     self._since -= self.window
         return len(acked)

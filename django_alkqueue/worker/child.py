@@ -19,17 +19,29 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from contextlib import suppress
 from datetime import datetime
 from multiprocessing.connection import Connection
 from types import FrameType
 from typing import Any
 
+import django
+from django.apps import apps
+from django.db import connections, transaction
+
+from .. import history, operations
 from ..clock import system_clock
 from ..consumers import ConsumerSpec
 from ..exceptions import TimeLimitExceeded
+from ..privacy import is_sensitive
 from ..running import Run, running_jobs
+from ..steps import IN_ATOMIC, IN_BATCH
+from .connections import ThreadConnections, recycle_connections, watch_connections
+from .event_loop import contained
+from .executor import error_text
+from .served import resolve_specs
+from .step_records import ClaimedSteps
 from .wire import Outcome, Work, portable_value, raised
 
 
@@ -47,6 +59,7 @@ def main(conn: Connection, using: str) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     _set_up_django()
     child = Child(conn, using)
+    child.send(("ready",))
     try:
         child.serve()
     except Terminated:
@@ -59,9 +72,6 @@ def main(conn: Connection, using: str) -> None:
 def _set_up_django() -> None:
     """Django is set up in the fork server already (forkserver_setup.py); this covers a
     server whose set-up failed, so that the error shows here, in the child."""
-    import django
-    from django.apps import apps
-
     if not apps.ready:
         django.setup()
 
@@ -131,6 +141,7 @@ class Child:
         self._specs: dict[str, ConsumerSpec] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._progress = ProgressSender(self.send)
+        self._connections = ThreadConnections(watch=False)  # its states, in the calling thread
         threading.Thread(target=self._read, name="alk-child-reader", daemon=True).start()
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -142,8 +153,6 @@ class Child:
             self.send(("outcome", self.run(*call)))
 
     def close(self) -> None:
-        from django.db import connections
-
         if self._loop is not None:
             with suppress(Exception):
                 self._loop.close()
@@ -190,10 +199,7 @@ class Child:
             self._cancels = {key: r for key, r in self._cancels.items() if key[0] > call}
 
     def run(self, call: int, work: Work) -> Outcome:
-        from ..privacy import is_sensitive
-        from .connections import recycle_connections
-        from .executor import error_text
-
+        watch_connections()
         runs = [self._run(job.id, work) for job in work.jobs]
         self._begin(call, {job.id: run for job, run in zip(work.jobs, runs, strict=True)})
         jobs = running_jobs(work.jobs, runs)
@@ -206,7 +212,8 @@ class Child:
                 value = _portable_failures(self._call(spec, jobs), is_sensitive(work.queue))
             else:
                 value = self._call(spec, work.jobs[0].payload, jobs[0])
-            return Outcome("returned", portable_value(value), duration=time.monotonic() - started)
+            return Outcome("returned", portable_value(value), duration=time.monotonic() - started,
+                           with_steps=runs[0].steps.any)  # fmt: skip
         except Terminated:
             raise
         except LostClaimInChild:
@@ -223,30 +230,43 @@ class Child:
         run.timeout = work.timeout
         run.deadline = work.deadline
         run.started = time.monotonic()
+        if work.claim is not None:
+            run.steps = IN_ATOMIC
+        elif work.steps_claim is not None:
+            run.steps = ClaimedSteps(self.using, work.steps_claim, system_clock)
+        else:
+            run.steps = IN_BATCH
         return run
 
     def _spec(self, name: str) -> ConsumerSpec:
         if name not in self._specs:
-            from .runner import resolve_specs
-
             self._specs[name] = resolve_specs((name,))[0]
         return self._specs[name]
 
     def _call(self, spec: ConsumerSpec, *args: Any) -> Any:
-        """Call the handler; an `async def` one runs on this child's event loop."""
+        """Call the handler; an `async def` one runs on this child's event loop. A
+        transaction it left open is rolled back, as in the thread pool (Executor.call)."""
+        before = self._connections.states()
+        try:
+            value = self._invoke(spec, *args)
+        except Terminated:
+            raise
+        except BaseException as error:
+            self._connections.restore(before, error)
+            raise
+        self._connections.restore(before)
+        return value
+
+    def _invoke(self, spec: ConsumerSpec, *args: Any) -> Any:
         if inspect.iscoroutinefunction(spec.handler):
-            if self._loop is None:
+            if self._loop is None or self._loop.is_closed():
                 self._loop = asyncio.new_event_loop()
-            return self._loop.run_until_complete(spec.handler(*args))
+            return run_to_end(self._loop, spec.handler(*args))
         return spec.handler(*args)
 
     def _atomic(self, spec: ConsumerSpec, work: Work, job: Any) -> Any:
         """An atomic consumer: lock the claim, run the handler and ack in one transaction of
         this child's connection, as the thread pool does in its handler thread."""
-        from django.db import transaction
-
-        from .. import history, operations
-
         assert work.claim is not None
         started = time.monotonic()
         with transaction.atomic(using=self.using):
@@ -262,6 +282,24 @@ class Child:
         return None  # the output is in the history already: nothing more to send
 
 
+def run_to_end(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run `coroutine` on `loop` to its end, as the thread pool's event loop does
+    (event_loop.py): a handler that stops the loop, or a callback that raises out of it,
+    costs the loop a restart, not the attempt."""
+    task = loop.create_task(contained(coroutine))
+    while not task.done():
+        try:
+            loop.run_until_complete(task)
+        except Terminated:
+            raise
+        except BaseException:  # the loop stopped early: run it again
+            continue
+    returned, value = task.result()
+    if returned:
+        return value
+    raise value
+
+
 class LostClaimInChild(Exception):
     """An atomic consumer's claim was gone before the commit: roll everything back."""
 
@@ -269,8 +307,6 @@ class LostClaimInChild(Exception):
 def _portable_failures(result: object, sensitive: bool) -> object:
     """A batch handler's failures, each exception ready to cross; anything else as it is
     (the worker refuses it as it would in the thread pool)."""
-    from .executor import error_text
-
     if not isinstance(result, Mapping):
         return result
     if not all(isinstance(error, BaseException) for error in result.values()):

@@ -9,11 +9,11 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from math import inf
 
-from .. import limits as flow
 from ..models import Consumer
 from ..queues import MAX_CLAIM, JobHandle, Queue
+from .acker import MAX_BATCH
+from .flow_state import FlowState
 from .inflight import InFlight
 
 
@@ -51,7 +51,8 @@ class Claimer:
     its sender's connection left unannounced, within the NOTIFY_WINDOW after the one that
     woke us, has committed by then (sql/postgresql/wake_pacing.py). A later NOTIFY moves it on.
     A claim held back by its queue's rate brings a full look when the rate frees room
-    (limits.LimitsCache.room_at), not a poll interval later.
+    (FlowState.room_at), not a poll interval later. The claims go through the worker's flow
+    state (`flow`; one of the claimer's own when none is given), which holds the limits.
 
     Without a `batch`, `ahead()` (a ClaimAhead's estimate, read once per look) adds the jobs
     the worker will start shortly to its capacity: the refill mark is half of that sum.
@@ -72,6 +73,7 @@ class Claimer:
         follow_up: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         ahead: Callable[[], int] | None = None,
+        flow: FlowState | None = None,
     ) -> None:
         self.queues = queues
         self.worker_id = worker_id
@@ -87,6 +89,7 @@ class Claimer:
         self.poll_interval = poll_interval
         self.follow_up = follow_up
         self.monotonic = monotonic
+        self.flow = flow if flow is not None else FlowState(monotonic=monotonic)
         #: Set by the listener on a NOTIFY for a served queue: the next look is a full one.
         self.notified = threading.Event()
         self._full_look_at = float("-inf")  # the first look is a full one
@@ -126,9 +129,7 @@ class Claimer:
         # finished job into a claim of one, the very top-up the refill mark avoids.
         self.notified.clear()
         self._full_look_at = now
-        for queue in self.queues:  # a rate's room, once looked for, is not looked for again
-            if flow.cache.room_at(queue.name, queue.using) <= now:
-                flow.cache.note_room_in(queue.name, queue.using, None)
+        self.flow.looked_until(now)  # a rate's room, once looked for, is not looked for again
         if notified and self.follow_up is not None:
             self._follow_up_at = now + self.follow_up
         elif now >= self._follow_up_at:
@@ -140,11 +141,16 @@ class Claimer:
 
     def _room_at(self) -> float:
         """When a served queue's rate, which held its last claim back, frees room."""
-        return min((flow.cache.room_at(q.name, q.using) for q in self.queues), default=inf)
+        return self.flow.room_at()
 
     def room(self) -> int:
-        """How many more jobs this worker may take now."""
-        free = self.capacity + self._ahead - self.inflight.running()
+        """How many more jobs this worker may take now. Jobs awaiting their ack take no
+        capacity, up to a full ack batch (or the capacity, when larger); beyond it they take
+        capacity like running ones: an acker held up (by a slow job_succeeded receiver, which
+        runs on its thread) would otherwise let the held jobs, each under a lease the keeper
+        renews, pile up without bound (docs/worker.md, "Capacity and prefetch")."""
+        behind = self.inflight.awaiting_ack() - max(MAX_BATCH, self.capacity)
+        free = self.capacity + self._ahead - self.inflight.running() - max(behind, 0)
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.claimed_total)
         return max(free, 0)
@@ -167,7 +173,7 @@ class Claimer:
                 want = min(want, self.batch)
             if want <= 0:
                 break
-            handles = queue.claim(self.worker_id, want)
+            handles = self.flow.claim(queue, self.worker_id, want)
             self.came_back_full = self.came_back_full or len(handles) == want
             if handles:
                 self.inflight.add_all(handles)

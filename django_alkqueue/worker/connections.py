@@ -4,24 +4,63 @@ Django's close_old_connections() closes every connection when CONN_MAX_AGE is 0 
 default), which is right at the end of a web request but would make a worker reconnect for
 every job. A worker is one long request: it keeps healthy connections, closes broken ones at
 once, and honours CONN_MAX_AGE when it is set above 0.
+
+Which connections may be broken is learnt with Django's documented instrumentation: each
+worker thread keeps an execute wrapper (`connection.execute_wrapper()`) on each of its
+connections that notes a database error, as Django notes one for close_if_unusable_or_obsolete()
+(a data or integrity error says nothing about the session). A connection with an error since
+its last check is asked `is_usable()`, and closed if it is not; the others cost no round trip.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import Any
 
-from django.db import connections
+from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..exceptions import TransactionLeftOpen
 
-def recycle_connections() -> None:
-    """Check this thread's open connections (every alias it has used)."""
-    for connection in connections.all(initialized_only=True):
-        _recycle(connection)
+logger = logging.getLogger("django_alkqueue")
+
+#: A connection's transaction state: its atomic blocks' depth, and whether autocommit is on.
+State = tuple[int, bool]
+
+
+class _Watched:
+    """The execute wrappers that note the errors on one thread's connections."""
+
+    def __init__(self, wrappers: list[BaseDatabaseWrapper]) -> None:
+        #: The aliases with a database error since their last check.
+        self.failed: set[str] = set()
+        # Entered for the thread's lifetime: the wrappers are this thread's alone.
+        self._installed = ExitStack()
+        for connection in wrappers:
+            self._installed.enter_context(connection.execute_wrapper(self._noting(connection)))
+
+    def _noting(self, connection: BaseDatabaseWrapper) -> Any:
+        alias, failed = connection.alias, self.failed
+
+        def note_errors(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            try:
+                return execute(sql, params, many, context)
+            except (DataError, IntegrityError):
+                raise
+            except DatabaseError:
+                failed.add(alias)
+                raise
+
+        return note_errors
 
 
 class ThreadConnections:
-    """recycle_connections() for threads that check after every job.
+    """Each thread's connections, watched from the thread's first call here (`watch()` or
+    `recycle()`; the thread that makes it at once), and checked after every job
+    (`recycle()`).
 
     Finding which aliases a thread has used goes through asgiref's thread-local lookup, an
     exception for each alias not yet used, about 2 us a time: a tenth of a draining worker's
@@ -30,28 +69,130 @@ class ThreadConnections:
     for the thread's lifetime.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, watch: bool = True) -> None:
         self._local = threading.local()
+        if watch:
+            self.watch()
 
-    def recycle(self) -> None:
+    def watch(self) -> None:
+        """Start watching this thread's connections, before its first job."""
+        self._watched()
+
+    def wrappers(self) -> list[BaseDatabaseWrapper]:
+        """This thread's wrapper of every alias."""
         wrappers: list[BaseDatabaseWrapper] | None = getattr(self._local, "wrappers", None)
         if wrappers is None:
             wrappers = self._local.wrappers = [connections[alias] for alias in connections]
-        for connection in wrappers:
-            _recycle(connection)
+        return wrappers
+
+    def recycle(self) -> None:
+        """Close this thread's broken connections, and those CONN_MAX_AGE says are obsolete."""
+        watched = self._watched()
+        for connection in self.wrappers():
+            if _recycle(connection, connection.alias in watched.failed):
+                watched.failed.discard(connection.alias)
+
+    def _watched(self) -> _Watched:
+        watched: _Watched | None = getattr(self._local, "watched", None)
+        if watched is None:
+            watched = self._local.watched = _Watched(self.wrappers())
+        return watched
+
+    def states(self) -> list[State]:
+        """The transaction state of each of this thread's connections, before a handler."""
+        # transaction_state() inline: this runs twice per handler call.
+        return [(len(c.atomic_blocks), c.connection is None or c.autocommit)
+                for c in self.wrappers()]  # fmt: skip
+
+    def restore(self, before: Sequence[State], error: BaseException | None = None) -> None:
+        """After a handler: put each connection back in its state `before` it, as Django's
+        request cycle does after a view. Raises TransactionLeftOpen (from the handler's
+        `error`, if it raised) naming what was left open; it was rolled back."""
+        if self.states() == before:  # the common case, in well under a microsecond
+            return
+        left = [
+            left_open
+            for connection, state in zip(self.wrappers(), before, strict=True)
+            if (left_open := restore_transaction(connection, state)) is not None
+        ]
+        if left:
+            raise TransactionLeftOpen(
+                "the handler left a transaction open: " + "; ".join(left) + "; it was rolled back"
+            ) from error
 
 
-def _recycle(connection: BaseDatabaseWrapper) -> None:
-    if connection.connection is None or connection.in_atomic_block:
-        return
+def transaction_state(connection: BaseDatabaseWrapper) -> State:
+    """How many atomic blocks `connection` is in, and whether autocommit is on (a connection
+    not open yet has it on: Django turns it on for every new one). The wrapper's attribute,
+    not get_autocommit(), whose connection check cost a handler call 4 us."""
+    autocommit = connection.connection is None or connection.autocommit
+    return len(connection.atomic_blocks), autocommit
+
+
+def restore_transaction(connection: BaseDatabaseWrapper, before: State) -> str | None:
+    """Roll back the atomic blocks entered since `before` and never exited, then turn
+    autocommit back on if `before` had it; a connection that cannot be put back is closed.
+    Returns what was left open (for the error), None when nothing was."""
+    after = transaction_state(connection)
+    if after == before:
+        return None
+    depth, autocommit = before
+    if after[0] > depth:
+        left = f"{after[0] - depth} atomic block(s) entered and not exited"
+    elif after[0] < depth:
+        left = "an atomic block exited that it did not enter"
+    else:
+        left = "autocommit turned off"
+    left += f" on database {connection.alias!r}"
+    try:
+        _unwind(connection, depth, autocommit)
+    except DatabaseError as exc:
+        logger.warning("a connection a handler left in a transaction could not be rolled "
+                       "back (%s); closing it", exc)  # fmt: skip
+        connection.close()
+        _unwind(connection, depth, autocommit)  # a closed connection's blocks just end
+    return left
+
+
+def _unwind(connection: BaseDatabaseWrapper, depth: int, autocommit: bool) -> None:
+    while len(connection.atomic_blocks) > depth:
+        # What `with atomic():` does when its block raises: roll back to the block's
+        # savepoint, or roll back the transaction when it is the outermost one.
+        transaction.atomic(using=connection.alias).__exit__(
+            TransactionLeftOpen, TransactionLeftOpen(), None
+        )
+    if autocommit and not connection.in_atomic_block and not transaction_state(connection)[1]:
+        connection.rollback()
+        connection.set_autocommit(True)
+
+
+_THREADS = ThreadConnections(watch=False)  # the importing thread may be any
+
+
+def watch_connections() -> None:
+    """ThreadConnections.watch() for the calling thread (a service loop, a child process)."""
+    _THREADS.watch()
+
+
+def recycle_connections() -> None:
+    """ThreadConnections.recycle() for the calling thread."""
+    _THREADS.recycle()
+
+
+def _recycle(connection: BaseDatabaseWrapper, failed: bool) -> bool:
+    """Check one connection; False when it cannot be yet (inside a transaction)."""
+    if connection.in_atomic_block:
+        return False
+    if connection.connection is None:
+        return True
     if connection.settings_dict.get("CONN_MAX_AGE") == 0:
-        if connection.errors_occurred:
-            if connection.is_usable():
-                connection.errors_occurred = False
-            else:
-                connection.close()
+        # Django's close_if_unusable_or_obsolete() would close it: CONN_MAX_AGE 0 ends a
+        # connection with its request. A connection is kept unless it failed and is unusable.
+        if failed and not connection.is_usable():
+            connection.close()
     else:
         connection.close_if_unusable_or_obsolete()
+    return True
 
 
 def ages_connections() -> bool:

@@ -12,6 +12,7 @@ from datetime import datetime
 from ..clock import system_clock
 from ..consumers import ConsumerSpec
 from ..models import Consumer
+from ..privacy import spec_is_sensitive
 from ..queues import DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
 from .exits import StartupRefused
 
@@ -33,6 +34,8 @@ def sync_consumers(
             # The code's limits, for processes without this code (the admin's): the
             # operator's overrides, in limit_overrides, are never touched here.
             "code_limits": spec.limits.stored(),
+            # Likewise whether its payloads are personal data: the admin masks them by it.
+            "sensitive": spec_is_sensitive(spec),
         }
         # get_or_create re-reads after losing an insert race, so workers starting together
         # all carry on with the one row.

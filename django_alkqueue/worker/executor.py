@@ -8,6 +8,8 @@
 - an exception outside retry_on  -> dead letter now
 - any other exception            -> retry on the policy's curve; dead letter when out of attempts
 - it raises Cancelled            -> no retry, no dead letter: the job is gone (job.cancelled)
+- job.sleep / job.wait_for end   -> scheduled again at the wake time, or waiting for the
+  the call (steps.Suspended)        signal, the attempt refunded (counted as snoozed)
 - it runs past its timeout       -> TimeLimitExceeded, settled by the time limits (time_limits.py)
   like any other exception, while the handler still runs; what it does later is discarded
 A batch consumer's handler takes many jobs in one call, and the same rules apply to each job
@@ -29,19 +31,22 @@ from django.db import transaction
 
 from .. import history, operations, signals, tracing, validation
 from ..consumers import ConsumerSpec
-from ..error_text import headline, private_error_text
+from ..error_text import headline, logged_line, private_error_text
 from ..exceptions import InvalidOption, TimeLimitExceeded, WorkerChildDied
 from ..jobs import Job
 from ..outcomes import Cancelled, Fail, Retry, Snooze
 from ..privacy import is_sensitive
 from ..queues import JobHandle, record_finish_all
 from ..running import CANCELLED, CLAIM_LOST, Run, running_job, running_jobs, settle_all, start_all
+from ..steps import IN_ATOMIC, IN_BATCH, Sleeping, Waiting
 from .acker import Acker
 from .connections import ThreadConnections, ages_connections
 from .event_loop import EventLoopThread
 from .inflight import InFlight
+from .job_notices import NoNotices
 from .report import job_fields, report_outcome
 from .stats import WorkerStats
+from .step_records import ClaimedSteps
 from .wire import child_error_text
 
 logger = logging.getLogger("django_alkqueue")
@@ -86,6 +91,10 @@ def error_text(error: BaseException, sensitive: bool = False) -> str:
     return headline(error) + "\n\n" + "".join(traceback.format_exception(error)).rstrip()
 
 
+def _private_text(error: BaseException) -> str:
+    return error_text(error, sensitive=True)
+
+
 def batch_failures(result: object, jobs: list[Job]) -> dict[int, BaseException]:
     """A batch handler's return value, checked: None (no failures) or a mapping of the ids of
     jobs in its call to the exceptions they failed with. Anything else is a TypeError, which
@@ -98,10 +107,12 @@ def batch_failures(result: object, jobs: list[Job]) -> dict[int, BaseException]:
     ids = {job.id for job in jobs}
     for job_id, error in result.items():
         if job_id not in ids:
-            raise TypeError(f"a batch handler returned a failure for job {job_id!r}, "
+            shown = validation.shown(job_id, repr)
+            raise TypeError(f"a batch handler returned a failure for job {shown}, "
                             "which is not in its call")  # fmt: skip
         if not isinstance(error, BaseException):
-            raise TypeError(f"a batch handler returned {error!r} for job {job_id}, "
+            shown = validation.shown(error, repr)
+            raise TypeError(f"a batch handler returned {shown} for job {job_id}, "
                             "not an exception")  # fmt: skip
     return dict(result)
 
@@ -123,28 +134,55 @@ class Executor:
         self.recycle_before = ages_connections()
         #: Queues whose payloads must not reach an error text (privacy.py).
         self.sensitive = {name for name in specs if is_sensitive(name)}
-        self.connections = ThreadConnections()
+        self.connections = ThreadConnections(watch=False)  # the pool threads watch their own
         #: Queues whose handler is `async def`: their calls run on the worker's event loop.
         self.coroutine_queues = {
             name for name, spec in specs.items() if inspect.iscoroutinefunction(spec.handler)
         }
         self.event_loop = EventLoopThread()
+        #: Whether job.step may record inside a transaction: set by testing.py when its
+        #: drain() runs in a test's transaction, which holds every write.
+        self.steps_in_transaction = False
+        #: Told of each handler call's jobs before and after it: the --processes
+        #: supervisor's pipe, so it can count a crash when a handler ends this process.
+        self.notices = NoNotices()
 
     def close(self) -> None:
         """Stop the event loop of async handlers, if one started."""
         self.event_loop.stop()
 
-    def call(self, spec: ConsumerSpec, jobs: list[Job], *args: Any) -> Any:
-        """Call the handler about `jobs` with `args`, inside the consumer span when tracing
-        (tracing.py); its duration goes to the stats whatever it does."""
+    def call(self, spec: ConsumerSpec, handles: list[JobHandle], *args: Any) -> Any:
+        """Call the handler about the jobs of `handles` with `args`, inside the consumer span
+        when tracing (tracing.py); its duration goes to the stats whatever it does. A
+        transaction it left open on its thread's connections is rolled back, and the call
+        then raises TransactionLeftOpen (connections.py): the next job on this thread starts
+        clean."""
+        jobs = [handle.job for handle in handles]
+        claims = [handle.claim for handle in handles]
         started = time.monotonic()
+        before = self.connections.states()
+        self.notices.started(claims)
         try:
-            if tracing.ENABLED and tracing.active():
-                with tracing.process_span(spec.queue, jobs, spec.batch is not None):
-                    return self._invoke(spec, jobs, *args)
-            return self._invoke(spec, jobs, *args)
+            output = self._traced(spec, jobs, *args)
+        except BaseException as error:
+            self.connections.restore(before, error)
+            raise
         finally:
+            self.notices.ended(claims)
             self.stats.record_duration(spec.queue, time.monotonic() - started)
+        self.connections.restore(before)
+        return output
+
+    def _traced(self, spec: ConsumerSpec, jobs: list[Job], *args: Any) -> Any:
+        if tracing.ENABLED and tracing.active():
+            private = _private_text if spec.queue in self.sensitive else None
+            with tracing.process_span(spec.queue, jobs, spec.batch is not None, private):
+                return self._invoke(spec, jobs, *args)
+        return self._invoke(spec, jobs, *args)
+
+    def _prepare(self) -> None:
+        """Made ready to call a handler, before the job's time limit starts (the process
+        pool's executor starts this thread's child here)."""
 
     def _invoke(self, spec: ConsumerSpec, jobs: list[Job], *args: Any) -> Any:
         """Call the handler; an `async def` one runs on the worker's event loop meanwhile.
@@ -173,8 +211,10 @@ class Executor:
             return
         spec = self.specs[live[0].job.queue]
         started = time.monotonic()
+        self.connections.watch()
         if self.recycle_before:
             self.connections.recycle()
+        self._prepare()
         jobs = [handle.job for handle in live]
         begun = live
         runs = self._start_all(spec, live, started)
@@ -185,13 +225,13 @@ class Executor:
                 # The handler gets a list of its own: whatever it does to it, every job of
                 # the call is still settled here.
                 called = running_jobs(jobs, runs)
-                failures = batch_failures(self.call(spec, jobs, called), jobs)
+                failures = batch_failures(self.call(spec, live, called), jobs)
             except KeyboardInterrupt:
                 raise
             except HANDLER_ERRORS as error:
                 failures = dict.fromkeys([job.id for job in jobs], error)
             # Jobs the time limits settled meanwhile are done with: what came back is late.
-            live = self._settle_all(live, runs)
+            live = self._settle_all(live, runs, failures)
             if failures:
                 unsettled = [handle for handle in live if handle.job.id in failures]
                 acking = [handle for handle in live if handle.job.id not in failures]
@@ -219,8 +259,10 @@ class Executor:
         job = handle.job
         spec = self.specs[job.queue]
         started = time.monotonic()
+        self.connections.watch()
         if self.recycle_before:
             self.connections.recycle()
+        self._prepare()
         run = self._start(spec, handle, started)
         signals.announce(signals.job_started, Job, job=job)
         finished = False
@@ -250,29 +292,47 @@ class Executor:
         """The job's Run, its deadline counting from now."""
         run = self.inflight.run_of(handle)
         run.start(handle.queue.clock, spec.timeout, started)
+        if spec.atomic:
+            run.steps = IN_ATOMIC
+        else:
+            run.steps = ClaimedSteps(
+                self.using, handle.claim, handle.queue.clock, self.steps_in_transaction
+            )
         return run
 
     def _start_all(self, spec: ConsumerSpec, handles: list[JobHandle], started: float) -> list[Run]:
         """_start() for the jobs of one batch handler call: their Runs under one lock."""
         runs = self.inflight.runs_of(handles)
         start_all(runs, handles[0].queue.clock, spec.timeout, started)
+        for run in runs:
+            run.steps = IN_BATCH
         return runs
 
-    def _settle_all(self, handles: list[JobHandle], runs: list[Run]) -> list[JobHandle]:
+    def _settle_all(
+        self,
+        handles: list[JobHandle],
+        runs: list[Run],
+        failures: Mapping[int, BaseException] | None = None,
+    ) -> list[JobHandle]:
         """_settles() for the jobs of one batch handler call: those it may still settle."""
         taken = settle_all(runs)
         if all(taken):
             return handles
+        failed = failures or {}
         return [h for h, run, ok in zip(handles, runs, taken, strict=True)
-                if ok or self._settles(h, run)]  # fmt: skip
+                if ok or self._settles(h, run, failed.get(h.job.id))]  # fmt: skip
 
-    def _settles(self, handle: JobHandle, run: Run) -> bool:
+    def _settles(self, handle: JobHandle, run: Run, error: BaseException | None = None) -> bool:
         """Take the right to settle the job's attempt; False (logged) when the time limits
-        settled it already: the handler came back after its limit, and what it did is
-        discarded."""
+        settled it already: the handler came back after its limit, or its process-pool
+        child was ended past it (`error`), and what it did is discarded."""
         if run.settle():
             return True
         job = handle.job
+        if isinstance(error, WorkerChildDied):  # the pool ended the child: nothing returned
+            logger.warning("%s job %s: %s past its time limit (%g s)", job.queue, job.id, error,
+                           run.timeout or 0, extra=job_fields(job))  # fmt: skip
+            return False
         logger.warning("%s job %s: the handler returned after its time limit (%g s); its "
                        "outcome is discarded", job.queue, job.id, run.timeout or 0,
                        extra=job_fields(job))  # fmt: skip
@@ -326,16 +386,18 @@ class Executor:
 
     def _run_plain(self, spec: ConsumerSpec, handle: JobHandle, run: Run, started: float) -> bool:
         try:
-            output = self.call(spec, [handle.job], handle.job.payload, running_job(handle.job, run))
+            output = self.call(spec, [handle], handle.job.payload, running_job(handle.job, run))
         except KeyboardInterrupt:
             raise
         except HANDLER_ERRORS as error:
-            if self._settles(handle, run):
+            if self._settles(handle, run, error):
                 self._settle_failure(spec, handle, error, started)
             return False
         if not self._settles(handle, run):
             return False
         handle.record(output, time.monotonic() - started)
+        if run.steps.any:  # its steps go with its ack (docs/durable-steps.md)
+            handle.with_steps = True
         self._to_ack([handle], started)
         return True
 
@@ -356,7 +418,7 @@ class Executor:
             with transaction.atomic(using=self.using):
                 if not operations.lock_claim(self.using, handle.claim, handle.queue.clock()):
                     raise LostClaim
-                output = self.call(spec, [job], job.payload, running_job(job, run))
+                output = self.call(spec, [handle], job.payload, running_job(job, run))
                 if run.timed_out:  # past its limit: all it did rolls back
                     raise TimeLimitExceeded(run.timeout or 0)
                 handle.record(output, time.monotonic() - started)
@@ -366,7 +428,6 @@ class Executor:
                 if handle.claim not in acked:
                     raise LostClaim
         except LostClaim:
-            handle._finish(False)
             self._report(handle, "lost", started)
             return False
         except KeyboardInterrupt:
@@ -374,7 +435,7 @@ class Executor:
         except HANDLER_ERRORS as error:
             self._settle_failure(spec, handle, error, started)
             return False
-        handle._finish(True)
+        handle.settled_by_worker()
         self._report(handle, "succeeded", started)
         signals.announce(signals.job_succeeded, Job, job=job)
         return False
@@ -394,16 +455,24 @@ class Executor:
             done = handle.snooze(error.delay)
             self._report(handle, "snoozed" if done else "lost", started)
             return
-        if isinstance(error, Fail):
-            done = handle.fail(error.reason)
-            self._report(handle, "dead" if done else "lost", started)
+        if isinstance(error, Sleeping | Waiting):  # job.sleep, job.wait_for: never a failure
+            if isinstance(error, Sleeping):
+                done = handle.sleep(error.until)
+            else:
+                done = handle.wait(error.name, error.deadline)
+            self._report(handle, "snoozed" if done else "lost", started)
             return
         text = error_text(error, job.queue in self.sensitive)
+        line = logged_line(text)  # the job's log line carries the error's headline
+        if isinstance(error, Fail):
+            done = handle.fail(error.reason)
+            self._report(handle, "dead" if done else "lost", started, line)
+            return
         if isinstance(error, Retry):
             delay = _retry_delay(error, handle)
         elif not spec.retry.retries(error):
             done = handle.fail(text)
-            self._report(handle, "dead" if done else "lost", started)
+            self._report(handle, "dead" if done else "lost", started, line)
             return
         else:
             delay = None
@@ -414,10 +483,12 @@ class Executor:
         if not done:
             self._report(handle, "lost", started)
         elif out_of_attempts:
-            self._report(handle, "dead", started)
+            self._report(handle, "dead", started, line)
         else:
-            self._report(handle, "retried", started)
+            self._report(handle, "retried", started, line)
             signals.announce(signals.job_retried, Job, job=job)
 
-    def _report(self, handle: JobHandle, outcome: str, started: float) -> None:
-        report_outcome(self.stats, handle.job, outcome, started)
+    def _report(
+        self, handle: JobHandle, outcome: str, started: float, error: str | None = None
+    ) -> None:
+        report_outcome(self.stats, handle.job, outcome, started, error)

@@ -14,6 +14,14 @@ EXIT_SOFTWARE = 70
 EXIT_STUCK = 75
 #: EX_CONFIG from sysexits.h: the configuration is wrong; restarting will not help.
 EXIT_CONFIG = 78
+#: A second SIGTERM or SIGINT: the worker left at once, its jobs not released.
+EXIT_AT_ONCE = 1
+#: argparse's refusal of a command-line value.
+EXIT_USAGE = 2
+#: The statuses a worker process exits with of its own accord (docs/worker.md#exit-statuses),
+#: which the --processes supervisor never takes for a handler's crash. 3 and 4 (the
+#: database or its migrations at start-up) come before any job starts.
+WORKER_EXITS = frozenset({0, EXIT_AT_ONCE, EXIT_USAGE, EXIT_SOFTWARE, EXIT_STUCK, EXIT_CONFIG})
 
 
 class StartupRefused(CommandError):

@@ -8,7 +8,7 @@ import logging
 from datetime import datetime
 from typing import NamedTuple
 
-from .. import operations
+from .. import operations, waits
 from ..conf import get_settings
 
 logger = logging.getLogger("django_alkqueue")
@@ -18,7 +18,6 @@ BATCH = 5_000
 
 
 class HistorySweep(NamedTuple):
-    partitions_created: int
     deleted: int
 
 
@@ -37,8 +36,15 @@ class HistorySweeper:
         return get_settings().SWEEP_INTERVAL
 
     def run_once(self, now: datetime) -> HistorySweep:
-        created = operations.prepare_history(self.using, now)
+        operations.prepare_history(self.using, now)
         deleted = operations.sweep_history(self.using, now, self.batch)
         if deleted:
             logger.info("history sweep: deleted %d kept jobs past their keep", deleted)
-        return HistorySweep(created, deleted)
+        # Then the durable steps of jobs gone without an ack: cancelled, purged, expired here
+        # or from the dead letters (docs/durable-steps.md).
+        steps = operations.sweep_steps(self.using, self.batch)
+        if steps:
+            logger.info("history sweep: deleted %d steps and signals of jobs that are gone",
+                        steps)  # fmt: skip
+        waits.sweep_gone(self.using, self.batch)  # the waits of jobs cancelled or purged
+        return HistorySweep(deleted)

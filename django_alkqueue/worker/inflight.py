@@ -1,7 +1,8 @@
 """The jobs this worker holds: claimed and not yet finished.
 
 A job is *running* from its claim until its handler returns, then *awaiting its ack* until the
-Acker's next commit. Only running jobs take capacity, so claiming goes on during the ack window.
+Acker's next commit. Only running jobs take capacity, so claiming goes on during the ack window
+(up to a full ack batch behind: Claimer.room).
 
 Handles are kept as themselves (one handle per claim), not by job id: a job whose lease
 lapsed while its ack waited (a locked table, a slow commit) can be claimed again by this very
@@ -62,10 +63,6 @@ class InFlight:
         with self._lock:
             return handle in self._atomic
 
-    def handler_done(self, handle: JobHandle) -> None:
-        """The handler returned; the job may still await its ack."""
-        self.handlers_done([handle])
-
     def handlers_done(self, handles: list[JobHandle], wake: bool = True) -> None:
         """The handler returned for these jobs (one job, or a batch); they may still await
         their ack. `wake`: whether the claimer is woken for the threads they free."""
@@ -102,6 +99,11 @@ class InFlight:
     def running(self) -> int:
         with self._lock:
             return len(self._running)
+
+    def awaiting_ack(self) -> int:
+        """Jobs whose handler returned and whose ack has not committed yet."""
+        with self._lock:
+            return len(self._held) - len(self._running)
 
     def renewable(self) -> list[JobHandle]:
         """Handles whose lease the keeper renews: all but those held in an atomic transaction

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..models import WORKER_TABLE
 from ..sql import dialect_for
 from ..sql.locks import LEADER_LOCK_KEY
 
@@ -56,20 +55,10 @@ class Leadership:
         return got
 
     def _row_mark(self, now: datetime, stale_after: float) -> bool:
+        connection = connections[self.using]
         cutoff = now - timedelta(seconds=stale_after)
-        ops = connections[self.using].ops
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(
-                f"SELECT worker_id FROM {WORKER_TABLE} "
-                "WHERE is_leader AND last_heartbeat_at >= %s AND worker_id <> %s",
-                [ops.adapt_datetimefield_value(cutoff), self.worker_id],
-            )
-            return cursor.fetchone() is None
+        return not dialect_for(connection).another_leader(connection, self.worker_id, cutoff)
 
     def _mark_rows(self) -> None:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {WORKER_TABLE} SET is_leader = (worker_id = %s) "
-                "WHERE is_leader <> (worker_id = %s)",
-                [self.worker_id, self.worker_id],
-            )
+        connection = connections[self.using]
+        dialect_for(connection).mark_leader(connection, self.worker_id)

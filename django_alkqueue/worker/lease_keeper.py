@@ -5,7 +5,8 @@ The same UPDATE writes the progress running jobs reported since (job.progress())
 once a second per job: while some is waiting, the keeper ticks at least once a second. A
 renewal refused for a running job means its row is gone (cancelled, purged) or was taken
 back: the keeper raises the job's cancel flag, which is how a worker without NOTIFY learns
-of a cancel (docs/running-jobs.md)."""
+of a cancel (docs/running-jobs.md). A renewal skips the rows other transactions hold; such a
+row is read again without locks, and counts as refused only when it lost the claim."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import logging
 import time
 from datetime import datetime
 
+from django.db import DatabaseError, InterfaceError
+
 from .. import defaults
 from ..jobs import Progress
-from ..queues import heartbeat_handles
-from ..running import CLAIM_LOST
+from ..queues import JobHandle, heartbeat_handles, held_claims
+from ..running import CLAIM_LOST, Run
 from ..sql import Claim
 from .inflight import InFlight
 from .report import job_fields
@@ -57,24 +60,57 @@ class LeaseKeeper:
         self.interval = keeper_interval([h.job.lease for h in handles])
         if any(run.progress is not None for run in runs.values()):
             self.interval = min(self.interval, defaults.PROGRESS_EVERY)
-        renewed = heartbeat_handles(handles, self.using, reports)
+        renewed = self._renew(handles, reports)
         for handle, run in runs.items():
             if handle.claim in renewed and handle.claim in reports:
                 run.progress_written(reports[handle.claim])
-            if (
-                # A job awaiting its ack may be acked between our UPDATE and now: only a
-                # job whose handler still runs has really lost its lease.
-                handle.claim not in renewed
-                and self.inflight.is_running(handle)
-                and not self.inflight.in_transaction(handle)
-            ):
-                run.cancel(CLAIM_LOST)
-                logger.warning(
-                    "%s job %s: lease renewal refused (cancelled, or lease lost); its "
-                    "result will be discarded",
-                    handle.job.queue, handle.job.id, extra=job_fields(handle.job),
-                )  # fmt: skip
+        refused = [h for h in handles if h.claim not in renewed and self._running(h)]
+        if refused:
+            self._cancel_lost(refused, runs)
         return renewed
+
+    def _renew(self, handles: list[JobHandle], reports: dict[Claim, Progress]) -> set[Claim]:
+        """heartbeat_handles(). A database error is the loop's to back off from; any other
+        error (a progress report the renewal cannot write) must not stop this loop, which
+        every running job's lease depends on: the leases are renewed again without the
+        progress, whose reports are dropped, and the error is logged."""
+        try:
+            return heartbeat_handles(handles, self.using, reports)
+        except (DatabaseError, InterfaceError):
+            raise
+        except Exception as exc:
+            if not reports:
+                raise
+            logger.error("lease renewal with progress failed (%s: %s); renewing without the "
+                         "progress of jobs %s", type(exc).__name__, exc,
+                         sorted(claim.id for claim in reports))  # fmt: skip
+            for handle, run in zip(handles, self.inflight.runs_of(handles), strict=True):
+                if handle.claim in reports:
+                    run.progress_written(reports[handle.claim])
+            reports.clear()
+            return heartbeat_handles(handles, self.using, None)
+
+    def _running(self, handle: JobHandle) -> bool:
+        """A job awaiting its ack may be acked between our UPDATE and now: only a job whose
+        handler still runs (outside an atomic block) can lose its lease."""
+        return self.inflight.is_running(handle) and not self.inflight.in_transaction(handle)
+
+    def _cancel_lost(self, refused: list[JobHandle], runs: dict[JobHandle, Run]) -> None:
+        """Raise the cancel flag of the refused jobs whose claim is gone. A renewal skips the
+        rows other transactions hold (the job's own retry on its way, an admin's change):
+        those rows, read as last committed, still carry the claim, and the next tick renews
+        them."""
+        held = held_claims(refused, self.using)
+        for handle in refused:
+            # Asked again after the read: a handler that settled its job meanwhile is done.
+            if handle.claim in held or not self._running(handle):
+                continue
+            runs[handle].cancel(CLAIM_LOST)
+            logger.warning(
+                "%s job %s: lease renewal refused (cancelled, or lease lost); its "
+                "result will be discarded",
+                handle.job.queue, handle.job.id, extra=job_fields(handle.job),
+            )  # fmt: skip
 
 
 def keeper_interval(leases: list[float], default: float = IDLE_INTERVAL) -> float:

@@ -1,4 +1,5 @@
-"""The leader's services: reclaim lapsed leases, sweep expired jobs and old dead letters.
+"""The leader's services: reclaim lapsed leases, release lapsed waits for a signal, sweep
+expired jobs and old dead letters.
 
 One thread runs them, because on PostgreSQL leadership is a lock held by one connection,
 and Django gives each thread its own.
@@ -12,7 +13,7 @@ from datetime import datetime
 
 from django.db import connections
 
-from .. import operations
+from .. import operations, task_queues, waits
 from ..conf import get_settings
 from ..models import TaskResult, Worker
 from ..workflows import sweep as workflow_sweep
@@ -41,9 +42,31 @@ class Reclaimer:
         return len(released), len(dead)
 
 
+class WaitReleaser:
+    """Waits for a signal past their deadline -> pending, their wait recorded as timed out
+    (job.wait_for(name, timeout); docs/durable-steps.md). As often as the reclaim: a timed
+    wait resumes within RECLAIM_INTERVAL of its deadline."""
+
+    name = "release waits"
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    @property
+    def interval(self) -> float:
+        return get_settings().RECLAIM_INTERVAL
+
+    def run_once(self, now: datetime) -> int:
+        resumed = waits.release_lapsed(self.using, now)
+        if resumed:
+            logger.info("resumed %d jobs whose wait for a signal timed out", resumed)
+        return resumed
+
+
 class Sweeper:
     """Expired jobs -> dead letters; dead letters and task results past their retention,
-    long-stale worker rows, and the cancel requests of workers gone, deleted."""
+    long-stale worker rows, the cancel requests of workers gone, and lapsed unique windows,
+    deleted."""
 
     name = "sweep"
 
@@ -59,20 +82,12 @@ class Sweeper:
         prune_after = get_settings().WORKER_PRUNE_AFTER
         Worker.objects.using(self.using).stale(now, prune_after).delete()
         operations.sweep_cancel_requests(self.using, now, get_settings().WORKER_STALE_AFTER)
-        _close_orphaned_results(self.using, now)
+        task_queues.close_orphaned_results(self.using, now)
         workflow_sweep.run(self.using, now)
         TaskResult.objects.using(self.using).filter(expires_at__lte=now).delete()
         if moved:
             logger.info("swept %d expired jobs to the dead letters", moved)
         return moved
-
-
-def _close_orphaned_results(using: str, now: datetime) -> None:
-    try:
-        from ..task_runner import close_orphaned_results
-    except ImportError:  # no Tasks framework installed: no task results either
-        return
-    close_orphaned_results(using, now)
 
 
 class LeaderLoop:

@@ -17,6 +17,9 @@ from collections.abc import Callable
 
 from django.db import connections
 
+from ..error_text import private_error_text
+from ..jobs import Job
+from ..privacy import is_sensitive
 from ..queues import JobHandle
 from .report import job_fields
 
@@ -103,12 +106,21 @@ class ThreadPool:
             # BaseException, not Exception: whatever one job raises (a handler's
             # KeyboardInterrupt, which the executor passes on), the thread lives on to take
             # the next job; a dead thread would leave its jobs unstarted for good.
-            except BaseException:
-                job = unit[0].job  # a batch's jobs share the queue, the call and the worker
-                logger.exception("unexpected error in a handler thread running %s job %s",
-                                 job.queue, job.id, extra=job_fields(job))  # fmt: skip
+            except BaseException as error:
+                _log_escaped(unit[0].job, error)  # a batch's jobs share the queue and call
             with self._lock:
                 del self._current[me]
                 if self._written_off.pop(me, None) is not None:
                     break  # another thread took this one's place
         connections.close_all()
+
+
+def _log_escaped(job: Job, error: BaseException) -> None:
+    """What escaped a handler thread's run, logged; for a sensitive queue without the
+    exception's message (error_text.py), which may quote the payload."""
+    what = "unexpected error in a handler thread running %s job %s"
+    if not is_sensitive(job.queue):
+        logger.exception(what, job.queue, job.id, extra=job_fields(job))
+        return
+    logger.error(what + ":\n%s", job.queue, job.id, private_error_text(error),
+                 extra=job_fields(job))  # fmt: skip

@@ -11,7 +11,9 @@ the job's cancel flag down and its progress reports up. So the child only runs h
 - cancelled: the flag goes down the pipe; a handler that has not returned `kill_grace`
   seconds later has its child terminated, and the attempt ends as Cancelled;
 - it dies (a signal from outside, a segfault, os._exit): the attempt fails with
-  WorkerChildDied naming the signal or the exit status, through the retry policy;
+  WorkerChildDied naming the signal or the exit status, through the retry policy; when
+  the job took the child down itself (child_exits.py), a crash is counted with that retry,
+  and its second crash dead-letters it ("crashed its worker");
 - atomic consumers run the handler and the ack in the child's own transaction.
 A child that ended, was terminated, or ran `max_jobs_per_child` calls is replaced.
 
@@ -29,26 +31,33 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from datetime import timedelta
 from multiprocessing.connection import wait
 from typing import Any
 
-from .. import signals
+from .. import operations, signals
 from ..consumers import ConsumerSpec
+from ..error_text import logged_line
 from ..exceptions import TimeLimitExceeded, WorkerChildDied
 from ..jobs import Job
 from ..outcomes import Cancelled
 from ..queues import JobHandle
-from ..running import CANCELLED, CLAIM_LOST, TIME_LIMIT, Run, RunningJob, running_job
+from ..running import CANCELLED, CLAIM_LOST, TIME_LIMIT, Run, RunningJob, run_of, running_job
+from ..sql import CrashRetry
 from . import child as child_module
-from .executor import HANDLER_ERRORS, Executor, LostClaim
+from .child_exits import crashed_by_its_job, death_text
+from .executor import HANDLER_ERRORS, Executor, LostClaim, error_text
 from .pool import ThreadPool
 from .report import job_fields
+from .step_records import ClaimedSteps
 from .wire import Outcome, Raised, Work, rebuilt
 
 logger = logging.getLogger("django_alkqueue")
 
 #: Seconds between two looks at a running job's cancel flag and its child's kill deadline.
 POLL = 0.05
+#: Seconds a new child may take to say it is ready before its first call is sent anyway.
+READY_WITHIN = 60.0
 #: Why a child was terminated at the worker's exit (Child.terminated_for).
 SHUTDOWN = "shutdown"
 #: The start method, and the module the fork server imports before forking any child.
@@ -60,17 +69,6 @@ def _context() -> Any:
     context = multiprocessing.get_context(START_METHOD)
     context.set_forkserver_preload(PRELOAD)
     return context
-
-
-def death_text(pid: int, exitcode: int | None) -> str:
-    """`child 1234 killed by SIGKILL`, `child 1234 exited with status 3`."""
-    if exitcode is not None and exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        return f"child {pid} killed by {name}"
-    return f"child {pid} exited with status {exitcode}"
 
 
 class Child:
@@ -91,9 +89,21 @@ class Child:
         self.kill_at: float | None = None
         #: Why the pool terminated it (TIME_LIMIT, or a cancel's reason).
         self.terminated_for: str | None = None
+        #: It said "ready": set up and serving, so a death mid-call is the call's doing
+        #: (a child whose set-up failed blames no job).
+        self.ready = False
 
     def alive(self) -> bool:
         return self.kill_at is None and self.process.is_alive()
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait for the child's "ready" (sent once it is set up), its end, or `timeout`:
+        a job's time limit starts after this, so it never counts a new child's start."""
+        if not self.conn.poll(timeout):
+            return  # it ended, or is slow: the call notices either
+        with suppress(EOFError, OSError):
+            self.conn.recv()  # its "ready": nothing else is sent before a call
+            self.ready = True
 
     def terminate(self, grace: float, why: str) -> None:
         """SIGTERM now, SIGKILL `grace` seconds later if it has not ended by then."""
@@ -119,7 +129,7 @@ class Child:
         try:
             self.conn.send(("run", work))
         except OSError:  # it ended since the last call
-            raise self._death() from None
+            raise self._death(mid_call=False) from None
         self.calls += 1
         relayed: set[int] = set()
         answer_by: float | None = None  # a cancelled call must return by then
@@ -138,7 +148,10 @@ class Child:
                 if message[0] == "outcome":
                     outcome: Outcome = message[1]
                     return outcome
-                _progress(runs, message)
+                if message[0] == "ready":  # a late one, when wait_ready gave up
+                    self.ready = True
+                else:
+                    _progress(runs, message)
             elif ready:
                 raise self._death()
 
@@ -158,14 +171,18 @@ class Child:
             return time.monotonic() + grace
         return answer_by
 
-    def _death(self) -> Exception:
+    def _death(self, mid_call: bool = True) -> Exception:
         """What the call ends with when the child ended first: Cancelled when the pool
-        terminated it for a cancel (or a lost claim), else WorkerChildDied."""
+        terminated it for a cancel (or a lost claim), else WorkerChildDied, `crashed` when
+        the call took the child down itself: it was serving (ready), had the call
+        (`mid_call`), was not terminated by the pool, and its exit says so (child_exits)."""
         self.process.join(1.0)
-        text = death_text(self.pid, self.process.exitcode)
+        exitcode = self.process.exitcode
+        text = death_text(self.pid, exitcode)
         if self.terminated_for in (CANCELLED, CLAIM_LOST):
             return Cancelled(f"{self.terminated_for}; {text} after it did not return")
-        return WorkerChildDied(text)
+        ours = mid_call and self.ready and self.terminated_for is None
+        return WorkerChildDied(text, crashed=ours and crashed_by_its_job(exitcode))
 
     def _signal(self, signum: int) -> None:
         with suppress(ProcessLookupError):
@@ -208,6 +225,7 @@ class Children:
         child = self._local.child = Child(self._context, self.using)
         with self._lock:
             self._all.add(child)
+        child.wait_ready(READY_WITHIN)
         return child
 
     def call(self, work: Work, runs: dict[int, Run]) -> Outcome:
@@ -304,13 +322,20 @@ class ProcessExecutor(Executor):
         #: The claim of the atomic job this thread runs: the child locks and acks it.
         self._atomic_claim = threading.local()
 
+    def _prepare(self) -> None:
+        self.children.current()
+
     def _invoke(self, spec: ConsumerSpec, jobs: list[Job], *args: Any) -> Any:
         running: list[RunningJob] = args[-1] if isinstance(args[-1], list) else [args[-1]]
-        runs = {job.id: job._run for job in running}
-        first = running[0]._run
+        runs = {job.id: run_of(job) for job in running}
+        first = run_of(running[0])
         claim = getattr(self._atomic_claim, "claim", None) if spec.atomic else None
-        work = Work(spec.queue, jobs, first.deadline, first.timeout, claim)
+        steps = first.steps if isinstance(first.steps, ClaimedSteps) else None
+        work = Work(spec.queue, jobs, first.deadline, first.timeout, claim,
+                    None if steps is None else steps.claim)  # fmt: skip
         outcome = self.children.call(work, runs)
+        if steps is not None and outcome.with_steps:
+            steps.wrote = True  # recorded or found in the child: the ack deletes them
         if outcome.kind == "lost":
             raise LostClaim
         if outcome.kind == "raised":
@@ -326,9 +351,8 @@ class ProcessExecutor(Executor):
         run.settle()  # the time limits never settle a job whose row a transaction holds
         self._atomic_claim.claim = handle.claim
         try:
-            self.call(spec, [job], job.payload, running_job(job, run))
+            self.call(spec, [handle], job.payload, running_job(job, run))
         except LostClaim:
-            handle._finish(False)
             self._report(handle, "lost", started)
             return False
         except KeyboardInterrupt:
@@ -340,10 +364,42 @@ class ProcessExecutor(Executor):
             return False
         finally:
             self._atomic_claim.claim = None
-        handle._finish(True)
+        handle.settled_by_worker()
         self._report(handle, "succeeded", started)
         signals.announce(signals.job_succeeded, Job, job=job)
         return False
+
+    def _settle_failure(
+        self, spec: ConsumerSpec, handle: JobHandle, error: BaseException, started: float
+    ) -> None:
+        """A job that took its child down itself (WorkerChildDied.crashed) is retried with a
+        crash counted (_settle_crash); every other failure settles as in the thread pool."""
+        if isinstance(error, WorkerChildDied) and error.crashed and spec.retry.retries(error):
+            self._settle_crash(spec, handle, error, started)
+        else:
+            super()._settle_failure(spec, handle, error, started)
+
+    def _settle_crash(
+        self, spec: ConsumerSpec, handle: JobHandle, error: WorkerChildDied, started: float
+    ) -> None:
+        """Retry on the policy's curve as any failure, in one statement that also counts the
+        crash: at its second crash the job is dead ("crashed its worker") instead, so a job
+        that kills every child it runs in does not use up all its attempts first."""
+        job = handle.job
+        text = error_text(error, job.queue in self.sensitive)
+        now = handle.queue.clock()
+        run_at = now + timedelta(seconds=spec.retry.delay(job.attempts, job.backoff_base))
+        retry = CrashRetry(run_at, text, out_of_attempts=job.attempts >= job.max_attempts)
+        valid, dead = operations.crashed(self.using, handle.claim, now, retry)
+        if not valid:
+            self._report(handle, "lost", started)
+            return
+        handle.settled_by_worker()
+        if dead is not None:
+            self._report(handle, "dead", started, f"{logged_line(text)} ({dead.reason})")
+            return
+        self._report(handle, "retried", started, logged_line(text))
+        signals.announce(signals.job_retried, Job, job=job)
 
 
 def _overran(run: Run, handle: JobHandle) -> bool:

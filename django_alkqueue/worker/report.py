@@ -113,9 +113,12 @@ def sampled_times(
     ]
 
 
-def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -> None:
+def report_outcome(
+    stats: WorkerStats, job: Job, outcome: str, started: float, error: str | None = None
+) -> None:
     """Count the outcome and its times and log one line for the job (cheap when its level is
-    off)."""
+    off), ending with `error`, the headline of the error it retried or died of
+    (error_text.logged_line)."""
     times = wait_and_run(job, started, time.monotonic(), time.time())
     stats.record(job.queue, outcome, times=[(*times, 1)])
     level = SUCCESS_LEVEL if outcome == "succeeded" else logging.INFO
@@ -126,6 +129,9 @@ def report_outcome(stats: WorkerStats, job: Job, outcome: str, started: float) -
     if outcome == "lost":
         logger.warning("%s job %s: claim lost (lease lapsed or job taken); result discarded",
                        job.queue, job.id, extra=fields)  # fmt: skip
+    elif error:
+        logger.log(level, FINISHED_LINE + ": %s", job.queue, job.id, outcome, elapsed, error,
+                   extra=fields)  # fmt: skip
     else:
         logger.log(level, FINISHED_LINE, job.queue, job.id, outcome, elapsed, extra=fields)
 
@@ -148,20 +154,24 @@ def report_successes(stats: WorkerStats, finished: Sequence[tuple[Job, float]]) 
 
 
 def summary_line(stats: WorkerStats, in_flight: int, depth: int) -> str:
-    """`processed` counts every finished attempt; `failed` those that raised (retried or
-    dead-lettered, WorkerStats.failed); `dead` those dead-lettered. In the active language:
-    the live status line is for a person (the logged summary is English, StatusReporter)."""
+    """`processed` counts every finished attempt but the snoozed ones (a snooze puts the job
+    back, refunded: counted apart as `snoozed`); `failed` those that raised (retried or
+    dead-lettered, WorkerStats.failed); `dead` those dead-lettered; the rate is of the
+    processed. In the active language: the live status line is for a person (the logged
+    summary is English, StatusReporter)."""
     totals = stats.totals()
     elapsed = max(time.monotonic() - stats.started, 1e-9)
+    processed = stats.finished() - totals["snoozed"]
     text = _(
-        "processed %(processed)d, failed %(failed)d, dead %(dead)d, %(rate).1f jobs/s, "
-        "in flight %(in_flight)d, depth %(depth)d"
+        "processed %(processed)d, failed %(failed)d, dead %(dead)d, snoozed %(snoozed)d, "
+        "%(rate).1f jobs/s, in flight %(in_flight)d, depth %(depth)d"
     )
     return text % {
-        "processed": stats.finished(),
+        "processed": processed,
         "failed": stats.failed(),
         "dead": totals["dead"],
-        "rate": stats.finished() / elapsed,
+        "snoozed": totals["snoozed"],
+        "rate": processed / elapsed,
         "in_flight": in_flight,
         "depth": depth,
     }

@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.apps import apps
 from django.db import connections
+from django.db.models import Count
 
-from .. import defaults
-from .. import limits as flow
+from .. import defaults, operations
 from ..clock import Clock, system_clock
 from ..conf import AlkQueueSettings, get_settings
-from ..consumers import ConsumerSpec, registry
+from ..consumers import ConsumerSpec
+from ..limits import REFRESH_EVERY
 from ..models import QueueMessage
 from ..periodic import Scheduler
 from ..queues import JobHandle, queue
@@ -34,18 +34,21 @@ from .claimer import Claimer, ClaimLoop, PausedQueues
 from .connections import ThreadConnections
 from .consumer_table import sync_consumers
 from .executor import Executor
-from .exits import EXIT_SOFTWARE, EXIT_STUCK, StartupRefused
+from .exits import EXIT_AT_ONCE, EXIT_SOFTWARE, EXIT_STUCK
+from .flow_state import FlowState
 from .history_sweeper import HistorySweeper
 from .inflight import InFlight
+from .job_notices import JobNotices
 from .leader import Leadership
 from .lease_keeper import LeaseKeeper
 from .listener import Listener
-from .maintenance import LeaderLoop, Reclaimer, Sweeper
+from .maintenance import LeaderLoop, Reclaimer, Sweeper, WaitReleaser
 from .pool import ThreadPool
 from .presence import Presence
 from .process_pool import Children, ProcessExecutor, ProcessPool
 from .queue_stats import QueueStatDeltas, QueueStatWriter
 from .report import StatusReporter, Stream, report_shutdown
+from .served import resolve_specs
 from .service import Loop, Service
 from .signal_relay import SignalRelay
 from .stats import WorkerStats
@@ -85,70 +88,13 @@ class WorkerOptions:
     kill_grace: float = defaults.WORKER_KILL_GRACE
     #: Process pool: handler calls a child runs before it is replaced; None: no limit.
     max_jobs_per_child: int | None = None
+    #: Under the --processes supervisor: the pipe on which the thread pool tells it which
+    #: jobs its handlers run (job_notices.py).
+    notices_fd: int | None = None
 
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def no_consumers_message() -> str:
-    """What a worker with nothing to serve says: where it looked, and how to add a consumer."""
-    looked = [f"{config.name}.consumers" for config in apps.get_app_configs()]
-    extra = list(get_settings().CONSUMER_MODULES)
-    return (
-        "no @consumer is registered and no task queue is declared. Looked for consumers in "
-        f"the consumers module of each installed app ({', '.join(looked)})"
-        + (f" and in ALKQUEUE['CONSUMER_MODULES'] ({', '.join(extra)})" if extra else "")
-        + ". Add one in yourapp/consumers.py: `from django_alkqueue import consumer`, then "
-        '`@consumer("emails")` on a function `def send(payload, job): ...` '
-        "(docs/consumers.md), or configure the Tasks backend's QUEUES (docs/tasks.md)"
-    )
-
-
-def resolve_specs(names: tuple[str, ...]) -> list[ConsumerSpec]:
-    """The consumers this worker serves: the named queues, or every @consumer queue and every
-    queue an alkqueue task backend declares. Task queues get the built-in task consumer."""
-    if registry.errors:
-        raise StartupRefused("; ".join(registry.errors))
-    tasks = _task_queues()
-    mixed = [name for name in tasks.declared() if registry.get(name) is not None]
-    if mixed:
-        raise StartupRefused(
-            f"queue(s) {', '.join(mixed)} have a @consumer and are also task queues in "
-            "TASKS QUEUES; a queue is one or the other"
-        )
-    if not names:
-        names = tuple(s.queue for s in registry.all()) + tuple(tasks.declared())
-        if not names:
-            raise StartupRefused(no_consumers_message())
-    specs = {n: registry.get(n) or tasks.spec(n) for n in dict.fromkeys(names)}
-    missing = [n for n, spec in specs.items() if spec is None]
-    if missing:
-        raise StartupRefused(f"no @consumer or task backend for queue(s) {', '.join(missing)}")
-    return [spec for spec in specs.values() if spec is not None]
-
-
-class _TaskQueues:
-    """The task queues of alkqueue task backends; none where no Tasks framework is installed
-    (Django 5.2 without the django-tasks backport)."""
-
-    def __init__(self) -> None:
-        try:
-            from .. import task_runner
-        except ImportError:
-            self._runner = None
-        else:
-            self._runner = task_runner
-
-    def declared(self) -> list[str]:
-        return self._runner.declared_task_queues() if self._runner else []
-
-    def spec(self, name: str) -> ConsumerSpec | None:
-        return self._runner.task_queue_spec(name) if self._runner else None
-
-
-def _task_queues() -> _TaskQueues:
-    return _TaskQueues()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,6 +169,8 @@ class Worker:
             self._drain(parts.inflight, self.options.shutdown_timeout)
         _stop([parts.acking])
         _flush_acks(parts.acker)  # the acks of jobs that finished in time
+        if self.died is not None:  # the jobs running now may be what broke it
+            _crash(parts.inflight, self.using, self.clock)
         released += _release(parts.inflight, parts.inflight.all())
         if released:
             logger.warning("released %d unfinished jobs back to pending", released)
@@ -246,18 +194,19 @@ class Worker:
         names = [q.name for q in queues]
         stats = WorkerStats()
         inflight = InFlight(changed=self.wake)
-        acker = Acker(using, inflight, stats, settings.ACK_WINDOW)
-        executor, pool = _executor_and_pool(options, specs, acker, inflight, stats, using)
-        capacity = worker_capacity(options.concurrency, options.batch, specs)
         # The limits in force are read again once per poll interval at least, so that a
         # change (set_limits, the admin's "Set limits") applies within one.
-        flow.cache.every = min(flow.REFRESH_EVERY, options.poll_interval)
+        flow = FlowState(every=min(REFRESH_EVERY, options.poll_interval))
+        acker = Acker(using, inflight, stats, settings.ACK_WINDOW, flow)
+        executor, pool = _executor_and_pool(options, specs, acker, inflight, stats, using)
+        capacity = worker_capacity(options.concurrency, options.batch, specs)
         claimer = Claimer(
             queues, self.worker_id, inflight, Dispatch(executor.specs, pool.submit), capacity,
             options.batch, PausedQueues(using, names, options.poll_interval), options.max_jobs,
             poll_interval=options.poll_interval, follow_up=follow_up_delay(settings.NOTIFY_WINDOW),
             ahead=ahead_of(ClaimAhead(options.concurrency, jobs_per_call(specs),
                                       min(q.lease for q in queues)), stats.handler_totals),
+            flow=flow,
         )  # fmt: skip
         heartbeat = settings.WORKER_HEARTBEAT_INTERVAL
         presence = Presence(using, self.worker_id, names, options.concurrency, stats, heartbeat,
@@ -266,16 +215,19 @@ class Worker:
         # The advisory lock lives on a session: behind a transaction-mode pooler that is the
         # direct LISTEN_DATABASE connection, never a pooled one.
         direct = settings.LISTEN_DATABASE or using
-        leader_services: list[Service] = [Reclaimer(using), Sweeper(using), QueueStatWriter(using),
-                                          Vacuumer(using), HistorySweeper(using)]  # fmt: skip
+        leader_services: list[Service] = [Reclaimer(using), WaitReleaser(using), Sweeper(using),
+                                          QueueStatWriter(using), Vacuumer(using),
+                                          HistorySweeper(using)]  # fmt: skip
         if settings.PERIODIC:
             leader_services.append(Scheduler(using, clock))
         leader = LeaderLoop(Leadership(direct, self.worker_id), leader_services,
                             settings.WORKER_STALE_AFTER)  # fmt: skip
-        listener = None
+        # PostgreSQL's LISTEN also carries cancels; elsewhere a socket hears this host's
+        # enqueues (sql/local_wakeups.py) and a cancel comes with the next lease renewal.
+        cancels = None
         if dialect_for(connections[direct]).supports_notify:
             cancels = (self.worker_id, lambda job_id: inflight.cancel(job_id, CANCELLED))
-            listener = Listener(direct, set(names), self.wake, claimer.notified, cancels)
+        listener = Listener(direct, set(names), self.wake, claimer.notified, cancels)
         # With --burst too: a long drain reports as it goes, and ends with the table.
         reporter = StatusReporter(stats, inflight.count, lambda: _depth(using, names), self.stdout)
         keeper = LeaseKeeper(inflight, using)
@@ -283,22 +235,21 @@ class Worker:
         def loop(service: Service, **kwargs: Any) -> Loop:
             return Loop(service, clock, self._loop_died, **kwargs)
 
-        acking = loop(acker, wake=acker.submitted, refresh=ThreadConnections().recycle)
+        acking = loop(acker, wake=acker.submitted, refresh=ThreadConnections(watch=False).recycle)
         loops = [acking, loop(keeper, wake=inflight.reported), loop(presence),
                  loop(leader, refresh=None), loop(stat_deltas), loop(reporter)]  # fmt: skip
-        if listener is not None:
-            loops.append(loop(listener))
+        loops.append(loop(listener))
         if any(spec.timeout is not None for spec in specs):
             limits = TimeLimits(inflight, pool, executor.settle_overrun, self._recycle,
                                 options.max_stuck)  # fmt: skip
-            loops.append(loop(limits, refresh=ThreadConnections().recycle))
+            loops.append(loop(limits, refresh=ThreadConnections(watch=False).recycle))
         claim = ClaimLoop(claimer, acker.pending, options.burst, self.stop_claiming)
         return Parts(
             inflight=inflight, stats=stats, executor=executor, pool=pool, acker=acker,
             presence=presence,
             stat_deltas=stat_deltas, reporter=reporter, listener=listener,
             claim=loop(claim, stop=self.stop_claiming, wake=self.wake,
-                       refresh=ThreadConnections().recycle), acking=acking,
+                       refresh=ThreadConnections(watch=False).recycle), acking=acking,
             loops=loops,
         )  # fmt: skip
 
@@ -330,7 +281,7 @@ class Worker:
         if self._signals > 1:
             # Second signal, however soon after the first: leave now; the leases lapse and
             # reclaim returns the jobs.
-            os._exit(1)
+            os._exit(EXIT_AT_ONCE)
         self._stop_gracefully(signum)
 
     def _exit_status(self) -> int:
@@ -380,6 +331,8 @@ def _executor_and_pool(
                                              children=children)  # fmt: skip
         return executor, ProcessPool(options.concurrency, executor.run_unit, children)
     executor = Executor(by_queue, acker, inflight, stats, using)
+    if options.notices_fd is not None:
+        executor.notices = JobNotices(options.notices_fd)
     return executor, ThreadPool(options.concurrency, executor.run_unit)
 
 
@@ -388,8 +341,6 @@ def _depth(using: str, names: list[str]) -> int:
 
 
 def _depths(using: str, names: list[str]) -> dict[str, int]:
-    from django.db.models import Count
-
     rows = (
         QueueMessage.objects.using(using)
         .filter(queue__in=names)
@@ -440,6 +391,32 @@ def _release(inflight: InFlight, handles: list[JobHandle]) -> int:
         inflight.remove(handle)
         released += _quietly(handle.release)
     return released
+
+
+def _crash(inflight: InFlight, using: str, clock: Clock) -> None:
+    """A loop died while these handlers ran: one of them may be what broke it (a value no
+    renewal can write, ...). Each goes back with its attempt and a crash counted, and a job
+    that crashed its worker twice goes to the dead letters (operations.crashed), so that
+    no poison job takes every restarted worker down in turn."""
+    crashed = dead = 0
+    for handle in inflight.all():
+        if not inflight.is_running(handle) or inflight.in_transaction(handle):
+            continue  # awaiting its ack (released below), or its transaction holds the row
+        inflight.remove(handle)
+        try:
+            valid, died = operations.crashed(using, handle.claim, clock())
+        except Exception as exc:
+            logger.warning("shutdown: could not count the crash of %s job %s: %s",
+                           handle.job.queue, handle.job.id, exc)  # fmt: skip
+            continue
+        if valid:
+            handle.settled_by_worker()
+        crashed += valid and died is None
+        dead += died is not None
+    if crashed or dead:
+        logger.warning("gave back %d jobs whose handlers ran when the worker broke, their "
+                       "crash counted; dead-lettered %d that crashed their worker before",
+                       crashed, dead)  # fmt: skip
 
 
 def _quietly(step: Callable[[], object]) -> bool:

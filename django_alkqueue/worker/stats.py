@@ -67,10 +67,6 @@ class WorkerStats:
         for wait_bin, n in bins:
             wait[wait_bin] += n
 
-    def record_waits(self, queue: str, waits: Iterable[float]) -> None:
-        """Count the waits (seconds) of jobs of `queue` into its wait histogram."""
-        self.record(queue, "succeeded", 0, [(wait, 0.0, 1) for wait in waits])
-
     def wait_snapshot(self) -> dict[str, list[int]]:
         """Per queue: its jobs so far per wait bin (timings.BOUNDS)."""
         with self._lock:

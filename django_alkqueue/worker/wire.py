@@ -4,10 +4,11 @@ child.py): the work sent down, and the handler's outcome sent back.
 An outcome is plain data. A handler's return value goes as itself when it pickles, else as
 `NotPortable` (the history then records it as not JSON). An exception goes as its kind, its
 error text (written in the child, where the traceback is, with the queue's privacy applied)
-and, when it pickles both ways, itself: Retry, Snooze, Fail and Cancelled are rebuilt from
-their fields (their constructors do not take their own message back), any other exception
-from its pickle, or as a `ChildError` naming its class when it does not unpickle. The
-retry policy's `retry_on` then sees the handler's own exception class.
+and, when it pickles both ways, itself: Retry, Snooze, Fail, Cancelled, Sleeping and Waiting
+(the end of a call by job.sleep and job.wait_for) are rebuilt from their fields (their
+constructors do not take their own message back), any other exception from its pickle, or
+as a `ChildError` naming its class when it does not unpickle. The retry policy's `retry_on`
+then sees the handler's own exception class.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from ..jobs import Job
 from ..outcomes import Cancelled, Fail, Retry, Snooze
 from ..sql.base import Claim
+from ..steps import Sleeping, Waiting
 
 
 class ChildError(Exception):
@@ -48,13 +50,15 @@ class Work:
     timeout: float | None
     #: For an atomic consumer: the claim the child locks and acks in its own transaction.
     claim: Claim | None = None
+    #: For a plain consumer's job: the claim its durable steps are recorded under.
+    steps_claim: Claim | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Raised:
     """An exception, as it crosses: its kind, its fields, its error text, its pickle."""
 
-    kind: str  # "retry", "snooze", "fail", "cancelled" or "error"
+    kind: str  # "retry", "snooze", "fail", "cancelled", "sleep", "wait" or "error"
     fields: tuple[Any, ...]
     text: str
     pickled: bytes | None
@@ -76,6 +80,8 @@ class Outcome:
     error: Raised | None = None
     #: Seconds the handler ran, by the child's clock.
     duration: float = 0.0
+    #: Whether the job has durable steps recorded (its ack deletes them).
+    with_steps: bool = False
 
 
 def portable_value(value: Any) -> Any:
@@ -97,6 +103,10 @@ def raised(error: BaseException, text: str) -> Raised:
         return Raised("fail", (error.reason,), text, None)
     if isinstance(error, Cancelled):
         return Raised("cancelled", (error.reason,), text, None)
+    if isinstance(error, Sleeping):
+        return Raised("sleep", (error.until,), text, None)
+    if isinstance(error, Waiting):
+        return Raised("wait", (error.name, error.deadline), text, None)
     try:
         pickled: bytes | None = pickle.dumps(error)
     except Exception:
@@ -115,6 +125,10 @@ def rebuilt(raised: Raised) -> BaseException:
         error = Fail(*raised.fields)
     elif raised.kind == "cancelled":
         error = Cancelled(*raised.fields)
+    elif raised.kind == "sleep":
+        error = Sleeping(*raised.fields)
+    elif raised.kind == "wait":
+        error = Waiting(*raised.fields)
     else:
         error = _unpickled(raised)
     error._alk_child_error_text = raised.text  # type: ignore[attr-defined]

@@ -27,8 +27,9 @@ from django.utils import timezone
 from ..conf import get_settings
 from ..exceptions import InvalidOption
 from ..models import Batch, BatchMember
+from ..payload import refuse_nul
 from ..sql import chunked, dialect_for
-from ..validation import database_alias
+from ..validation import database_alias, storable_text
 from . import dependencies
 from .specs import JobSpec
 
@@ -65,8 +66,11 @@ def batch(
     alias = database_alias(using if using is not None else get_settings().DATABASE)
     for role, spec in (("on_success", on_success), ("on_finish", on_finish)):
         _check_callback(role, spec, alias)
-    if not isinstance(name, str) or len(name) > 200:
-        raise InvalidOption("a batch's name must be a str of at most 200 characters")
+    if not isinstance(name, str) or len(name) > 200 or not storable_text(name):
+        raise InvalidOption(
+            "a batch's name must be a str of at most 200 characters, with no NUL and no "
+            "unpaired surrogate"
+        )
     return BatchBlock(alias, on_success, on_finish, name)
 
 
@@ -84,6 +88,7 @@ def _check_callback(role: str, spec: object, using: str) -> None:
         )
     if isinstance(spec.payload, dict) and CALLBACK_KEY in spec.payload:
         raise InvalidOption(f"{role}'s payload must leave the key {CALLBACK_KEY!r} to the batch")
+    refuse_nul(spec.payload, f"{role}'s payload")  # the Batch row keeps it in jsonb
 
 
 class BatchBlock:

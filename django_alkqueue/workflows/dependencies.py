@@ -3,7 +3,9 @@
 A waiting job is a live row whose run_at is parked (jobs.parked_at(): never due), so the
 claim statements and their index (alkqueue_pending_idx) need no new condition; its own
 run_at waits in WaitingJob. Each dependency is an edge (Dependency), met when that job is
-acked; the transaction that meets a job's last edge puts its run_at back: the release.
+acked; the ack's own transaction meets the edges, and where it meets a job's last edge puts
+its run_at back: the release. The job rows themselves are written by the dialect only
+(Dialect.park, unpark, mark_in_workflow and dead_letter).
 
 Locks, always in this order, so that two transactions never wait on each other in a circle:
 the dependencies' live rows (an enqueue with after=, an ack's DELETE), then the dependents'
@@ -13,18 +15,17 @@ the second to take the row sees the first's edge met and releases it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from django.db import connections, transaction
 
 from .. import signals
 from ..exceptions import InvalidOption
-from ..jobs import PARKED_YEAR, Job, is_parked, make_job, parked_at
+from ..jobs import PARKED_YEAR, Job, is_parked, parked_at
 from ..models import DeadLetter, Dependency, FinishedJob, QueueMessage, WaitingJob
-from ..sql import chunked, dialect_for
-from ..sql.orm_rows import as_dead_row, dead_letter, live_rows
+from ..sql import Row, chunked, dialect_for
 from ..validation import job_id as checked_job_id
 
 __all__ = ["DEPENDENCY_FAILED", "PARKED", "is_parked", "parked_at"]
@@ -87,10 +88,8 @@ def live_dependencies(using: str, ids: Sequence[int]) -> list[int]:
 
 def mark_in_workflow(using: str, ids: Sequence[int]) -> None:
     """Mark these live rows in_workflow: their acks settle a workflow (models.QueueMessage)."""
-    for chunk in chunked(list(ids), _CHUNK):
-        QueueMessage.objects.using(using).filter(pk__in=chunk, in_workflow=False).update(
-            in_workflow=True
-        )
+    connection = connections[using]
+    dialect_for(connection).mark_in_workflow(connection, ids)
 
 
 def wait_for(using: str, jobs: Sequence[Job], dependencies: Sequence[int], due: datetime) -> None:
@@ -133,7 +132,7 @@ def succeeded(using: str, ids: Sequence[int]) -> list[int]:
 
 
 def _release(using: str, waiting: dict[int, datetime]) -> list[int]:
-    """Of the locked waiting jobs, those with no unmet edge left get their run_at back."""
+    """Of the locked waiting jobs, those with no unmet edge left are unparked."""
     blocked: set[int] = set()
     for chunk in chunked(sorted(waiting), _CHUNK):
         edges = Dependency.objects.using(using).filter(job_id__in=chunk, met=False)
@@ -141,19 +140,9 @@ def _release(using: str, waiting: dict[int, datetime]) -> list[int]:
     ready = sorted(i for i in waiting if i not in blocked)
     if not ready:
         return []
-    live = QueueMessage.objects.using(using)
-    by_run_at: dict[datetime, list[int]] = {}
-    for job_id in ready:
-        by_run_at.setdefault(waiting[job_id], []).append(job_id)
-    for run_at, job_ids in by_run_at.items():
-        for chunk in chunked(job_ids, _CHUNK):
-            live.filter(pk__in=chunk, run_at__gte=parked_at()).update(run_at=run_at)
-    queues: set[str] = set()
-    for chunk in chunked(ready, _CHUNK):
-        WaitingJob.objects.using(using).filter(job_id__in=chunk).delete()
-        queues.update(live.filter(pk__in=chunk).values_list("queue", flat=True))
     connection = connections[using]
     dialect = dialect_for(connection)
+    queues = dialect.unpark(connection, {job_id: waiting[job_id] for job_id in ready})
     for name in sorted(queues):
         dialect.notify(connection, name)  # sent at commit: the workers look at once
     return ready
@@ -169,23 +158,24 @@ def failed(using: str, causes: dict[int, str], now: datetime) -> list[Job]:
         waiting = _lock_waiting(using, dependents)
         if not waiting:
             break
-        jobs = _bury_and_announce(using, waiting, dependents, causes, now)
+        jobs = _dead_letter_and_announce(using, waiting, dependents, causes, now)
         died.extend(jobs)
         causes = {job.id: f"died ({DEPENDENCY_FAILED})" for job in jobs}
     return died
 
 
-def _bury_and_announce(
+def _dead_letter_and_announce(
     using: str,
     waiting: dict[int, datetime],
     dependents: dict[int, int],
     causes: dict[int, str],
     now: datetime,
 ) -> list[Job]:
-    """_bury, then the dead letters as Jobs, each announced (job_dead_lettered) once the
-    transaction commits: a rolled-back death is never announced."""
+    """_dead_letter, then the dead letters as Jobs, each announced (job_dead_lettered) once
+    the transaction commits: a rolled-back death is never announced."""
     dialect = dialect_for(connections[using])
-    jobs = [dialect.to_job(row, now) for row in _bury(using, waiting, dependents, causes, now)]
+    rows = _dead_letter(using, waiting, dependents, causes, now)
+    jobs = [dialect.to_job(row, now) for row in rows]
     if jobs:
         transaction.on_commit(lambda: _announce(jobs), using=using)
     return jobs
@@ -196,31 +186,27 @@ def _announce(jobs: Sequence[Job]) -> None:
         signals.announce(signals.job_dead_lettered, Job, job=job)
 
 
-def _bury(
+def _dead_letter(
     using: str,
     waiting: dict[int, datetime],
     dependents: dict[int, int],
     causes: dict[int, str],
     now: datetime,
-) -> list[Any]:
-    """The locked waiting jobs -> dead letters, with their own run_at back."""
-    rows: list[Any] = []
-    live = QueueMessage.objects.using(using)
-    for chunk in chunked(sorted(waiting), _CHUNK):
-        found = live_rows(live.filter(pk__in=chunk).select_for_update())
-        letters, dead_rows = [], []
-        for row in found:
-            job_id = row[0]
-            dependency = dependents[job_id]
-            error = f"dependency {dependency} {causes[dependency]}"
-            restored = (*row[:9], waiting[job_id], *row[10:])
-            letters.append(dead_letter(restored, now, DEPENDENCY_FAILED, error))
-            dead_rows.append(as_dead_row(restored, now, DEPENDENCY_FAILED, error))
-        DeadLetter.objects.using(using).bulk_create(letters)
-        live.filter(pk__in=chunk).delete()
-        WaitingJob.objects.using(using).filter(job_id__in=chunk).delete()
-        rows.extend(dead_rows)
-    return rows
+) -> list[Row]:
+    """The locked waiting jobs -> dead letters "dependency failed", unparked first so that
+    each dead letter keeps its own run_at; one Dialect.dead_letter per error text (one per
+    failed dependency). Returns the dead rows in id order."""
+    connection = connections[using]
+    dialect = dialect_for(connection)
+    dialect.unpark(connection, waiting)
+    by_error: dict[str, list[int]] = {}
+    for job_id in sorted(waiting):
+        dependency = dependents[job_id]
+        by_error.setdefault(f"dependency {dependency} {causes[dependency]}", []).append(job_id)
+    rows: list[Row] = []
+    for error, ids in by_error.items():
+        rows.extend(dialect.dead_letter(connection, ids, now, DEPENDENCY_FAILED, error))
+    return sorted(rows, key=lambda row: int(row[0]))
 
 
 def unmet_dependencies(using: str, job_id: int) -> list[int]:
@@ -230,8 +216,8 @@ def unmet_dependencies(using: str, job_id: int) -> list[int]:
 
 def park(using: str, job_id: int, run_at: datetime) -> None:
     """A requeued job with unmet edges waits again, from `run_at` once released."""
-    QueueMessage.objects.using(using).filter(pk=job_id).update(run_at=parked_at())
-    WaitingJob.objects.using(using).update_or_create(job_id=job_id, defaults={"run_at": run_at})
+    connection = connections[using]
+    dialect_for(connection).park(connection, job_id, run_at)
 
 
 def dead_among(using: str, ids: Sequence[int]) -> list[int]:
@@ -246,7 +232,7 @@ def failed_now(using: str, job_id: int, dead: Sequence[int], now: datetime) -> l
     waiting = _lock_waiting(using, [job_id])
     if not waiting:
         return []
-    jobs = _bury_and_announce(using, waiting, {job_id: dead[0]}, {dead[0]: "is dead"}, now)
+    jobs = _dead_letter_and_announce(using, waiting, {job_id: dead[0]}, {dead[0]: "is dead"}, now)
     return jobs + failed(using, {job.id: f"died ({DEPENDENCY_FAILED})" for job in jobs}, now)
 
 
@@ -265,4 +251,4 @@ def restore_run_at(using: str, job: Job) -> Job:
     run_at = kept.first()
     if run_at is None:
         return job
-    return make_job({**job.__dict__, "run_at": run_at})
+    return dataclasses.replace(job, run_at=run_at)

@@ -1,5 +1,6 @@
 """What finishing a job does to the workflows it is in: operations.py calls these in the
-transaction of the ack, death, cancel or requeue, after its own statement."""
+transaction of the ack, death, cancel or requeue, after its own statement, so that both
+commit together (an ack's: operations._ack_settling)."""
 
 from __future__ import annotations
 

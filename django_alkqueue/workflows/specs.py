@@ -5,23 +5,22 @@ refused by the caller's code, not by the worker that fires it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.dateparse import parse_datetime
 
 from ..exceptions import InvalidOption
-
-if TYPE_CHECKING:
-    from ..jobs import Job
-    from ..queues import Queue
+from ..jobs import Job
 
 #: The Queue attributes a spec keeps, so that the job it sends is stamped as its queue was.
 QUEUE_OPTIONS = ("max_attempts", "backoff_base", "lease", "retention", "priority", "expires")
 #: The enqueue() options a spec may carry.
 ENQUEUE_OPTIONS = (
     "delay", "run_at", "expires", "max_attempts", "priority", "unique_key", "concurrency_key",
+    "fair_key",
 )  # fmt: skip
 
 
@@ -35,15 +34,15 @@ class JobSpec:
     options: dict[str, Any]
     queue_options: dict[str, Any]
 
-    def build_queue(self) -> Queue:
-        from ..queues import Queue
-
-        return Queue(self.queue, using=self.using, **self.queue_options)
-
     def enqueue(self, *, after: Sequence[Any] | None = None, payload: Any = None) -> Job:
-        """Send it now, in the caller's transaction; `payload`, when given, replaces its own."""
-        sent = self.payload if payload is None else payload
-        return self.build_queue().enqueue(sent, after=after, **self.options)
+        """Send it now, in the caller's transaction; `payload`, when given, replaces its own.
+        The queue API sends it (queues.enqueue_spec, registered: it sits above)."""
+        if not _senders:
+            raise ImproperlyConfigured(
+                "a JobSpec was sent before django_alkqueue.queues was imported: add "
+                '"django_alkqueue" to INSTALLED_APPS (its ready() imports it)'
+            )
+        return _senders[0](self, after, payload)
 
     def stored(self) -> dict[str, Any]:
         """The JSON object a Batch row keeps it as."""
@@ -71,8 +70,23 @@ class JobSpec:
         )
 
 
-def spec_of(queue: Queue, payload: Any, options: dict[str, Any]) -> JobSpec:
-    """The JobSpec `queue.job(payload, **options)` returns, its options in seconds."""
+#: Sends a JobSpec now: (spec, the jobs or ids it waits for, a payload replacing its own).
+Sender = Callable[[JobSpec, Sequence[Any] | None, Any], Job]
+_senders: list[Sender] = []
+
+
+def register_sender(send: Sender) -> None:
+    """How JobSpec.enqueue (and so a fired batch's callbacks, sent in the transaction of the
+    ack below the queue API) sends a spec: queues.py registers queues.enqueue_spec when
+    imported, which the app's ready() does (registered again: replaced)."""
+    _senders[:] = [send]
+
+
+def spec_of(
+    queue: str, using: str, queue_options: dict[str, Any], payload: Any, options: dict[str, Any]
+) -> JobSpec:
+    """The JobSpec `queue.job(payload, **options)` returns (`queue_options`: the Queue's
+    QUEUE_OPTIONS), its options in seconds."""
     unknown = sorted(set(options) - set(ENQUEUE_OPTIONS))
     if unknown:
         raise InvalidOption(f"Queue.job() takes no option {unknown[0]!r}")
@@ -80,8 +94,7 @@ def spec_of(queue: Queue, payload: Any, options: dict[str, Any]) -> JobSpec:
     for name in ("delay", "expires"):
         if name in kept and not isinstance(kept[name], int | float):
             kept[name] = kept[name].total_seconds()
-    queue_options = {name: getattr(queue, name) for name in QUEUE_OPTIONS}
-    return JobSpec(queue.name, queue.using, payload, kept, queue_options)
+    return JobSpec(queue, using, payload, kept, queue_options)
 
 
 def checked_specs(specs: Sequence[object], what: str) -> list[JobSpec]:

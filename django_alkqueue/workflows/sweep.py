@@ -1,12 +1,13 @@
 """The leader's workflow sweep: what a crash between two transactions can leave behind.
 
-Acks, deaths, cancels and requeues settle their workflows in their own transaction. The
-deaths a claim makes are settled in a transaction right after its statement (a claim
-commits alone: a transaction around it would cost every claim a round trip). This sweep
-settles what a crash between those two left, and whatever else a bug or a hand-edited row
-left behind: an unmet edge to a job that is neither live nor dead (it
-succeeded), a member whose job is gone, a sealed batch whose members have all finished. It
-also deletes the edges of dependents that are neither live nor dead any more."""
+Acks, deaths, cancels and requeues settle their workflows in their own transaction, so
+this is a backstop, not a step of the normal path. The deaths a claim makes are settled in
+a transaction right after its statement (a claim commits alone: a transaction around it
+would cost every claim a round trip). This sweep settles what a crash between those two
+left, and whatever else a bug or a hand-edited row left behind: an unmet edge to a job
+that is neither live nor dead (it succeeded), a member whose job is gone, a sealed batch
+whose members have all finished. It also deletes the edges of dependents that are neither
+live nor dead any more."""
 
 from __future__ import annotations
 

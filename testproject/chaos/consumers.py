@@ -10,6 +10,13 @@ needs, all running `act()`, which the payload drives:
                                      scenario runs the worker with no lease renewal for the
                                      queue (ALKQUEUE_CHAOS_NO_LEASE_KEEPER), so the handler
                                      outlives its lease
+    {"leave_open": {"1": "atomic"}}  on attempt 1, mark the execution "failed", then leave a
+                                     transaction open ("atomic", "nested", "autocommit") with
+                                     a second ExecutionLog row of the same attempt in it: the
+                                     worker rolls it back (a row left would read as a second
+                                     hand-out) and fails the attempt (TransactionLeftOpen)
+    {"system_exit_on": [1]}          chaos-async only: raise SystemExit out of the coroutine
+                                     on those attempts, marked "failed"
 
 Every execution is logged in ExecutionLog (see models.py for how a run is read).
 """
@@ -22,6 +29,8 @@ import os
 import time
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
 from django_alkqueue import Job, RetryPolicy, consumer
@@ -83,6 +92,11 @@ def act(payload: dict[str, Any], job: Job) -> None:
     if block is not None:
         finish(run, "blocked")
         wait_for_gate(block[0], float(block[1]))
+    leave = payload.get("leave_open", {}).get(str(attempt))
+    if leave is not None:
+        finish(run, "failed")
+        _leave_open(leave, job)
+        return
     hold = payload.get("hold", {}).get(str(attempt))
     if hold is not None:
         wait_for_gate(hold[0], float(hold[1]))
@@ -93,6 +107,22 @@ def act(payload: dict[str, Any], job: Job) -> None:
     # A blocked execution stays "blocked" when it returns: its lease lapsed meanwhile, so an
     # accepted ack of it would be a violation the invariant checker reports.
     finish(run, "blocked" if block is not None else "completed")
+
+
+def _leave_open(how: str, job: Job) -> None:
+    """Leave a transaction open, with a row in it that only a commit would keep."""
+    if how == "autocommit":
+        transaction.set_autocommit(False)
+    elif how == "nested":
+        with transaction.atomic():
+            transaction.atomic().__enter__()
+    else:
+        transaction.atomic().__enter__()
+    start(job)
+
+
+def _exit_run(job: Job) -> None:
+    finish(start(job), "failed")
 
 
 def _constant(base: float = 0.0) -> RetryPolicy:
@@ -145,3 +175,18 @@ def flow(payload: dict[str, Any], job: Job) -> None:
 def echo(payload: Any, job: Job) -> None:
     """Scenario 7: records the digest of whatever payload it received."""
     finish(start(job), "completed", note=digest(payload))
+
+
+@consumer("chaos-hostile", lease=5, max_attempts=3, retry=_constant())
+def hostile(payload: dict[str, Any], job: Job) -> None:
+    """Scenario 12: some attempts leave a transaction open on the handler thread's connection."""
+    act(payload, job)
+
+
+@consumer("chaos-async", lease=5, max_attempts=3, retry=_constant())
+async def run_async(payload: dict[str, Any], job: Job) -> None:
+    """Scenario 12: an async handler; some attempts raise SystemExit out of the coroutine."""
+    if job.attempts in payload.get("system_exit_on", ()):
+        await sync_to_async(_exit_run)(job)
+        raise SystemExit(EXIT_CODE)
+    await sync_to_async(act)(payload, job)

@@ -70,3 +70,36 @@ def slow(seconds: float) -> float:
 
     time.sleep(seconds)
     return seconds
+
+
+@task()
+def returns_nul() -> dict[str, str]:
+    """A result with NUL characters, which PostgreSQL's jsonb refuses: kept escaped."""
+    return {"s": "a\x00b", "k\x00": "v"}
+
+
+@task()
+def fails_with_nul() -> None:
+    raise ValueError("a message with a \x00 NUL")
+
+
+@task()
+def returns_nan() -> float:
+    return float("nan")
+
+
+def _noted(job_id: int, note: str) -> str:
+    HandlerRun.objects.create(queue="default", job_id=job_id, attempt=0, note=note)
+    return note
+
+
+@task(takes_context=True)
+def stepped(context: Any, n: int) -> list[str]:
+    """Two durable steps through the context's job (docs/tasks.md, "Durable steps"); its
+    first attempt fails between them, so the retry must find the first recorded."""
+    job_id = int(context.task_result.id)
+    first = context.job.step("first", _noted, job_id, f"ran first {n}")
+    if context.attempt == 1:
+        raise ValueError("after the first step")
+    second = context.job.step("second", _noted, job_id, f"ran second {n}")
+    return [first, second]

@@ -1,6 +1,8 @@
-"""Hypothesis strategies for the bad-input properties (test_08_bad_input.py): valid values
-three times in four, so that accepted calls get checked too, and for the rest everything a
-caller could pass by mistake or malice."""
+"""Hypothesis strategies for the bad-input properties (test_08_bad_input.py,
+test_api_properties.py, test_hostile_values.py): valid values three times in four, so that
+accepted calls get checked too, and for the rest everything a caller could pass by mistake or
+malice, the hostile probe's of issue 48 included: lone surrogates, NUL characters, numbers
+past what Python prints or float() holds, terminal escape codes."""
 
 from __future__ import annotations
 
@@ -10,9 +12,24 @@ import math
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 NOW = datetime(2030, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def property_settings(examples: int) -> settings:
+    """The settings of every property here: `examples` examples, no deadline (the database
+    sets the pace), and no complaint about slow, large or fixture-using examples."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.data_too_large,
+        ],
+    )
 
 
 class Color(enum.IntEnum):
@@ -23,12 +40,39 @@ class Mapping(dict):  # type: ignore[type-arg]
     """A dict subclass: JSON can write it, but it would come back as a plain dict."""
 
 
-# Integers of any size, beyond float's range too (float() raises OverflowError on them).
-ANY_INTS = st.one_of(st.integers(), st.integers(min_value=-(2**1100), max_value=2**1100))
+def _power_of_ten(digits: int) -> int:
+    """10**digits, made while drawing: Hypothesis prints a strategy's constants, and an int
+    of more than 4,300 digits cannot be printed."""
+    return 10**digits if digits > 0 else -(10**-digits)
+
+
+#: Integers past what Python prints (int-to-str refuses more than 4,300 digits with
+#: ValueError) or float() holds (OverflowError), and at the ends of 64 bits.
+HUGE_INTS = st.one_of(
+    st.sampled_from([10**400, -(10**400), 2**63, -(2**63) - 1]),
+    st.sampled_from([5000, -5000]).map(_power_of_ten),
+)
+#: The same, and the floats that are no number or the largest one.
+HUGE_NUMBERS = st.one_of(HUGE_INTS, st.sampled_from([1e308, math.inf, -math.inf, math.nan]))
+# Integers of any size, beyond float's range and int-to-str's digit limit too.
+ANY_INTS = st.one_of(st.integers(), st.integers(min_value=-(2**1100), max_value=2**1100), HUGE_INTS)
+#: Text a terminal acts on: clear-screen and title escape sequences, a newline that fakes a
+#: table row, a carriage return, a right-to-left override, C1's CSI, a backslash that would
+#: fake an escape.
+TERMINAL_ESCAPES = st.sampled_from(
+    ["\x1b[2J", "\x1b]0;title\x07", "ok\nfake-row 1 2 3", "a\rb", "\u202eabc", "\x9b31m", "\\x1b"]
+)
+#: Text no database stores verbatim: NUL (PostgreSQL's text and jsonb refuse it) and lone
+#: surrogates (no UTF-8 form; file names read from disk give them).
+UNSTORABLE_TEXT = st.sampled_from(["\x00", "a\x00b", "\ud800", "file-\udcff.txt", "\udfff\x00"])
+hostile_text = st.one_of(
+    TERMINAL_ESCAPES, UNSTORABLE_TEXT, st.just("9" * 5000 + "/s"), st.just("9" * 5000)
+)
 
 any_text = st.one_of(
     st.text(max_size=40),  # NUL and other control characters included
     st.text(st.characters(categories=["Cs", "Cc", "Lo", "So"]), max_size=6),  # lone surrogates
+    hostile_text,
 )
 json_scalars = st.one_of(
     st.none(),
@@ -78,7 +122,14 @@ payloads = st.one_of(
     ),
 )
 anything = st.one_of(
-    st.none(), st.booleans(), any_text, st.floats(), ANY_INTS, st.just(b"x"), st.just([])
+    st.none(),
+    st.booleans(),
+    any_text,
+    st.floats(),
+    ANY_INTS,
+    HUGE_NUMBERS,
+    st.just(b"x"),
+    st.just([]),
 )
 
 
@@ -143,6 +194,7 @@ options = st.fixed_dictionaries(
         "max_attempts": st.one_of(st.none(), attempt_limits),
         "priority": st.one_of(st.none(), priorities),
         "unique_key": st.one_of(st.none(), unique_keys),
+        "concurrency_key": st.one_of(st.none(), unique_keys),
     },
 )
 batch_sizes = mostly(st.integers(-2, 5), st.one_of(st.integers(), anything))

@@ -1,6 +1,7 @@
 """Scenario 1, concurrency stress: 4 worker processes x 8 threads drain a queue whose handlers
 take random short times and fail 10% of their attempts at random; every job ends acked, or
-dead once all its attempts failed, and none is acked twice."""
+dead once all its attempts failed, none is acked twice, and with no fault injected no lease
+lapses: no completed job runs again."""
 
 from __future__ import annotations
 
@@ -51,9 +52,18 @@ def test_stress_4_processes_x_8_threads_lose_nothing_and_ack_each_job_once(fleet
     drained_in = clock.seconds()
     codes = fleet.stop_all()
 
+    # Dead letters only where every attempt was planned to fail: a completed job re-run
+    # (its claim lost) would be an unexplained duplicate, or dead of attempts it never failed.
     report = check(
         [j.id for j in jobs], expect={j.id: "dead" if j.id in doomed else "acked" for j in jobs}
     )
+    outputs = fleet.outputs()
+    # No fault is injected, so every lease must hold: a claim lost or a renewal refused
+    # means the lease keeper fell behind (issue 53, on MariaDB) or took a busy row for lost.
+    warnings = {
+        "lease_renewal_refused_warnings": outputs.count("lease renewal refused"),
+        "claim_lost_warnings": outputs.count("claim lost"),
+    }
     record(
         1,
         "Concurrency stress",
@@ -65,11 +75,11 @@ def test_stress_4_processes_x_8_threads_lose_nothing_and_ack_each_job_once(fleet
             "drain_seconds": drained_in,
             "jobs_per_second": round(JOBS / drained_in, 1),
             "expected_dead": len(doomed),
-            # No fault here, so every lease was kept: any such warning is a false alarm.
-            "lease_renewal_refused_warnings": fleet.outputs().count("lease renewal refused"),
-            "claim_lost_warnings": fleet.outputs().count("claim lost"),
+            **warnings,
         },
     )
-    assert report.ok, report.summary() + fleet.outputs()
+    assert report.ok, report.summary() + outputs
+    assert warnings == dict.fromkeys(warnings, 0), outputs
+    assert report.figures.results_discarded == 0
     assert report.figures.handler_faults > 0
-    assert list(codes.values()) == [0], fleet.outputs()
+    assert list(codes.values()) == [0], outputs

@@ -21,7 +21,11 @@ from .invariants import Fault, check
 from .record import Stopwatch, record
 from .scale import pick
 
-pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres_only,
+    pytest.mark.serial,
+    pytest.mark.django_db(transaction=True),
+]
 
 QUEUE = "chaos-restart"  # lease 3 s, 10 attempts, 0.1 s between them
 JOBS = pick(short=1_500, long=6_000)

@@ -25,7 +25,11 @@ from .netns import Link, partitionable_link
 from .record import Stopwatch, record
 from .scale import pick
 
-pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres_only,
+    pytest.mark.serial,
+    pytest.mark.django_db(transaction=True),
+]
 
 QUEUE = "chaos-partition"  # lease 2 s, 5 attempts
 BACKGROUND = pick(short=200, long=3_000)

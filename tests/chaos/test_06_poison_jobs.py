@@ -4,11 +4,15 @@
 - a handler that never returns, with the lease keeper stopped for its queue, outlives its
   1 s lease on every attempt: each lapse hands the job out again, and once its attempts are
   spent it is dead-lettered, never acked;
-- a handler that calls os._exit takes its process down; the supervisor starts another, the
-  job's lease lapses and it is claimed again: the one that exits once then completes, the one
-  that exits every time ends dead;
+- a handler that calls os._exit takes its process down; the supervisor counts a crash for
+  each job that process was running, gives them back at once and starts another process:
+  the one that exits once then completes, the one that exits every time ends dead at its
+  second crash ("crashed its worker");
 
-while ordinary jobs on another queue keep flowing, before and after the crashes."""
+while ordinary jobs on another queue keep flowing, before and after the crashes. A job
+that ran beside an exiting one in its process has a crash counted too (the supervisor
+cannot tell which handler ended it, docs/reliability.md): one cut short by two exits is
+dead ("crashed its worker"), the documented price of four threads a process."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import pytest
 from django.utils import timezone
 
 from django_alkqueue import queue
-from django_alkqueue.jobs import MAX_ATTEMPTS_EXCEEDED
+from django_alkqueue.jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED
 from django_alkqueue.models import DeadLetter, QueueMessage
 from testproject.chaos.apps import NO_LEASE_KEEPER_ENV
 from testproject.chaos.models import ExecutionLog, Gate
@@ -51,6 +55,21 @@ def assert_ran_as(job_id: int, outcome: str, *, process_exits: int) -> None:
     ended = {o for _, o in outcomes(job_id)} - {""}
     assert ended <= {outcome}, (job_id, outcomes(job_id))
     assert ended or process_exits >= 2, (job_id, outcomes(job_id), process_exits)
+
+
+def crashed_beside(job_ids: list[int], process_exits: int) -> set[int]:
+    """Of `job_ids`, those dead as "crashed its worker" though their handler does not exit
+    every time: they ran beside an exiting job twice, or exited once themselves and ran
+    beside another's exit once. Each crash counted needs a process exit (checked); a run
+    counted may have left no ExecutionLog row, when its process died before the handler's
+    first write committed."""
+    dead = set(
+        DeadLetter.objects.filter(job_id__in=job_ids, reason=CRASHED_ITS_WORKER).values_list(
+            "job_id", flat=True
+        )
+    )
+    assert not dead or process_exits >= 2, (dead, process_exits)
+    return dead
 
 
 def test_poison_jobs_end_dead_or_reclaimed_while_other_jobs_keep_flowing(fleet: Fleet):
@@ -101,7 +120,10 @@ def test_poison_jobs_end_dead_or_reclaimed_while_other_jobs_keep_flowing(fleet: 
     faults = [Fault("process exit", at, at, frozenset({worker})) for worker, at in exits]
     faults.append(Fault("lease keeper stopped", started, ended, queues=frozenset({POISON})))
     ids = [*poison_ids, *first_wave, *second_wave]
+    others = [raiser, blocker, exit_once, *first_wave, *second_wave]
+    beside = crashed_beside(others, len(exits))
     expect = dict.fromkeys(ids, "acked") | dict.fromkeys([raiser, blocker, exit_always], "dead")
+    expect |= dict.fromkeys(beside, "dead")
     report = check(ids, faults, expect=expect)
     pids = set(ExecutionLog.objects.values_list("pid", flat=True))
     record(
@@ -117,6 +139,7 @@ def test_poison_jobs_end_dead_or_reclaimed_while_other_jobs_keep_flowing(fleet: 
             "process_exits": len(exits),
             "worker_processes_seen": len(pids),
             "supervisor_alive": supervisor_alive,
+            "dead_beside_a_crash": len(beside),
         },
     )
     output = fleet.outputs()
@@ -126,10 +149,15 @@ def test_poison_jobs_end_dead_or_reclaimed_while_other_jobs_keep_flowing(fleet: 
     assert_ran_as(blocker, "blocked", process_exits=len(exits))
     assert {o for _, o in outcomes(exit_always)} - {""} == {"exited"}
     assert {o for _, o in outcomes(exit_once)} - {""} <= {"exited", "completed"}
-    assert outcomes(exit_once)[-1][1] == "completed"
+    if exit_once not in beside:
+        assert outcomes(exit_once)[-1][1] == "completed"
     assert len(exits) >= 2  # at least the two attempts of the job exiting every time
     reasons = dict(DeadLetter.objects.filter(job_id__in=poison_ids).values_list("job_id", "reason"))
-    assert reasons == dict.fromkeys([raiser, blocker, exit_always], MAX_ATTEMPTS_EXCEEDED)
+    assert reasons[exit_always] == CRASHED_ITS_WORKER
+    for job_id in (raiser, blocker):
+        assert reasons[job_id] == (
+            CRASHED_ITS_WORKER if job_id in beside else MAX_ATTEMPTS_EXCEEDED
+        )
     assert len(pids) >= 3, "no worker process was restarted"
     assert supervisor_alive, "the supervisor gave up:\n" + output
     assert set(codes.values()) == {0}, output

@@ -20,7 +20,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.test import override_settings
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from django_alkqueue import (
@@ -53,21 +53,14 @@ from .strategies import (
     optional_durations,
     payloads,
     priorities,
+    property_settings,
     queue_names,
 )
 from .test_08_bad_input import fresh, judged, same, snapshot, stored
 
 pytestmark = pytest.mark.django_db
 
-PROPERTY = settings(
-    max_examples=pick(short=30, long=1_000),
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.data_too_large,
-    ],
-)
+PROPERTY = property_settings(pick(short=30, long=1_000))
 
 job_ids = mostly(st.integers(1, 2**63 - 1), st.one_of(ANY_INTS, anything, st.just(1.0)))
 clocks = mostly(

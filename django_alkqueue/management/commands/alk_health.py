@@ -12,18 +12,19 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from django_alkqueue import health
+from django_alkqueue import defaults, health
 from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
 
-from ._arguments import database_alias, positive_seconds
+from ._arguments import database_alias, positive_seconds, seconds
 
 
 class Command(BaseCommand):
     help = (
         "Check the queue's health for probes and monitors: exit 0 when healthy, else "
         "3 database unreachable, 4 unapplied migrations, 5 no live leader, "
-        "6 a queue's oldest pending job older than --max-age, 7 a stale worker."
+        "6 a queue's oldest pending job older than --max-age, 7 a stale worker, "
+        "8 pending jobs of a queue no live worker serves."
     )
     requires_system_checks: list[str] = []  # a probe runs often: the checks are deploy-time
     requires_migrations_checks = False
@@ -56,6 +57,14 @@ class Command(BaseCommand):
             action="store_true",
             help="unhealthy when this host has no live worker, or a running one is stale",
         )
+        parser.add_argument(
+            "--orphaned-after",
+            type=seconds,
+            default=defaults.HEALTH_ORPHANED_AFTER,
+            metavar="SECONDS",
+            help="unhealthy when a pending job has waited longer than this in a queue no live "
+            f"worker serves (default {defaults.HEALTH_ORPHANED_AFTER:g})",
+        )
         parser.add_argument("--json", action="store_true", help="machine-readable output")
         parser.add_argument("--database", type=database_alias, default=None,
                             help="database alias")  # fmt: skip
@@ -70,6 +79,7 @@ class Command(BaseCommand):
             queues=tuple(options["queues"]),
             workers=tuple(options["workers"]),
             this_host=options["this_host"],
+            orphaned_after=options["orphaned_after"],
         )
         # --json is for machines: English whatever LANGUAGE_CODE, like the logs.
         with translation.override(None) if options["json"] else contextlib.nullcontext():

@@ -5,34 +5,40 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
 from django_alkqueue.clock import system_clock
-from django_alkqueue.conf import get_settings
 from django_alkqueue.models import PeriodicTick
 from django_alkqueue.periodic import never_fires, next_tick, schedules
+from django_alkqueue.privacy import sensitive_queues
 
 from ._arguments import database_alias
+from ._base import QueueCommand
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = "List the periodic schedules with their next run times."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--database", type=database_alias, default=None)
+        parser.add_argument(
+            "--show-payloads",
+            action="store_true",
+            help="show the payloads of sensitive queues' schedules too",
+        )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        using = options["database"] or get_settings().DATABASE
+    def run(self, using: str, **options: Any) -> None:
         now = system_clock()
+        hidden = frozenset() if options["show_payloads"] else sensitive_queues(using)
         ticks = PeriodicTick.objects.using(using).values_list("name", "last_tick", "paused")
         last = {name: (tick, paused) for name, tick, paused in ticks}
         rows = [(_("name"), _("cron"), _("queue"), _("target"), _("last tick"), _("next run"))]
         for s in schedules():
             previous, paused = last.get(s.name, (None, False))
             rows.append((
-                s.name, s.cron, s.queue or _("(task's)"), s.describe(),
+                s.name, s.cron, s.queue or _("(task's)"), s.describe(s.target_queue in hidden),
                 previous.isoformat(timespec="seconds") if previous else "-",
                 pgettext("state", "paused") if paused else _next_run(s.cron, now),
             ))  # fmt: skip

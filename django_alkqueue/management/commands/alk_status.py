@@ -5,18 +5,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext, pgettext_lazy
 
 from django_alkqueue.clock import system_clock
-from django_alkqueue.conf import get_settings
 from django_alkqueue.flow_status import FlowFigures
-from django_alkqueue.jobs import Progress
+from django_alkqueue.privacy import sensitive_queues
 from django_alkqueue.status import (
     QueueRow,
     RunningRow,
@@ -28,11 +25,14 @@ from django_alkqueue.status import (
 )
 
 from ._arguments import database_alias, positive_seconds
+from ._base import QueueCommand
+from ._terminal import json_default, progress_text, table
 
 QUEUE_COLUMNS = (
     gettext_lazy("queue"),
     pgettext_lazy("state", "pending"),
     pgettext_lazy("state", "scheduled"),
+    pgettext_lazy("state", "sleeping"),
     pgettext_lazy("state", "waiting"),
     pgettext_lazy("state", "claimed"),
     pgettext_lazy("state", "dead"),
@@ -44,12 +44,13 @@ QUEUE_COLUMNS = (
 
 def queue_table(rows: list[QueueRow]) -> str:
     body = [
-        (r.queue, str(r.pending), str(r.scheduled), str(r.waiting), str(r.claimed), str(r.dead),
+        (r.queue, str(r.pending), str(r.scheduled), str(r.sleeping), str(r.waiting),
+         str(r.claimed), str(r.dead),
          f"{r.oldest_pending_age:.1f}s" if r.pending else "-", _("yes") if r.paused else _("no"),
          r.handler or "-")
         for r in rows
     ]  # fmt: skip
-    return _table(tuple(map(str, QUEUE_COLUMNS)), body)
+    return table(tuple(map(str, QUEUE_COLUMNS)), body)
 
 
 def worker_table(rows: list[WorkerRow]) -> str:
@@ -72,7 +73,7 @@ def worker_table(rows: list[WorkerRow]) -> str:
         _("done"),
         pgettext("outcome", "failed"),
     )
-    return _table(header, body)
+    return table(header, body)
 
 
 FLOW_COLUMNS = (
@@ -95,7 +96,7 @@ def flow_table(flows: list[FlowFigures]) -> str:
          ", ".join(f"{k.key} {k.running}/{k.pending}" for k in f.busiest_keys) or "-")
         for f in flows
     ]  # fmt: skip
-    return _table(tuple(map(str, FLOW_COLUMNS)), body)
+    return table(tuple(map(str, FLOW_COLUMNS)), body)
 
 
 RUNNING_COLUMNS = (
@@ -115,30 +116,7 @@ def running_table(rows: list[RunningRow]) -> str:
          r.progress.note or "-", r.progress.updated_at.isoformat(timespec="seconds"))
         for r in rows
     ]  # fmt: skip
-    return _table(tuple(map(str, RUNNING_COLUMNS)), body)
-
-
-def progress_text(progress: Progress) -> str:
-    if progress.total is None:
-        return f"{progress.done:g}"
-    fraction = progress.fraction()
-    percent = "" if fraction is None else f" ({round(fraction * 100)}%)"
-    return f"{progress.done:g}/{progress.total:g}{percent}"
-
-
-def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in [header, *body]]  # fmt: skip
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _json_value(value: object) -> str:
-    """Timestamps as ISO 8601 (`2026-12-01T04:47:51.189404+00:00`), what JSON readers parse."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    return table(tuple(map(str, RUNNING_COLUMNS)), body)
 
 
 def _flow_json(flow: FlowFigures | None) -> dict[str, Any] | None:
@@ -154,7 +132,7 @@ def _flow_json(flow: FlowFigures | None) -> dict[str, Any] | None:
     }
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = "Show queue depths and the live workers."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -162,12 +140,13 @@ class Command(BaseCommand):
         parser.add_argument("--watch", type=positive_seconds, default=None, metavar="N",
                             help="refresh every N seconds")  # fmt: skip
         parser.add_argument("--database", type=database_alias, default=None)
+        parser.add_argument("--show-keys", action="store_true",
+                            help="show the busiest keys of sensitive queues too")  # fmt: skip
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        using = options["database"] or get_settings().DATABASE
+    def run(self, using: str, **options: Any) -> None:
         try:
             while True:
-                self.stdout.write(self.render(using, options["json"]))
+                self.stdout.write(self.render(using, options["json"], options["show_keys"]))
                 if options["watch"] is None:
                     return
                 time.sleep(options["watch"])
@@ -175,10 +154,13 @@ class Command(BaseCommand):
             # Ctrl-C is how --watch ends: a clean exit, not a traceback.
             self.stdout.write("")
 
-    def render(self, using: str, as_json: bool) -> str:
+    def render(self, using: str, as_json: bool, show_keys: bool = False) -> str:
         now = system_clock()
         queues = queue_overview(using, now)
         flows = flow_overview(using, now, queues)
+        if flows and not show_keys:  # a key is often made from the payload (docs/security.md)
+            hidden = sensitive_queues(using)
+            flows = {q: f.with_keys_masked() if q in hidden else f for q, f in flows.items()}
         workers = worker_overview(using, now)
         running = running_overview(using)
         if as_json:
@@ -189,7 +171,7 @@ class Command(BaseCommand):
                 "workers": [dataclasses.asdict(w) for w in workers],
                 "running": [dataclasses.asdict(r) for r in running],
             }
-            return json.dumps(data, default=_json_value, indent=2)
+            return json.dumps(data, default=json_default, indent=2)
         text = queue_table(queues)
         if flows:
             text += "\n\n" + _("flow control") + "\n" + flow_table(list(flows.values()))

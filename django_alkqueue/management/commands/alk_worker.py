@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import gc
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext as _
 
 from django_alkqueue import defaults
+from django_alkqueue.validation import MAX_CLAIM
 from django_alkqueue.worker.reload import run_with_reload
 from django_alkqueue.worker.report import default_job_fields
 from django_alkqueue.worker.runner import Worker, WorkerOptions
@@ -21,10 +23,12 @@ from ._arguments import (
     database_alias,
     non_negative_int,
     positive_int,
+    positive_int_up_to,
     positive_seconds,
     queue_name,
     seconds,
 )  # fmt: skip
+from ._base import QueueCommand
 
 
 def freeze_startup_heap() -> None:
@@ -47,7 +51,7 @@ def ensure_console_handler(logger: logging.Logger) -> None:
         logger.addHandler(handler)
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = "Run queue workers: claim jobs and run their consumers until stopped."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -61,22 +65,23 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=positive_int,
+            type=positive_int_up_to(defaults.WORKER_CONCURRENCY_MAX),
             default=defaults.WORKER_CONCURRENCY,
             help="handler threads (with --pool process: children) per process "
-            f"(default {defaults.WORKER_CONCURRENCY})",
+            f"(default {defaults.WORKER_CONCURRENCY}, at most {defaults.WORKER_CONCURRENCY_MAX})",
         )
         parser.add_argument(
             "--processes",
-            type=positive_int,
+            type=positive_int_up_to(defaults.WORKER_PROCESSES_MAX),
             default=defaults.WORKER_PROCESSES,
-            help=f"worker processes, supervised (default {defaults.WORKER_PROCESSES})",
+            help=f"worker processes, supervised (default {defaults.WORKER_PROCESSES}, "
+            f"at most {defaults.WORKER_PROCESSES_MAX})",
         )
         parser.add_argument(
             "--batch",
-            type=positive_int,
+            type=positive_int_up_to(MAX_CLAIM),
             default=None,
-            help="claim size (default: the free capacity)",
+            help=f"claim size (default: the free capacity; at most {MAX_CLAIM}, a claim's most)",
         )
         parser.add_argument(
             "--poll-interval",
@@ -147,8 +152,11 @@ class Command(BaseCommand):
             metavar="PATH",
             help="touch this file on every heartbeat, for liveness probes that read its age",
         )
+        # The --processes supervisor's pipe to each child it starts (worker/job_notices.py).
+        parser.add_argument("--notices-fd", type=non_negative_int, default=None,
+                            help=argparse.SUPPRESS)  # fmt: skip
 
-    def handle(self, *args: Any, **options: Any) -> None:
+    def run(self, using: str, **options: Any) -> None:
         if options["reload"]:
             run_with_reload(sys.argv)
             return
@@ -179,6 +187,7 @@ class Command(BaseCommand):
             pool=options["pool"],
             kill_grace=options["kill_grace"],
             max_jobs_per_child=options["max_jobs_per_child"],
+            notices_fd=options["notices_fd"],
         )
         if options["processes"] > 1:
             code = Supervisor(worker_options, options["processes"], options["verbosity"]).run()

@@ -16,15 +16,25 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...conf import get_settings
 from ...error_groups import fingerprint
-from ...history import Finish
-from ...jobs import MAX_ATTEMPTS_EXCEEDED, Job, Progress, Stamps, make_job
-from ...limits import Limits
+from ...jobs import (
+    CRASHED_ITS_WORKER,
+    MAX_ATTEMPTS_EXCEEDED,
+    Finish,
+    Job,
+    Progress,
+    Stamps,
+    make_job,
+)
+from ...limit_values import Limits
 from ...payload import decode
+from .. import debounce_rows
+from .. import limited_claim as orm_limited_claim
 from ..base import (
     KEYLESS_INSERT_FIELDS,
     Acked,
     Claim,
-    Dialect,
+    Claimed,
+    CrashRetry,
     Notifications,
     Row,
     WriteChunk,
@@ -33,8 +43,9 @@ from ..base import (
     returned_claim,
 )
 from ..locks import POSTGRES_LOCK
-from . import cancel_channel, history, limited_claim
+from . import cancel_channel, catalog, history, limited_claim
 from . import statements as sql
+from .copy_rows import TYPES as COPY_TYPES
 from .copy_rows import CopyRows
 from .listen import listening
 from .session import fetch_all
@@ -44,7 +55,7 @@ _claim_id = operator.attrgetter("id")
 _claim_token = operator.attrgetter("token")
 
 
-class PostgresDialect(Dialect):
+class PostgresDialect(orm_limited_claim.OrmClaims):
     supports_notify = True
     supports_advisory_locks = True
     session_lock = POSTGRES_LOCK
@@ -64,17 +75,16 @@ class PostgresDialect(Dialect):
             rows = CopyRows(queue, stamps)
             # Django's documented CursorWrapper.cursor: the psycopg cursor, for its copy().
             with cursor.cursor.copy(sql.COPY + rows.options) as copy:
+                copy.set_types(COPY_TYPES)
+                write_row = copy.write_row
 
                 def write(texts: Sequence[str]) -> list[int]:
                     ids = list(itertools.islice(unused, len(texts)))
-                    copy.write(rows.rows(ids, texts))
+                    for row in rows.rows(ids, texts):
+                        write_row(row)
                     return ids  # the server parses the chunk while the caller goes on
 
-                if rows.header:
-                    copy.write(rows.header)
                 yield write
-                if rows.trailer:
-                    copy.write(rows.trailer)
             cursor.execute("SELECT pg_notify(%s, %s)", [sql.NOTIFY_CHANNEL, queue])
 
     def insert_unique(
@@ -82,6 +92,30 @@ class PostgresDialect(Dialect):
     ) -> int | None:
         params = [*insert_values(queue, text, stamps), queue]
         rows = fetch_all(connection, sql.INSERT_UNIQUE, params)
+        return int(rows[0][0]) if rows else None
+
+    def update_debounced(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        key: str,
+        text: str,
+        run_at: datetime,
+        expires_at: datetime | None,
+    ) -> Row | None:
+        return debounce_rows.update_in_place(self, connection, queue, key, text, run_at, expires_at)
+
+    def insert_debounced(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        text: str,
+        stamps: Stamps,
+        key: str,
+        deadline: datetime | None,
+    ) -> int | None:
+        params = [*debounce_rows.values(queue, text, stamps, key, deadline), queue]
+        rows = fetch_all(connection, sql.INSERT_DEBOUNCED, params)
         return int(rows[0][0]) if rows else None
 
     def insert_one(
@@ -103,6 +137,9 @@ class PostgresDialect(Dialect):
 
     def sweep_history(self, connection: BaseDatabaseWrapper, now: datetime, batch: int) -> int:
         return history.sweep(connection, now, batch)
+
+    def wake_after_insert(self, connection: BaseDatabaseWrapper, queue: str, single: bool) -> None:
+        pass  # the INSERT statements send their NOTIFY (wake_pacing.py)
 
     def notify(self, connection: BaseDatabaseWrapper, queue: str) -> None:
         with connection.cursor() as cursor:
@@ -133,6 +170,15 @@ class PostgresDialect(Dialect):
         with connection.cursor() as cursor:
             cursor.execute(sql.TABLE_DEAD_TUPLES, [list(tables)])
             return {name: int(dead) for name, dead in cursor.fetchall()}
+
+    def queue_table_stats(self, connection: BaseDatabaseWrapper) -> list[dict[str, Any]]:
+        return catalog.rows_of(connection, catalog.QUEUE_TABLES)
+
+    def open_sessions(self, connection: BaseDatabaseWrapper) -> list[dict[str, Any]]:
+        return catalog.rows_of(connection, catalog.SESSIONS)
+
+    def replication_slots(self, connection: BaseDatabaseWrapper) -> list[dict[str, Any]]:
+        return catalog.rows_of(connection, catalog.SLOTS)
 
     def vacuum(self, connection: BaseDatabaseWrapper) -> None:
         with connection.cursor() as cursor:
@@ -196,8 +242,8 @@ class PostgresDialect(Dialect):
         now: datetime,
         limits: Limits,
         clock: Callable[[], datetime] | None,
-    ) -> tuple[list[tuple[Job, Claim]], list[Job]]:
-        return limited_claim.claim(connection, queue, worker_id, n, now, limits, clock)
+    ) -> Claimed:
+        return limited_claim.claim(self, connection, queue, worker_id, n, now, limits, clock)
 
     def ack(
         self,
@@ -205,18 +251,20 @@ class PostgresDialect(Dialect):
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None] | None = None,
+        plain_only: bool = False,
     ) -> Acked[Claim]:
         # The per-job work stays in C (count, map, comprehensions): a batch consumer acks
         # thousands of jobs a second through here.
         if finishes is not None and finishes.count(None) < len(finishes):
-            return self._ack_keeping(connection, claims, now, finishes)
+            return self._ack_keeping(connection, claims, now, finishes, plain_only)
+        statement = sql.ACK_PLAIN if plain_only else sql.ACK
         done: Acked[Claim] = Acked([], [])
         for chunk in chunked(claims, self.ids_per_statement):
             ids, tokens = (
                 sql.bigint_array(map(_claim_id, chunk)),
                 sql.uuid_array(map(_claim_token, chunk)),
             )
-            rows = fetch_all(connection, sql.ACK, [ids, tokens, now], generic_plan=True)
+            rows = fetch_all(connection, statement, [ids, tokens, now], generic_plan=True)
             done.done.extend([chunk[place - 1] for place, _ in rows])
             done.in_workflows.extend([chunk[place - 1].id for place, marked in rows if marked])
         return done
@@ -227,7 +275,9 @@ class PostgresDialect(Dialect):
         claims: Sequence[Claim],
         now: datetime,
         finishes: Sequence[Finish | None],
+        plain_only: bool,
     ) -> Acked[Claim]:
+        statement = sql.ACK_KEEPING_PLAIN if plain_only else sql.ACK_KEEPING
         done: Acked[Claim] = Acked([], [])
         with self.all_or_nothing(connection, len(claims)):
             for start in range(0, len(claims), self.ids_per_statement):
@@ -241,17 +291,20 @@ class PostgresDialect(Dialect):
                     [None if f is None else f.output_error for f in kept],
                     now, now, now,
                 ]  # fmt: skip
-                rows = fetch_all(connection, sql.ACK_KEEPING, params, generic_plan=True)
+                rows = fetch_all(connection, statement, params, generic_plan=True)
                 for place, marked in rows:
                     done.add(chunk[place - 1], marked)
         return done
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None,
+        done: Finish | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         acked: Acked[int] = Acked([], [])
-        statement = sql.ACK_BATCH if done is None else sql.ACK_BATCH_KEEPING
+        if done is None:
+            statement = sql.ACK_BATCH_PLAIN if plain_only else sql.ACK_BATCH
+        else:
+            statement = sql.ACK_BATCH_KEEPING_PLAIN if plain_only else sql.ACK_BATCH_KEEPING
         kept: list[Any] = [] if done is None else [now, now, done.keep]
         with self.all_or_nothing(connection, len(ids)), connection.cursor() as cursor:
             for chunk in chunked(ids, self.ids_per_statement):
@@ -270,6 +323,16 @@ class PostgresDialect(Dialect):
     ) -> bool:
         with connection.cursor() as cursor:
             cursor.execute(sql.RETRY, [run_at, error, claim.id, claim.token, now])
+            return bool(cursor.rowcount == 1)
+
+    def record_step(
+        self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime, name: str,
+        value: str, duration: float,
+    ) -> bool:  # fmt: skip
+        with connection.cursor() as cursor:
+            cursor.execute(
+                sql.RECORD_STEP, [name, value, now, duration, claim.id, claim.token, now]
+            )
             return bool(cursor.rowcount == 1)
 
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
@@ -321,26 +384,73 @@ class PostgresDialect(Dialect):
         reason: str,
         error: str,
     ) -> Row | None:
-        rows = self._bury(connection, sql.FAIL, [claim.id, claim.token, now], now, reason, error)
+        rows = self._dead_letter_where(
+            connection, sql.FAIL, [claim.id, claim.token, now], now, reason, error
+        )
         return rows[0] if rows else None
+
+    def crashed(
+        self,
+        connection: BaseDatabaseWrapper,
+        claim: Claim,
+        now: datetime,
+        limit: int,
+        retry: CrashRetry,
+    ) -> tuple[bool, Row | None]:
+        params = [claim.id, claim.token, now, limit]
+        error = retry.error or CRASHED_ITS_WORKER
+        dead = self._dead_letter_where(
+            connection, sql.CRASHED_DEAD, params, now, CRASHED_ITS_WORKER, error
+        )
+        if dead:
+            return True, dead[0]
+        if retry.out_of_attempts:
+            row = self.fail(connection, claim, now, MAX_ATTEMPTS_EXCEEDED,
+                            retry.error or MAX_ATTEMPTS_EXCEEDED)  # fmt: skip
+            return row is not None, row
+        with connection.cursor() as cursor:
+            cursor.execute(sql.CRASHED, [retry.run_at, retry.error, claim.id, claim.token, now])
+            return cursor.rowcount == 1, None
 
     def sweep_expired(
         self, connection: BaseDatabaseWrapper, queue: str | None, now: datetime, reason: str
     ) -> list[Row]:
         if queue is None:
-            return self._bury(connection, sql.SWEEP_EXPIRED, [now], now, reason, reason)
-        return self._bury(connection, sql.SWEEP_EXPIRED_IN_QUEUE, [queue, now], now, reason, reason)
+            return self._dead_letter_where(
+                connection, sql.SWEEP_EXPIRED, [now], now, reason, reason
+            )
+        return self._dead_letter_where(
+            connection, sql.SWEEP_EXPIRED_IN_QUEUE, [queue, now], now, reason, reason
+        )
 
     def reclaim(
         self, connection: BaseDatabaseWrapper, now: datetime
     ) -> tuple[list[int], list[Row]]:
         reason = MAX_ATTEMPTS_EXCEEDED
-        dead = self._bury(connection, sql.RECLAIM_EXHAUSTED, [now], now, reason, reason)
+        dead = self._dead_letter_where(
+            connection, sql.RECLAIM_EXHAUSTED, [now], now, reason, reason
+        )
         with connection.cursor() as cursor:
             cursor.execute(sql.RECLAIM, [now])
             return [row[0] for row in cursor.fetchall()], dead
 
-    def _bury(
+    def dead_letter(
+        self,
+        connection: BaseDatabaseWrapper,
+        ids: Sequence[int],
+        now: datetime,
+        reason: str,
+        error: str,
+    ) -> list[Row]:
+        dead: list[Row] = []
+        with self.all_or_nothing(connection, len(ids)):
+            for chunk in chunked(ids, self.ids_per_statement):
+                params = [sql.bigint_array(chunk)]
+                dead.extend(self._dead_letter_where(connection, sql.DEAD_LETTER_BY_ID, params,
+                                                    now, reason, error))  # fmt: skip
+        return dead
+
+    def _dead_letter_where(
         self,
         connection: BaseDatabaseWrapper,
         statement: str,
@@ -349,6 +459,8 @@ class PostgresDialect(Dialect):
         reason: str,
         error: str,
     ) -> list[Row]:
+        """dead_letter() for the live rows `statement` (a form of statements._DEAD_LETTER)
+        picks with `params`, in that one statement."""
         with connection.cursor() as cursor:
             cursor.execute(statement, [*params, now, reason, error, fingerprint(error)])
             return list(cursor.fetchall())

@@ -32,6 +32,9 @@ PARTITIONS = f"""
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = '{FINISHED_TABLE}'::regclass
 """
+# One creator of partitions at a time: the lock ATTACH takes anyway, on the parent alone. Acks
+# (their inserts) and the sweep's deletes do not wait for it.
+_SERIALISE = f"LOCK TABLE ONLY {FINISHED_TABLE} IN SHARE UPDATE EXCLUSIVE MODE"
 # A new day's partition: made apart, given the rows of its day that the default partition
 # took meanwhile, then attached (SHARE UPDATE EXCLUSIVE on the table: acks go on).
 _CREATE = "CREATE TABLE {name} (LIKE " + FINISHED_TABLE + " INCLUDING DEFAULTS)"
@@ -76,19 +79,25 @@ def prepare(connection: BaseDatabaseWrapper, now: datetime) -> int:
     for offset in range(DAYS_AHEAD + 1):
         day = today + timedelta(days=offset)
         name = partition_name(day)
-        if name not in have:
-            _create(connection, name, day)
+        if name not in have and _create(connection, name, day):
             created += 1
     return created
 
 
-def _create(connection: BaseDatabaseWrapper, name: str, day: date) -> None:
+def _create(connection: BaseDatabaseWrapper, name: str, day: date) -> bool:
+    """Make the day's partition, unless another process made it since this one looked: the
+    parent's lock lets one creator at a time look again and create, so that each partition
+    is made, and logged, once. Returns whether this call made it."""
     start, end = _bounds(day)
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(_SERIALISE)
+        if name in partitions(connection):
+            return False
         cursor.execute(_CREATE.format(name=name))
         cursor.execute(_MOVE.format(name=name), [start, end])
         cursor.execute(_ATTACH.format(name=name), [start, end])
     logger.info("created the history partition %s", name)
+    return True
 
 
 def sweep(connection: BaseDatabaseWrapper, now: datetime, batch: int) -> int:

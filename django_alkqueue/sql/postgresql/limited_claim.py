@@ -21,11 +21,11 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...jobs import Job, make_job
-from ...limits import Limits, cache
+from ...limit_values import Limits
 from ...models import CLAIM_GATE_TABLE, CLAIM_LEDGER_TABLE, MESSAGE_TABLE, QueueMessage
 from ...payload import decode
 from .. import limited_claim as gate
-from ..base import Claim
+from ..base import Claim, Claimed, Dialect
 from .session import fetch_all, fetch_each
 from .statements import bigint_array
 
@@ -52,8 +52,8 @@ LOCK_GATE = f"UPDATE {CLAIM_GATE_TABLE} SET claimed_at = %s WHERE queue = %s RET
 #               one page of them: the caller asks again with a larger page when the page was
 #               full and the room is not used (rows of one key beyond its room);
 #   chosen    - each key's first rows up to its room, then the first `room` of those.
-# The first row carries the lapsed count and the candidates seen, with the first chosen id,
-# or NULL when none was chosen.
+# The first row carries the lapsed count, the candidates seen and the queue-wide room, with
+# the first chosen id, or NULL when none was chosen.
 LIMITED_CHOOSE = f"""
 WITH held AS (
     SELECT concurrency_key, count(*) AS n,
@@ -105,7 +105,7 @@ WITH held AS (
     LIMIT (SELECT n FROM room)
 )
 SELECT (SELECT coalesce(sum(lapsed), 0) FROM held)::bigint,
-       (SELECT count(*) FROM candidates), chosen.id
+       (SELECT count(*) FROM candidates), (SELECT n FROM room), chosen.id
 FROM (SELECT 1) AS one LEFT JOIN chosen ON true
 """
 
@@ -122,6 +122,7 @@ WITH claimed AS (
     UPDATE {MESSAGE_TABLE} m
     SET attempts = m.attempts + 1,
         claim_token = %(token)s,
+        debounce_key = NULL,
         claimed_by = %(worker)s,
         claimed_at = %(now)s,
         lease_expires_at = %(now)s + make_interval(secs => m.lease)
@@ -175,6 +176,7 @@ def stamp_params(
 
 
 def claim(
+    dialect: Dialect,
     connection: BaseDatabaseWrapper,
     queue: str,
     worker_id: str,
@@ -182,7 +184,7 @@ def claim(
     now: datetime,
     limits: Limits,
     clock: Callable[[], datetime] | None = None,
-) -> tuple[list[tuple[Job, Claim]], list[Job]]:
+) -> Claimed:
     """sql/limited_claim.claim's contract, in three statements and a commit: the gate,
     LIMITED_CHOOSE and LIMITED_STAMP (again, for a larger page or after reclaiming lapsed
     claims, when that left room unused). The gate and the first LIMITED_CHOOSE go out
@@ -191,13 +193,14 @@ def claim(
     token = uuid.uuid4()
     handed: list[tuple[Job, Claim]] = []
     dead: list[Job] = []
+    room_in = None
     with transaction.atomic(using=alias):
         page = 2 * n + 16
         counted_at, rows = choose_behind_gate(connection, queue, n, now, clock, limits, page)
         while True:
             want = n - len(handed)
-            lapsed, seen = rows[0][0], rows[0][1]
-            ids = [row[2] for row in rows if row[2] is not None]
+            lapsed, seen, room = rows[0][0], rows[0][1], rows[0][2]
+            ids = [row[3] for row in rows if row[3] is not None]
             if ids:
                 claimed_at = max(counted_at, read(now, clock))
                 params = stamp_params(queue, worker_id, ids, claimed_at, limits, token)
@@ -205,8 +208,7 @@ def claim(
                 handed.extend(_job(queue, worker_id, claimed_at, token, row) for row in stamped)
             if lapsed:  # they held their slots until now: free them, and look again
                 live = QueueMessage.objects.using(alias).filter(queue=queue)
-                dead.extend(gate.to_jobs(gate.reclaim_lapsed(connection, live, counted_at),
-                                         counted_at))  # fmt: skip
+                dead.extend(gate.reclaim_lapsed(dialect, connection, live, counted_at))
             elif len(ids) == want or seen < page:
                 break  # the room is used, or every eligible row was seen
             if len(handed) >= n:
@@ -214,14 +216,11 @@ def claim(
             page *= 2
             params = choose_params(queue, n - len(handed), counted_at, limits, page)
             rows = fetch_all(connection, LIMITED_CHOOSE, params)
-        if limits.rate is not None:
-            short = len(handed) < n
-            at = read(now, clock)
-            cache.note_room_in(
-                queue, alias, gate.rate_frees_in(alias, queue, at, limits) if short else None
-            )
+        if limits.rate is not None and len(handed) < n:
+            room_in = gate.rate_frees_in(alias, queue, read(now, clock), limits)
     handed.sort(key=lambda pair: (-pair[0].priority, pair[0].run_at, pair[0].id))
-    return handed, dead
+    held_back = gate.was_held_back(limits, len(handed) < n, room < want)  # the last choice's
+    return Claimed(handed, dead, held_back, room_in)
 
 
 def choose_behind_gate(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -27,9 +27,8 @@ def listening(
     With `cancels` (a worker's cancel channel and a callback) it LISTENs there too, and
     passes each job id cancelled to the callback as it comes.
     Not Django's connection: a LISTEN lasts the session, which Django may close or pool."""
-    conn = _django_errors(lambda: connection.get_new_connection(connection.get_connection_params()))
+    conn = _django_errors(lambda: psycopg.connect(autocommit=True, **connect_kwargs(connection)))
     try:
-        conn.autocommit = True
         _django_errors(lambda: conn.execute(f"LISTEN {channel}"))
         if cancels is not None:
             _django_errors(lambda: conn.execute(f"LISTEN {cancels[0]}"))
@@ -47,6 +46,26 @@ def listening(
         yield wait
     finally:
         conn.close()
+
+
+#: OPTIONS that Django's PostgreSQL backend reads itself (docs/ref/databases, "PostgreSQL
+#: notes") rather than pass to libpq: they mean nothing to a LISTEN session.
+_DJANGO_OPTIONS = frozenset({"isolation_level", "server_side_binding", "assume_role", "pool"})
+#: The DATABASES keys that name the server, and libpq's name for each.
+_LIBPQ_KEYS = (("NAME", "dbname"), ("USER", "user"), ("PASSWORD", "password"),
+               ("HOST", "host"), ("PORT", "port"))  # fmt: skip
+
+
+def connect_kwargs(connection: BaseDatabaseWrapper) -> dict[str, Any]:
+    """psycopg.connect()'s keywords for the database `connection`'s DATABASES entry names:
+    its NAME, USER, PASSWORD, HOST and PORT where set, and its OPTIONS (libpq's parameters:
+    `service`, `sslmode`, `application_name` ...) but those Django keeps for itself."""
+    settings = connection.settings_dict
+    kwargs = {k: v for k, v in settings.get("OPTIONS", {}).items() if k not in _DJANGO_OPTIONS}
+    for key, libpq in _LIBPQ_KEYS:
+        if settings.get(key):
+            kwargs[libpq] = settings[key]
+    return kwargs
 
 
 def _django_errors(call: Callable[[], T]) -> T:  # noqa: UP047

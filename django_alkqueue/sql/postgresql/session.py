@@ -13,11 +13,13 @@ still runs), and numbered here once per statement (`raw_statement`). They share 
 session and transaction, so `transaction.atomic()` and rollbacks apply exactly as to
 `connection.cursor()`, and psycopg's errors are raised as Django's database exceptions.
 
-Django's checks apply as to its own queries. `ensure_connection()` opens the connection and
-refuses a call from inside an event loop, every time; the rest (the health check that
-CONN_HEALTH_CHECKS asks for, the connection being this thread's) runs by opening and
-closing a Django cursor, once per connection and thread, and again after each request
-starts or finishes, which is when Django asks for a new health check.
+Each hot statement still goes through Django's own cursor, with Django's documented
+instrumentation (`connection.execute_wrapper()`): the raw cursor runs it in place of the
+execution, as the innermost wrapper. So Django's checks before a query (the connection
+opened, the health check CONN_HEALTH_CHECKS asks for, the connection being this thread's, no
+event loop), its query log (`DEBUG = True`, `assertNumQueries`) and every execute wrapper
+installed apply to the hot statements as to Django's own queries, with no reading of
+Django's internals (docs/benchmarks.md, "The driver's hot path", has what this costs).
 
 A prepared statement is still planned anew on every call while PostgreSQL expects a custom
 plan to beat the generic one, and for the claim and the ack it always does. So those ask for
@@ -35,9 +37,6 @@ still go missing (a pooler that passes the server's process id on, a DEALLOCATE 
 elsewhere), the statement is sent again unprepared in autocommit and its connection prepares
 nothing more (one warning per connection); inside a transaction the refusal has aborted the
 transaction and is raised.
-
-Django's own cursor runs the statements wherever something watches the queries: queries
-logged (`DEBUG = True`, `assertNumQueries`), an execute wrapper installed.
 """
 
 from __future__ import annotations
@@ -45,15 +44,14 @@ from __future__ import annotations
 import datetime
 import logging
 import re
-import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import django.db
 import psycopg
-from django.core.signals import request_finished, request_started
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorDebugWrapper
 from psycopg import errors
 from psycopg.types.datetime import TimestamptzLoader
 
@@ -88,11 +86,25 @@ def fetch_all(
     connection: BaseDatabaseWrapper, sql: str, params: Params, *, generic_plan: bool = False
 ) -> Rows:
     """Run one hot statement and return its rows; `generic_plan`: see the module docstring."""
-    conn = _checked_connection(connection)
-    if conn is None:
-        with connection.cursor() as django_cursor:
-            django_cursor.execute(sql, params)
-            return list(django_cursor.fetchall())
+
+    def run(execute: Any, django_sql: str, django_params: Any, many: bool, context: Any) -> Rows:
+        conn = connection.connection
+        if not isinstance(conn, psycopg.Connection) or _logged_from_the_cursor(context):
+            execute(django_sql, django_params, many, context)  # Django's cursor, unprepared
+            return list(context["cursor"].fetchall())
+        return _raw(connection, conn, sql, params, generic_plan)
+
+    return _through_django(connection, sql, params, run)
+
+
+def _raw(
+    connection: BaseDatabaseWrapper,
+    conn: psycopg.Connection[Any],
+    sql: str,
+    params: Params,
+    generic_plan: bool,
+) -> Rows:
+    """The statement on this connection's kept raw cursor, prepared where it may be."""
     sql, params = _numbered(sql, params)
     zone = connection.timezone
     cursor = _kept_cursor(conn, zone, sql)
@@ -113,6 +125,27 @@ def fetch_all(
         raise _django_error(connection, conn, exc) from exc
 
 
+def _logged_from_the_cursor(context: Any) -> bool:
+    """Whether Django logs this query (DEBUG, assertNumQueries) from what its own psycopg
+    cursor ran: Django 5.2's PostgreSQL backend does (6.0 composes the text from the
+    statement and its parameters), so there the statement runs on Django's cursor, as
+    Django's own queries do, to be logged with its text."""
+    return django.VERSION < (6, 0) and isinstance(context["cursor"], CursorDebugWrapper)
+
+
+def _through_django(
+    connection: BaseDatabaseWrapper, sql: str, params: Params, run: Callable[..., Rows]
+) -> Rows:
+    """`run` in place of the execution of `sql` by Django's own cursor, as the innermost
+    execute wrapper (connection.execute_wrapper(), Django's documented instrumentation):
+    Django's checks before a query (the connection open, CONN_HEALTH_CHECKS, this thread's
+    own, no event loop), its query log (DEBUG, assertNumQueries) and the wrappers installed
+    before this one all apply as to Django's own queries."""
+    with connection.execute_wrapper(run), connection.cursor() as cursor:
+        rows: Rows = cursor.execute(sql, params)
+    return rows
+
+
 def fetch_each(
     connection: BaseDatabaseWrapper, statements: Sequence[tuple[str, Params]]
 ) -> list[Rows]:
@@ -120,10 +153,35 @@ def fetch_each(
     one's rows. They go out in one pipeline, so they (and the BEGIN of the transaction the
     first one opens) take one round trip, not one each; the server still runs each after the
     one before has finished, on a snapshot of its own (READ COMMITTED). Where a statement
-    cannot be prepared (a pooler, PREPARED_STATEMENTS off) they run one by one."""
-    conn = _checked_connection(connection)
-    if conn is None or not _may_prepare(connection, conn) or not psycopg.Pipeline.is_supported():
+    cannot be prepared (a pooler, PREPARED_STATEMENTS off) they run one by one. Each still
+    passes through Django's cursor (`_through_django`): the first sends them all, the others
+    take their rows."""
+    connection.ensure_connection()
+    conn = connection.connection
+    if (
+        not isinstance(conn, psycopg.Connection)
+        or not _may_prepare(connection, conn)
+        or not psycopg.Pipeline.is_supported()
+    ):
         return [fetch_all(connection, sql, params) for sql, params in statements]
+    pending: list[Rows] = []
+
+    def run(execute: Any, django_sql: str, django_params: Any, many: bool, context: Any) -> Rows:
+        if _logged_from_the_cursor(context):
+            execute(django_sql, django_params, many, context)  # Django's cursor, unprepared
+            return list(context["cursor"].fetchall())
+        if not pending:  # the first statement's turn: all of them go out
+            pending.extend(reversed(_pipelined(connection, conn, statements)))
+        return pending.pop()
+
+    return [_through_django(connection, sql, params, run) for sql, params in statements]
+
+
+def _pipelined(
+    connection: BaseDatabaseWrapper,
+    conn: psycopg.Connection[Any],
+    statements: Sequence[tuple[str, Params]],
+) -> list[Rows]:
     zone = connection.timezone
     cursors = []
     try:
@@ -147,43 +205,6 @@ def _django_error(
     if conn.broken:
         connection.close()
     return as_django_error(exc)
-
-
-def _checked_connection(connection: BaseDatabaseWrapper) -> psycopg.Connection[Any] | None:
-    """Django's psycopg connection with Django's checks passed, as before its own queries;
-    None where Django's own cursor must run the statement (queries watched, psycopg2)."""
-    if connection.queries_logged or connection.execute_wrappers:
-        return None
-    connection.ensure_connection()  # SynchronousOnlyOperation inside an event loop
-    conn = connection.connection
-    if _CHECKED.get((connection.alias, threading.get_ident())) != id(conn):
-        _django_checks(connection)
-        conn = connection.connection  # a failed health check replaces it
-    if not isinstance(conn, psycopg.Connection):  # psycopg2: Django's cursor, unprepared
-        return None
-    return conn
-
-
-#: Per (alias, thread): the id of the psycopg connection that passed Django's checks there
-#: since the last request started or finished. A new connection that happens to get a closed
-#: one's id is fresh, so skipping its health check loses nothing.
-_CHECKED: dict[tuple[str, int], int] = {}
-
-
-def _django_checks(connection: BaseDatabaseWrapper) -> None:
-    """The checks Django runs before it makes a cursor: health (which may replace the
-    connection) and thread sharing (which raises DatabaseError)."""
-    connection.cursor().close()
-    _CHECKED[connection.alias, threading.get_ident()] = id(connection.connection)
-
-
-def _forget_checks(**kwargs: Any) -> None:
-    # Django resets its health check at each request's start and end (close_old_connections).
-    _CHECKED.clear()
-
-
-request_started.connect(_forget_checks, dispatch_uid="alkqueue_forget_checks_started")
-request_finished.connect(_forget_checks, dispatch_uid="alkqueue_forget_checks_finished")
 
 
 #: Each hot statement as raw_statement() numbers it, converted on its first call.

@@ -15,8 +15,9 @@ from typing import Any
 
 from ...error_groups import fingerprint
 from ...jobs import MAX_ATTEMPTS_EXCEEDED
-from ...models import DEAD_LETTER_TABLE, FINISHED_TABLE, MESSAGE_TABLE
-from ..base import BURIED_FIELDS, INSERT_FIELDS, KEPT_FIELDS, KEYLESS_INSERT_FIELDS
+from ...models import DEAD_LETTER_TABLE, FINISHED_TABLE, MESSAGE_TABLE, STEP_TABLE
+from .. import debounce_rows
+from ..base import DEAD_LETTER_FIELDS, INSERT_FIELDS, KEPT_FIELDS, KEYLESS_INSERT_FIELDS
 from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 
 _DEAD_AS_ROW = (
@@ -24,7 +25,13 @@ _DEAD_AS_ROW = (
     "run_at, enqueued_at, expires_at, unique_key, NULL::uuid, claimed_by, claimed_at, "
     "NULL::timestamptz, last_error, died_at, reason, concurrency_key, trace_context, requeued_at"
 )
-_BURIED = ", ".join(BURIED_FIELDS)
+_DEAD_LETTER_COLUMNS = ", ".join(DEAD_LETTER_FIELDS)
+# Where every dead letter is written: the claim's exhausted rows (CLAIM) and every other death
+# (_DEAD_LETTER), each from the live rows its DELETE took, named `taken`.
+_DEAD_LETTER_INSERT = (
+    f"INSERT INTO {DEAD_LETTER_TABLE} "
+    f"(job_id, {_DEAD_LETTER_COLUMNS}, died_at, reason, last_error, error_fingerprint)"
+)
 _CLAIMED_AS_ROW = (
     "m.id, m.payload, m.priority, m.attempts, m.max_attempts, m.backoff_base, m.lease, "
     "m.retention, m.run_at, m.enqueued_at, m.expires_at, m.unique_key, m.lease_expires_at, "
@@ -55,6 +62,9 @@ SELECT inserted.id FROM inserted, (SELECT pg_notify('{NOTIFY_CHANNEL}', %s)) AS 
 INSERT_UNIQUE = _insert_one(
     INSERT_FIELDS, "\n    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
 )
+# With a debounce key: ON CONFLICT targets the partial unique index alkqueue_open_debounce_key,
+# and no row comes back when an unclaimed job holds the key (sql/debounce_rows.py).
+INSERT_DEBOUNCED = _insert_one(debounce_rows.FIELDS, debounce_rows.ON_CONFLICT)
 # Without one, the row is in no unique index but the primary key's, and the statement leaves
 # the column out (NULL) and ON CONFLICT with it: with ON CONFLICT every row is inserted
 # speculatively, a lock on a token and a second WAL record per row, for an index it is not in.
@@ -91,7 +101,7 @@ COPY = f"COPY {MESSAGE_TABLE} (id, {', '.join(INSERT_FIELDS)}) FROM STDIN"
 #             read off the rows they locked (not read again: a third visit to each row
 #             is a large share of a batch claim+ack's server time);
 #   claimed - stamps attempts + 1, the claim token, claimed_by and the lease;
-#   buried  - lapsed rows with no attempts left go to the dead letters instead.
+#   taken, dead - lapsed rows with no attempts left go to the dead letters instead.
 # Both find their rows by `id = ANY(ARRAY(...))` on alkqueue_message_pkey, not by a join:
 # a queue table's statistics are often taken while it is empty, and under them the
 # generic plan of a join walked the whole primary key once per claim, with the chosen
@@ -114,7 +124,7 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 ), lapsed AS (
     -- Every lapsed row of the queue (few: the index holds only claimed rows), so that the
-    -- best of them competes with the due rows and every exhausted one is buried.
+    -- best of them competes with the due rows and every exhausted one is dead-lettered.
     SELECT id, priority, run_at, attempts >= max_attempts AS exhausted FROM {MESSAGE_TABLE}
     WHERE queue = %(queue)s AND claim_token IS NOT NULL AND lease_expires_at <= %(now)s
       AND (expires_at IS NULL OR expires_at > %(now)s)
@@ -131,20 +141,21 @@ WITH due AS (
     UPDATE {MESSAGE_TABLE} m
     SET attempts = m.attempts + 1,
         claim_token = %(token)s,
+        debounce_key = NULL,
         claimed_by = %(worker)s,
         claimed_at = %(now)s,
         lease_expires_at = %(now)s + make_interval(secs => m.lease)
     WHERE m.id = ANY(ARRAY(SELECT id FROM chosen))
     RETURNING {_CLAIMED_AS_ROW}
-), buried AS (
+), taken AS (
     DELETE FROM {MESSAGE_TABLE} m
     WHERE m.id = ANY(ARRAY(SELECT id FROM lapsed WHERE exhausted))
     RETURNING m.*
 ), dead AS (
-    INSERT INTO {DEAD_LETTER_TABLE}
-        (job_id, {_BURIED}, died_at, reason, last_error, error_fingerprint)
-    SELECT id, {_BURIED}, %(now)s, %(reason)s::text, %(reason)s::text, %(fingerprint)s::text
-    FROM buried
+    {_DEAD_LETTER_INSERT}
+    SELECT id, {_DEAD_LETTER_COLUMNS}, %(now)s, %(reason)s::text, %(reason)s::text,
+        %(fingerprint)s::text
+    FROM taken
     RETURNING {_DEAD_AS_CLAIMED}
 )
 SELECT *, NULL::varchar, NULL::timestamptz FROM claimed
@@ -188,23 +199,28 @@ def uuid_array(tokens: Iterable[uuid.UUID]) -> str:
 # hundreds at a time, and reading back a uuid per row costs more than the lookup. It also
 # returns in_workflow: an enqueue with after= sets it under the row's lock, so a DELETE that
 # waited for that lock returns the row as that enqueue committed it.
-ACK = f"""
+# The _PLAIN variants leave the rows marked in_workflow live: operations.ack acks those in a
+# transaction with the workflow bookkeeping they need.
+_ACK = f"""
 DELETE FROM {MESSAGE_TABLE} m
 USING unnest(%s::bigint[], %s::uuid[]) WITH ORDINALITY AS c(id, token, place)
-WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
+WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s{{plain}}
 RETURNING c.place, m.in_workflow
 """
+_PLAIN = " AND NOT m.in_workflow"
+ACK = _ACK.format(plain="")
+ACK_PLAIN = _ACK.format(plain=_PLAIN)
 
 # The ack of a batch holding jobs of queues that keep history: the same DELETE, and the rows
 # it deleted with a keep (NULL: not kept) written to the history in the same statement, so
 # in the same transaction. Each claim's place also picks its keep, duration and output. The
 # insert goes to the finished day's partition, or to the default one (migration 0003_finished_jobs).
-ACK_KEEPING = f"""
+_ACK_KEEPING = f"""
 WITH acked AS (
     DELETE FROM {MESSAGE_TABLE} m
     USING unnest(%s::bigint[], %s::uuid[], %s::float8[], %s::float8[], %s::text[], %s::text[])
         WITH ORDINALITY AS c(id, token, keep, duration, output, output_error, place)
-    WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s
+    WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s{{plain}}
     RETURNING c.place, c.keep, c.duration, c.output, c.output_error, m.*
 ), kept AS (
     INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
@@ -215,21 +231,25 @@ WITH acked AS (
 )
 SELECT place, in_workflow FROM acked
 """
+ACK_KEEPING = _ACK_KEEPING.format(plain="")
+ACK_KEEPING_PLAIN = _ACK_KEEPING.format(plain=_PLAIN)
 
 # ack_batch: by id, whoever holds the claim, as long as its lease is live.
-ACK_BATCH = f"""
-DELETE FROM {MESSAGE_TABLE}
+_ACK_BATCH = f"""
+DELETE FROM {MESSAGE_TABLE} m
 WHERE id = ANY(%s::bigint[]) AND queue = %s AND claim_token IS NOT NULL
-  AND lease_expires_at > %s
+  AND lease_expires_at > %s{{plain}}
 RETURNING id, in_workflow
 """
+ACK_BATCH = _ACK_BATCH.format(plain="")
+ACK_BATCH_PLAIN = _ACK_BATCH.format(plain=_PLAIN)
 
 # The same for a queue that keeps history: each acked row is also kept, without output.
-ACK_BATCH_KEEPING = f"""
+_ACK_BATCH_KEEPING = f"""
 WITH acked AS (
-    DELETE FROM {MESSAGE_TABLE}
+    DELETE FROM {MESSAGE_TABLE} m
     WHERE id = ANY(%s::bigint[]) AND queue = %s AND claim_token IS NOT NULL
-      AND lease_expires_at > %s
+      AND lease_expires_at > %s{{plain}}
     RETURNING *
 ), kept AS (
     INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
@@ -240,6 +260,8 @@ WITH acked AS (
 )
 SELECT id, in_workflow FROM acked
 """
+ACK_BATCH_KEEPING = _ACK_BATCH_KEEPING.format(plain="")
+ACK_BATCH_KEEPING_PLAIN = _ACK_BATCH_KEEPING.format(plain=_PLAIN)
 
 # A retry keeps the attempt counted; a release (graceful shutdown) refunds it.
 _UNCLAIM = f"""
@@ -248,7 +270,20 @@ SET claim_token = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at =
     run_at = %s, last_error = COALESCE(%s, last_error){{refund}}
 WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 """
+# A durable step's record (docs/durable-steps.md): inserted only while the row carries the
+# claim, which FOR UPDATE holds until the commit, so a reclaim waits for it or it finds the
+# claim gone. The row by its primary key (or alkqueue_lease_idx, where few rows are
+# claimed); the step's uniqueness by alkqueue_jobstep_name.
+RECORD_STEP = f"""
+INSERT INTO {STEP_TABLE} (job_id, name, value, recorded_at, attempt, duration)
+SELECT id, %s, %s, %s, attempts, %s FROM {MESSAGE_TABLE}
+WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
+FOR UPDATE
+"""
 RETRY = _UNCLAIM.format(refund="")
+# A claim its worker lost by dying of an error while the handler ran: the attempt counted,
+# and the crash (the job dies instead at the limit: CRASHED_DEAD, run first).
+CRASHED = _UNCLAIM.format(refund=", crashes = crashes + 1")
 RELEASE = _UNCLAIM.format(refund=", attempts = attempts - 1")
 # A snooze is a release to a later run_at.
 SNOOZE = RELEASE
@@ -290,22 +325,27 @@ RETURNING m.id, m.claim_token
 """
 
 # Live rows to the dead letters in one statement, with the error text's group
-# (error_groups.py). Each use names its rows' index.
-_BURY = f"""
-WITH buried AS (
+# (error_groups.py): PostgresDialect.dead_letter. Each use names its rows' index.
+_DEAD_LETTER = f"""
+WITH taken AS (
     DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING *
 )
-INSERT INTO {DEAD_LETTER_TABLE} (job_id, {_BURIED}, died_at, reason, last_error, error_fingerprint)
-SELECT id, {_BURIED}, %s, %s, %s, %s FROM buried
+{_DEAD_LETTER_INSERT}
+SELECT id, {_DEAD_LETTER_COLUMNS}, %s, %s, %s, %s FROM taken
 RETURNING {_DEAD_AS_ROW}
 """
+# dead_letter: live rows by id (alkqueue_message_pkey).
+DEAD_LETTER_BY_ID = _DEAD_LETTER.format(predicate="id = ANY(%s::bigint[])")
 # fail: one validly claimed job (alkqueue_message_pkey).
-FAIL = _BURY.format(predicate="id = %s AND claim_token = %s AND lease_expires_at > %s")
+FAIL_PREDICATE = "id = %s AND claim_token = %s AND lease_expires_at > %s"
+FAIL = _DEAD_LETTER.format(predicate=FAIL_PREDICATE)
+# crashed: one validly claimed job at its last crash (alkqueue_message_pkey).
+CRASHED_DEAD = _DEAD_LETTER.format(predicate=FAIL_PREDICATE + " AND crashes + 1 >= %s")
 # sweep_expired: expired jobs in any state, of one queue or of all (alkqueue_expiry_idx).
-SWEEP_EXPIRED_IN_QUEUE = _BURY.format(predicate="queue = %s AND expires_at <= %s")
-SWEEP_EXPIRED = _BURY.format(predicate="expires_at <= %s")
+SWEEP_EXPIRED_IN_QUEUE = _DEAD_LETTER.format(predicate="queue = %s AND expires_at <= %s")
+SWEEP_EXPIRED = _DEAD_LETTER.format(predicate="expires_at <= %s")
 # reclaim: lapsed claims with no attempts left die (alkqueue_lease_idx) ...
-RECLAIM_EXHAUSTED = _BURY.format(
+RECLAIM_EXHAUSTED = _DEAD_LETTER.format(
     predicate="claim_token IS NOT NULL AND lease_expires_at <= %s AND attempts >= max_attempts"
 )
 # ... and the others go back to pending (alkqueue_lease_idx).

@@ -1,0 +1,139 @@
+"""Fair share between fair keys (docs/fair-share.md): which queues take turns, and each key's
+weight. The claim that takes the turns is sql/fair_turns.py's.
+
+A queue takes turns while it has an unclaimed job with a fair key. A claim asks `in_force()`
+before it chooses its statement: the answer is read again once REFRESH_EVERY seconds have
+passed, so a queue without fair keys costs its claims a dict lookup and one indexed probe
+a second (alkqueue_fair_key_idx), and keeps its one-statement claim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.signals import setting_changed
+from django.db.models import Count
+from django.dispatch import receiver
+
+from . import validation
+from .conf import get_settings
+from .exceptions import InvalidOption
+from .models import Consumer, QueueMessage
+
+#: Seconds an answer of in_force() is kept (as limits.REFRESH_EVERY): jobs with a fair key
+#: enqueued in another process take turns from the claims after this long at most.
+REFRESH_EVERY = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class FairShare:
+    """A queue that takes turns, and the weights of its keys (a key not named weighs 1)."""
+
+    weights: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def weight(self, key: str | None) -> int:
+        return 1 if key is None else self.weights.get(key, 1)
+
+
+def settings_weights(queue: str) -> dict[str, int]:
+    """The weights ALKQUEUE["QUEUES"][queue]["fair_weights"] sets (checked with the settings)."""
+    return dict(get_settings().QUEUES.get(queue, {}).get("fair_weights", {}))
+
+
+def stored_weights(stored: Any) -> dict[str, int]:
+    """The operator's weights as the Consumer row holds them; an entry that does not parse
+    (a column written by hand) is left out."""
+    if not isinstance(stored, Mapping):
+        return {}
+    weights = {}
+    for key, weight in stored.items():
+        try:
+            weights[validation.fair_key(key) or ""] = validation.fair_weight(weight)
+        except InvalidOption:
+            continue
+    return weights
+
+
+def weights_in_force(queue: str, *, using: str = "default") -> dict[str, int]:
+    """Each key's weight where one is set: the operator's (set_fair_weight) over the settings'."""
+    stored = Consumer.objects.using(using).filter(queue=queue).values_list("fair_weights").first()
+    return {**settings_weights(queue), **stored_weights(stored[0] if stored else None)}
+
+
+def uses_fair_keys(queue: str, *, using: str = "default") -> bool:
+    """Whether the queue has an unclaimed job with a fair key (alkqueue_fair_key_idx)."""
+    rows = QueueMessage.objects.using(using).filter(queue=queue, fair_key__isnull=False)
+    return rows.unclaimed().exists()
+
+
+class FairShareCache:
+    """in_force() per (alias, queue), read again once `every` seconds have passed."""
+
+    def __init__(self, every: float = REFRESH_EVERY) -> None:
+        self.every = every
+        self._lock = threading.Lock()
+        self._read: dict[tuple[str, str], tuple[float, FairShare | None]] = {}
+
+    def in_force(self, queue: str, using: str) -> FairShare | None:
+        """The queue's FairShare while it takes turns, else None."""
+        at = time.monotonic()
+        cached = self._read.get((using, queue))
+        if cached is not None and cached[0] <= at < cached[0] + self.every:
+            return cached[1]
+        found = None
+        if uses_fair_keys(queue, using=using):
+            found = FairShare(weights_in_force(queue, using=using))
+        with self._lock:
+            self._read[(using, queue)] = (at, found)
+        return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self._read.clear()
+
+    def forget(self, queue: str, using: str) -> None:
+        """Read the queue again at its next claim: this process enqueued a job with a fair
+        key, or changed a weight."""
+        with self._lock:
+            self._read.pop((using, queue), None)
+
+
+CACHE = FairShareCache()
+
+
+@receiver(setting_changed)
+def _settings_changed(setting: str, **kwargs: Any) -> None:
+    """The weights of ALKQUEUE["QUEUES"] are read again (override_settings in tests)."""
+    if setting == "ALKQUEUE":
+        CACHE.clear()
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyLoad:
+    """A fair key with unclaimed jobs, for the admin's queue page: how many, and its weight."""
+
+    key: str
+    unclaimed: int
+    weight: int
+
+
+def keys_with_jobs(
+    queue: str, stored: Any, *, using: str = "default", top: int = 50
+) -> list[KeyLoad]:
+    """The fair keys with the most unclaimed jobs, most first, with their weights (`stored`:
+    the Consumer row's fair_weights, already read): one count per key over
+    alkqueue_fair_key_idx (unclaimed keyed rows only)."""
+    rows = (
+        QueueMessage.objects.using(using)
+        .filter(queue=queue, fair_key__isnull=False)
+        .unclaimed()
+        .values("fair_key")
+        .annotate(n=Count("id"))
+        .order_by("-n", "fair_key")[:top]
+    )
+    weights = {**settings_weights(queue), **stored_weights(stored)}
+    return [KeyLoad(str(r["fair_key"]), r["n"], weights.get(str(r["fair_key"]), 1)) for r in rows]
