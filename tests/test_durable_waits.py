@@ -279,17 +279,18 @@ def test_a_waiting_job_can_be_cancelled_and_its_wait_and_signals_go():
 
 @pytest.mark.parametrize("pool", ["thread", "process"])
 def test_sleeping_jobs_free_their_threads_and_the_others_are_not_delayed(pool: str):
-    sleepers = queue("sleepers").enqueue_many([{"seconds": 2.5}] * 4)
+    sleepers = queue("sleepers").enqueue_many([{"seconds": 4}] * 4)
     quick = queue("quick").enqueue_many([{}] * 6)
     worker = Watched(start_worker("--queue", "sleepers", "--queue", "quick", "--concurrency",
                                   "2", "--pool", pool, env=CONSUMERS))  # fmt: skip
     try:
         wait_until(lambda: all(notes(job.id) == ["ran"] for job in quick), timeout=30,
                    what=f"the quick jobs ran\n{worker.output}")  # fmt: skip
-        wait_until(lambda: all(notes(job.id) == ["started"] for job in sleepers), timeout=5,
-                   what="every sleeper started")  # fmt: skip
+        # A sleeper's note is written before its park commits: wait for both.
         asleep = QueueMessage.objects.filter(id__in=[job.id for job in sleepers])
-        assert all(row.claim_token is None and row.attempts == 0 for row in asleep)
+        wait_until(lambda: all(notes(job.id) == ["started"] for job in sleepers)
+                   and all(row.claim_token is None and row.attempts == 0 for row in asleep.all()),
+                   timeout=3, what=f"the sleepers parked\n{worker.output}")  # fmt: skip
         wait_until(lambda: all(notes(job.id)[-1:] == ["woke"] for job in sleepers), timeout=30,
                    what=f"the sleepers woke\n{worker.output}")  # fmt: skip
     finally:
