@@ -744,6 +744,14 @@ def depth_pending(using: str, queue: str, now: datetime) -> int:
     return QueueMessage.objects.using(using).filter(queue=queue).pending(now).count()
 
 
+def has_due(using: str, queue: str, now: datetime) -> bool:
+    """Whether `queue` has a due, unclaimed, unexpired job, by a read that takes no lock: a
+    claim skips the rows other transactions hold locked (SKIP LOCKED), so a claim that found
+    nothing does not prove that nothing is due (index alkqueue_pending_idx)."""
+    due = QueueMessage.objects.using(using).filter(queue=queue).pending(now)
+    return due.exclude(expires_at__lte=now).exists()
+
+
 def reclaim(using: str, now: datetime) -> tuple[list[int], list[Job]]:
     """Lapsed leases: back to pending with attempts left, else dead ("max attempts exceeded").
 

@@ -491,6 +491,10 @@ class Queue:
     def depth_pending(self) -> int:
         return operations.depth_pending(self.using, self.name, self.clock())
 
+    def has_due(self) -> bool:
+        """Whether a due, unclaimed job is here, read without waiting for or skipping locks."""
+        return operations.has_due(self.using, self.name, self.clock())
+
     def stats(self) -> QueueStats:
         return operations.stats(self.using, self.name, self.clock())
 

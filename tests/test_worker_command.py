@@ -19,7 +19,7 @@ from pathlib import Path
 from statistics import median
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.test.utils import override_settings
 from django.utils import timezone
 
@@ -536,6 +536,21 @@ def test_burst_worker_does_not_exit_while_a_retried_job_is_due(workers):
         output = workers("--queue", "shop-emails", "--burst").finish(timeout=30)
         assert live(job) is None, f"burst exited with job {job.id} due:\n{output}"
         assert runs_of(job) == [1, 2]
+
+
+@pytest.mark.row_locks
+def test_burst_worker_does_not_exit_while_a_due_job_is_locked_by_another_transaction(workers):
+    # A claim skips locked rows (SKIP LOCKED): one came back empty while a maintenance read
+    # held the only due row for a moment, and the burst ended with the job left behind.
+    job = queue("shop-emails").enqueue({})
+    with transaction.atomic():
+        QueueMessage.objects.select_for_update().get(pk=job.id)
+        running = workers("--queue", "shop-emails", "--burst", "--poll-interval", "0.2")
+        wait_until(Worker.objects.exists, timeout=30, what=f"the worker started\n{running.output}")
+        time.sleep(1)  # several looks while the row is held
+        assert running.alive(), f"burst exited with job {job.id} due:\n{running.output}"
+    running.finish(timeout=30)
+    assert live(job) is None and runs_of(job) == [1]
 
 
 # -- process options -------------------------------------------------------------------------

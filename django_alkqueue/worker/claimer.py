@@ -183,6 +183,18 @@ class Claimer:
         self._next += 1
         return claimed
 
+    def due_left(self) -> bool:
+        """Whether a served, unpaused queue that no limit held back still has a due job: a
+        claim skips rows another transaction holds locked for a moment (SKIP LOCKED; on
+        InnoDB even a read that only scans a row locks it), so its coming back empty does
+        not prove the queue drained."""
+        paused = self.paused.current()
+        return any(
+            queue.has_due()
+            for queue in self.queues
+            if queue.name not in paused and not self.flow.limited(queue.name, queue.using)
+        )
+
     def exhausted(self) -> bool:
         return self.max_jobs is not None and self.claimed_total >= self.max_jobs
 
@@ -230,7 +242,7 @@ class ClaimLoop:
         was_idle = self._idle()
         claimed = self.claimer.run_once()
         if (self.claimer.exhausted() and self._idle()) or (
-            self.burst and claimed == 0 and was_idle
+            self.burst and claimed == 0 and was_idle and not self.claimer.due_left()
         ):
             self.done.set()
         # A claim that came back short emptied the queue as of its snapshot: anything

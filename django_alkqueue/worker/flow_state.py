@@ -27,6 +27,7 @@ class FlowState:
         self.limits = LimitsCache(every)
         self.monotonic = monotonic
         self._held_back: set[tuple[str, str]] = set()
+        self._limited: set[tuple[str, str]] = set()
         self._room_at: dict[tuple[str, str], float] = {}
 
     def claim(self, queue: Queue, worker_id: str, n: int) -> list[JobHandle]:
@@ -39,6 +40,10 @@ class FlowState:
             self._held_back.add(key)
         else:
             self._held_back.discard(key)
+        if outcome.held_back:
+            self._limited.add(key)
+        else:
+            self._limited.discard(key)
         if outcome.room_in is None:
             self._room_at.pop(key, None)
         else:
@@ -49,6 +54,10 @@ class FlowState:
         """Whether a claimed job of `queue` holds a slot that a claim is waiting for: the
         queue has a cap, and its limits held its last claim back."""
         return (using, queue) in self._held_back
+
+    def limited(self, queue: str, using: str) -> bool:
+        """Whether the queue's limits (a cap or a rate) held its last claim back."""
+        return (using, queue) in self._limited
 
     def room_at(self) -> float:
         """The monotonic time at which the first rate that held a claim back frees room
