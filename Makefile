@@ -90,11 +90,13 @@ mysqlclient: venv mysql-build-deps
 
 # The suite runs in TEST_PROCESSES processes (pytest-xdist), each on a test database of its
 # own: most tests wait on worker subprocesses and the database, so twice the cores pays.
+# Work stealing: a process that runs out takes half of the longest queue left, so the
+# suite's tail is not one process's last few slow tests while the others sit idle.
 # Then the tests marked serial (they restart or reconfigure the shared server) run alone.
 # Exit status 5 means that PYTEST_ARGS selected no serial test.
 TEST_PROCESSES ?= 4
 define run_suite
-	$(1) -m pytest -p no:cacheprovider -n $(TEST_PROCESSES) -m "not serial" $(PYTEST_ARGS)
+	$(1) -m pytest -p no:cacheprovider -n $(TEST_PROCESSES) --dist worksteal -m "not serial" $(PYTEST_ARGS)
 	$(1) -m pytest -p no:cacheprovider -m serial $(PYTEST_ARGS) || test $$? -eq 5
 endef
 
