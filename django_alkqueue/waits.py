@@ -30,7 +30,7 @@ from django.db.models import Exists, OuterRef
 from .jobs import Job, parked_at
 from .models import JobSignal, JobStep, QueueMessage, WaitingJob
 from .payload import encode
-from .sql import Claim, chunked, dialect_for
+from .sql import Claim, dialect_for
 from .steps import TIMED_OUT
 
 #: The reason of a job waiting for a signal (Job.reason, as get_job reads it).
@@ -80,17 +80,16 @@ def wait(using: str, claim: Claim, now: datetime, name: str, deadline: datetime 
     """The handler of a validly claimed job waits for the signal `name` (until `deadline`):
     it goes back unclaimed, its attempt refunded, waiting; or pending at once when the signal
     came meanwhile. False, nothing changed, when the claim is lost."""
-    dialect = dialect_for(connections[using])
+    connection = connections[using]
+    dialect = dialect_for(connection)
     with transaction.atomic(using=using):
-        if not dialect.snooze(connections[using], claim, now, parked_at()):
+        if not dialect.snooze(connection, claim, now, parked_at()):
             return False
         signals = JobSignal.objects.using(using).filter(job_id=claim.id, name=name)
         if signals.select_for_update().exists():
-            QueueMessage.objects.using(using).filter(pk=claim.id).update(run_at=now)
+            dialect.unpark(connection, {claim.id: now})
             return True
-        WaitingJob.objects.using(using).update_or_create(
-            job_id=claim.id, defaults={"run_at": deadline or parked_at(), "signal": name}
-        )
+        dialect.park(connection, claim.id, deadline or parked_at(), signal=name)
     return True
 
 
@@ -144,16 +143,9 @@ def sweep_gone(using: str, batch: int) -> int:
 def _resume(using: str, job_ids: Sequence[int], now: datetime) -> None:
     """Inside the caller's transaction: these waiting jobs become pending now, and the
     workers of their queues are woken once it commits."""
-    live = QueueMessage.objects.using(using)
-    queues: set[str] = set()
-    for chunk in chunked(list(job_ids), RELEASE_LIMIT):
-        parked = live.filter(pk__in=chunk, run_at__gte=parked_at(), claim_token__isnull=True)
-        queues.update(parked.values_list("queue", flat=True))
-        parked.update(run_at=now)
-        WaitingJob.objects.using(using).filter(job_id__in=chunk).delete()
     connection = connections[using]
     dialect = dialect_for(connection)
-    for name in sorted(queues):
+    for name in sorted(dialect.unpark(connection, dict.fromkeys(job_ids, now))):
         dialect.notify(connection, name)
 
 

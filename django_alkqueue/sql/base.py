@@ -752,10 +752,16 @@ class Dialect:
         sweep_expired, reclaim): docs/architecture.md, "Where each rule lives"."""
         raise NotImplementedError
 
-    def park(self, connection: BaseDatabaseWrapper, job_id: int, run_at: datetime) -> None:
+    def park(
+        self,
+        connection: BaseDatabaseWrapper,
+        job_id: int,
+        run_at: datetime,
+        signal: str | None = None,
+    ) -> None:
         """A live job waits (jobs.parked_at()): never due until unparked, `run_at` kept in
-        its WaitingJob row."""
-        workflow_rows.park(connection, job_id, run_at)
+        its WaitingJob row, with the `signal` it waits for (waits.py), if any."""
+        workflow_rows.park(connection, job_id, run_at, signal)
 
     def unpark(self, connection: BaseDatabaseWrapper, waiting: Mapping[int, datetime]) -> set[str]:
         """These waiting jobs (id -> run_at, their WaitingJob rows locked) wait no more:

@@ -67,11 +67,14 @@ def finish_batch_members(
     return found
 
 
-def park(connection: BaseDatabaseWrapper, job_id: int, run_at: datetime) -> None:
-    """The live row waits (parked_at()), from `run_at` once unparked (its WaitingJob row)."""
+def park(
+    connection: BaseDatabaseWrapper, job_id: int, run_at: datetime, signal: str | None = None
+) -> None:
+    """The live row waits (parked_at()), from `run_at` once unparked (its WaitingJob row,
+    which names the `signal` it waits for, if any)."""
     QueueMessage.objects.using(connection.alias).filter(pk=job_id).update(run_at=parked_at())
     WaitingJob.objects.using(connection.alias).update_or_create(
-        job_id=job_id, defaults={"run_at": run_at}
+        job_id=job_id, defaults={"run_at": run_at, "signal": signal}
     )
 
 
