@@ -17,7 +17,7 @@ from .conf import SettingsErrors, get_settings
 from .consumers import registry
 from .exceptions import UnsupportedDatabase
 from .limits import NAMES, settings_limits
-from .models import STAND_INS, StandIn
+from .models import StandIn
 from .periodic import entry_errors
 from .sql import dialect_name
 from .sql.sqlite import file_journal_mode
@@ -129,8 +129,7 @@ def check_stand_ins(
     return [
         checks.Warning(missing_message(connection.alias, name, stand_in),
                        hint=_hint("alkqueue.W102"), id="alkqueue.W102")
-        for name, stand_in in STAND_INS.items()
-        if stand_in in missing
+        for name, stand_in in missing.items()
     ]  # fmt: skip
 
 

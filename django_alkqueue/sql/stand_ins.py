@@ -17,19 +17,20 @@ INDEXES_SQL = (
 )
 
 
-def missing_stand_ins(connection: BaseDatabaseWrapper) -> list[StandIn]:
-    """The stand-ins the database lacks though every column each indexes is there: a table
-    or column still to come means migrations still to run, which build the stand-in. None
-    where partial indexes exist, and none on another vendor (no query here reads them)."""
+def missing_stand_ins(connection: BaseDatabaseWrapper) -> dict[str, StandIn]:
+    """The stand-ins the database lacks, by the name of what each stands in for, though every
+    column each indexes is there: a table or column still to come means migrations still to
+    run, which build the stand-in. None where partial indexes exist, and none on another
+    vendor (no query here reads them)."""
     if connection.features.supports_partial_indexes or connection.vendor != "mysql":
-        return []
+        return {}
     tables = {table: _names(connection, table) for table in {s.table for s in STAND_INS.values()}}
-    return [
-        stand_in
-        for stand_in in STAND_INS.values()
+    return {
+        name: stand_in
+        for name, stand_in in STAND_INS.items()
         if _columns(stand_in) <= tables[stand_in.table][0]
         and stand_in.name not in tables[stand_in.table][1]
-    ]
+    }
 
 
 def _columns(stand_in: StandIn) -> set[str]:
