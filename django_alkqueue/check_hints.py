@@ -17,6 +17,7 @@ HINTS = {
     "alkqueue.E102": 'Add "django_alkqueue" to INSTALLED_APPS.',
     "alkqueue.E103": 'Add "django_alkqueue" to INSTALLED_APPS, then run `manage.py migrate`.',
     "alkqueue.W101": 'Add "PRAGMA journal_mode=WAL;" to the database\'s OPTIONS["init_command"].',
+    "alkqueue.W102": "Run the CREATE INDEX statement the message shows.",
 }
 
 

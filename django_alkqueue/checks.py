@@ -17,9 +17,11 @@ from .conf import SettingsErrors, get_settings
 from .consumers import registry
 from .exceptions import UnsupportedDatabase
 from .limits import NAMES, settings_limits
+from .models import StandIn
 from .periodic import entry_errors
 from .sql import dialect_name
 from .sql.sqlite import file_journal_mode
+from .sql.stand_ins import missing_stand_ins
 
 
 @checks.register("alkqueue")
@@ -98,13 +100,9 @@ def check_database(
 ) -> list[checks.CheckMessage]:
     """alkqueue.E101: the queue's database has no dialect (no SKIP LOCKED).
     alkqueue.W101: the queue's database is an SQLite file not in WAL mode."""
-    try:
-        alias = get_settings().DATABASE
-    except ImproperlyConfigured:  # reported by alkqueue.E003
+    connection = queue_connection(databases)
+    if connection is None:
         return []
-    if alias not in connections or alias not in (databases or ()):  # E004 reports the first
-        return []
-    connection = connections[alias]
     try:
         found = sqlite_journal(connection)
         dialect_name(connection)
@@ -113,6 +111,54 @@ def check_database(
         return [_error(str(exc), "alkqueue.E101")]
     except DatabaseError:
         return []  # the server is not reachable now; the worker reports that when it starts
+
+
+@checks.register(checks.Tags.database)
+def check_stand_ins(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """alkqueue.W102: the queue's database has no partial indexes and lacks a stand-in the
+    migrations build for one (models.STAND_INS), which the models' own check then relies on."""
+    connection = queue_connection(databases)
+    if connection is None:
+        return []
+    try:
+        missing = missing_stand_ins(connection)
+    except DatabaseError:
+        return []  # as in check_database
+    return [
+        checks.Warning(missing_message(connection.alias, name, stand_in),
+                       hint=_hint("alkqueue.W102"), id="alkqueue.W102")
+        for name, stand_in in missing.items()
+    ]  # fmt: skip
+
+
+def missing_message(alias: str, name: str, stand_in: StandIn) -> str:
+    """What is missing, what it stands in for and the statement that builds it."""
+    what = (
+        "which the migrations build there without its condition"
+        if stand_in.name == name
+        else f"which stands in for {name!r} there"
+    )
+    create = (
+        f"CREATE {'UNIQUE ' if stand_in.unique else ''}INDEX {stand_in.name} ON "
+        f"{stand_in.table} ({', '.join(stand_in.columns)})"
+    )
+    return (
+        f"The queue's database {alias!r} has no partial indexes and no index "
+        f"{stand_in.name!r} on {stand_in.table}, {what}: {create}"
+    )
+
+
+def queue_connection(databases: Any) -> BaseDatabaseWrapper | None:
+    """The queue's database, if the check may connect to it (`databases` names it)."""
+    try:
+        alias = get_settings().DATABASE
+    except ImproperlyConfigured:  # reported by alkqueue.E003
+        return None
+    if alias not in connections or alias not in (databases or ()):  # E004 reports the first
+        return None
+    return connections[alias]
 
 
 def sqlite_journal(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]:

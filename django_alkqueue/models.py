@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.apps import apps
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import models
+from django.db import connections, models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
@@ -91,6 +93,94 @@ FAIR_TURN_CONSTRAINT = "alkqueue_fair_turn_key"
 CLAIM_LEDGER_INDEX = "alkqueue_claimledger_idx"
 ERROR_GROUP_INDEX = "alkqueue_dead_error_idx"
 ERROR_FINGERPRINT_INDEX = "alkqueue_dead_fingerprint_idx"
+#: Finished jobs that did not succeed, and those with a concurrency key (few rows each).
+FINISHED_OTHER_INDEX = "alkqueue_finished_other_idx"
+FINISHED_KEY_INDEX = "alkqueue_finished_key_idx"
+RESULT_EXPIRY_INDEX = "alkqueue_result_expiry_idx"
+BATCH_OPEN_INDEX = "alkqueue_batch_open_idx"
+
+
+class StandIn(NamedTuple):
+    """A full index that, on a database without partial indexes (MariaDB, MySQL), serves the
+    queries of a partial index or conditional unique constraint (docs/databases.md, "Indexes")."""
+
+    table: str
+    name: str
+    #: As CREATE INDEX lists them; the first word of each is a column.
+    columns: tuple[str, ...]
+    unique: bool = False
+
+
+#: What stands in for each of the models' partial indexes and conditional constraints, by its
+#: name, where partial indexes are missing. Django builds a conditional index there without
+#: its condition, a full index that serves the same queries: its own stand-in. It leaves out
+#: the claim index (on expressions) and the conditional constraints; the migrations build
+#: the full indexes named here in their place (0001, 0013), and one beside the fair key index
+#: (0016). Django's warnings about them (models.W036, W037, W043) are answered by these;
+#: alkqueue.W102 reports one missing from the database.
+STAND_INS = {
+    PENDING_INDEX: StandIn(
+        MESSAGE_TABLE, "alkqueue_claim_full_idx",
+        ("queue", "claim_token", "priority DESC", "run_at", "id"),
+    ),
+    UNIQUE_KEY_CONSTRAINT: StandIn(
+        MESSAGE_TABLE, "alkqueue_unique_key_full", ("queue", "unique_key"), unique=True
+    ),
+    DEBOUNCE_KEY_CONSTRAINT: StandIn(
+        MESSAGE_TABLE, "alkqueue_debounce_key_full", ("queue", "debounce_key"), unique=True
+    ),
+    FAIR_KEY_INDEX: StandIn(MESSAGE_TABLE, "alkqueue_fair_key_full", ("queue", "fair_key")),
+    LEASE_INDEX: StandIn(MESSAGE_TABLE, LEASE_INDEX, ("queue", "lease_expires_at")),
+    EXPIRY_INDEX: StandIn(MESSAGE_TABLE, EXPIRY_INDEX, ("expires_at",)),
+    CONCURRENCY_KEY_INDEX: StandIn(
+        MESSAGE_TABLE, CONCURRENCY_KEY_INDEX, ("queue", "concurrency_key")
+    ),
+    FINISHED_OTHER_INDEX: StandIn(FINISHED_TABLE, FINISHED_OTHER_INDEX, ("finished_at",)),
+    FINISHED_KEY_INDEX: StandIn(FINISHED_TABLE, FINISHED_KEY_INDEX, ("concurrency_key",)),
+    RESULT_EXPIRY_INDEX: StandIn(TASK_RESULT_TABLE, RESULT_EXPIRY_INDEX, ("expires_at",)),
+    BATCH_OPEN_INDEX: StandIn(BATCH_TABLE, BATCH_OPEN_INDEX, ("created_at",)),
+}  # fmt: skip
+
+
+#: Django's warnings of what a database cannot build as declared: a unique constraint with a
+#: condition (W036), an index with a condition (W037), an index on expressions (W043).
+PARTIAL_INDEX_WARNINGS = frozenset({"models.W036", "models.W037", "models.W043"})
+
+
+def without_stood_in(
+    messages: list[checks.CheckMessage], model: type[models.Model], databases: Iterable[str]
+) -> list[checks.CheckMessage]:
+    """`messages` without Django's warnings about what `databases` cannot build of `model`'s
+    own indexes and constraints as declared, where each one they concern has a stand-in.
+    A model with a partial index not in STAND_INS keeps its warnings."""
+    if not any(m.id in PARTIAL_INDEX_WARNINGS and m.obj is model for m in messages):
+        return messages  # PostgreSQL, SQLite: nothing to answer, no server to ask
+    answered = stood_in_warnings(model, databases)
+    return [m for m in messages if not (m.id in answered and m.obj is model)]
+
+
+def stood_in_warnings(model: type[models.Model], databases: Iterable[str]) -> set[str]:
+    """The ids of Django's warnings about `model` that its stand-ins answer on `databases`.
+    W036 and W037 arise only where partial indexes are missing, where the stand-ins are
+    built; W043 where indexes on expressions are, which is not always such a database."""
+    meta = model._meta
+    answered: set[str] = set()
+    if all(i.name in STAND_INS for i in meta.indexes if i.condition is not None):
+        answered.add("models.W037")
+    conditional = [
+        c
+        for c in meta.constraints
+        if isinstance(c, models.UniqueConstraint) and c.condition is not None
+    ]
+    if all(c.name in STAND_INS for c in conditional):
+        answered.add("models.W036")
+    if all(i.name in STAND_INS for i in meta.indexes if i.expressions) and all(
+        not connections[db].features.supports_partial_indexes
+        for db in databases
+        if not connections[db].features.supports_expression_indexes
+    ):
+        answered.add("models.W043")
+    return answered
 
 
 class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
@@ -268,6 +358,11 @@ class QueueMessage(models.Model):
     def __str__(self) -> str:
         return f"{self.queue}#{self.id}"
 
+    # Django documents overriding a model's check; what it leaves out is in STAND_INS.
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[checks.CheckMessage]:
+        return without_stood_in(super().check(**kwargs), cls, kwargs.get("databases") or [])
+
 
 class DeadLetter(models.Model):
     """A job that died: out of attempts, failed on purpose, or expired. Requeue brings it back."""
@@ -384,16 +479,21 @@ class FinishedJob(models.Model):
             # Few rows: most jobs succeed, and most have no concurrency key.
             models.Index(
                 fields=["finished_at"], condition=~Q(outcome="succeeded"),
-                name="alkqueue_finished_other_idx",
+                name=FINISHED_OTHER_INDEX,
             ),
             models.Index(
                 fields=["concurrency_key"], condition=Q(concurrency_key__isnull=False),
-                name="alkqueue_finished_key_idx",
+                name=FINISHED_KEY_INDEX,
             ),
         ]  # fmt: skip
 
     def __str__(self) -> str:
         return f"{self.queue}#{self.job_id} ({self.outcome})"
+
+    # Django documents overriding a model's check; what it leaves out is in STAND_INS.
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[checks.CheckMessage]:
+        return without_stood_in(super().check(**kwargs), cls, kwargs.get("databases") or [])
 
 
 class UniqueWindow(models.Model):
@@ -617,13 +717,18 @@ class TaskResult(models.Model):
         indexes = [
             models.Index(
                 fields=["expires_at"],
-                name="alkqueue_result_expiry_idx",
+                name=RESULT_EXPIRY_INDEX,
                 condition=Q(expires_at__isnull=False),
             )
         ]
 
     def __str__(self) -> str:
         return f"{self.task_path} #{self.job_id} ({self.status})"
+
+    # Django documents overriding a model's check; what it leaves out is in STAND_INS.
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[checks.CheckMessage]:
+        return without_stood_in(super().check(**kwargs), cls, kwargs.get("databases") or [])
 
 
 class PeriodicTick(models.Model):
@@ -759,13 +864,18 @@ class Batch(models.Model):
             # Open batches: what the leader's workflow sweep looks at.
             models.Index(
                 fields=["created_at"],
-                name="alkqueue_batch_open_idx",
+                name=BATCH_OPEN_INDEX,
                 condition=Q(fired_at__isnull=True),
             ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name or _('batch')} #{self.id}"
+
+    # Django documents overriding a model's check; what it leaves out is in STAND_INS.
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[checks.CheckMessage]:
+        return without_stood_in(super().check(**kwargs), cls, kwargs.get("databases") or [])
 
     def counts(self) -> BatchCounts:
         """How its members stand now: one query over the member index."""

@@ -65,10 +65,6 @@ if _url:
     DATABASES = {"default": dj_database_url.parse(_url, conn_max_age=0)}
     # One test database per test run, so that two runs side by side do not drop each other's.
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
-    if DATABASES["default"]["ENGINE"].endswith("mysql"):
-        # What Django leaves out without partial indexes, migration 0009 stands in for
-        # (docs/databases.md, "MariaDB and MySQL").
-        SILENCED_SYSTEM_CHECKS = ["models.W036", "models.W037", "models.W043"]
 else:
     # WAL lets readers run beside the one writer; IMMEDIATE makes every transaction take the
     # write lock up front, so concurrent workers wait their turn instead of failing.

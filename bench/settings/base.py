@@ -24,11 +24,6 @@ if os.environ.get("BENCH_SYNCHRONOUS_COMMIT"):
         "options": f"-c synchronous_commit={os.environ['BENCH_SYNCHRONOUS_COMMIT']}"
     }
 
-# MariaDB: what Django leaves out without partial indexes, migration 0009 stands in for
-# (docs/databases.md, "MariaDB and MySQL").
-if DATABASES["default"]["ENGINE"].endswith("mysql"):
-    SILENCED_SYSTEM_CHECKS = ["models.W036", "models.W037", "models.W043"]
-
 # SQLite (bench/systems/alkqueue_sqlite.py): the testproject's settings (docs/databases.md,
 # "SQLite"): WAL, and every transaction taking the write lock up front.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
