@@ -390,6 +390,8 @@ class DeadLetter(models.Model):
     concurrency_key = models.CharField(
         max_length=255, null=True, blank=True, verbose_name=_("concurrency key")
     )
+    #: Kept from the live row, so a requeued job takes its turns again (docs/fair-share.md).
+    fair_key = models.CharField(max_length=255, null=True, blank=True, verbose_name=_("fair key"))
     claimed_by = models.CharField(
         max_length=255, null=True, blank=True, verbose_name=_("claimed by")
     )

@@ -548,7 +548,7 @@ class _KeyTaken(Exception):
 
 
 def requeue(using: str, job_id: int, now: datetime, queue: str | None = None) -> Job | None:
-    """Dead letter -> live job with the same id, payload and options; attempts reset.
+    """Dead letter -> live job with the same id, payload, options and keys; attempts reset.
 
     Deleting the dead letter comes first, so of two concurrent requeues only one finds it.
     If a live job holds the same unique key, the dead letter stays and that job is returned.
@@ -556,12 +556,12 @@ def requeue(using: str, job_id: int, now: datetime, queue: str | None = None) ->
     dialect, connection = _dialect_and_connection(using)
     try:
         with transaction.atomic(using=using):
-            row = dialect.take_dead_letter(connection, job_id, queue)
-            if row is None:
+            taken = dialect.take_dead_letter(connection, job_id, queue)
+            if taken is None:
                 return None
-            dead = dialect.to_job(row, now)
-            _revive(using, dead, now)
-            dialect.notify(connection, row[1])
+            dead = dialect.to_job(taken.row, now)
+            _revive(using, dead, taken.fair_key, now)
+            dialect.notify(connection, dead.queue)
             for dependent in finishing.requeued(using, dead, now):
                 requeue(using, dependent, now)  # the jobs that died for it wait again
     except _KeyTaken as taken:
@@ -649,7 +649,9 @@ def requeue_from_step(using: str, job_id: int, step: str, now: datetime) -> Requ
     return RequeuedFromStep(job_id, dead_id, job, [name for _, name in dropped])
 
 
-def _revive(using: str, dead: Job, now: datetime) -> None:
+def _revive(using: str, dead: Job, fair_key: str | None, now: datetime) -> None:
+    if fair_key is not None:
+        _fair_keys_changed(dead.queue, using)
     for _ in range(KEY_RACE_RETRIES):
         try:
             with transaction.atomic(using=using):
@@ -660,7 +662,8 @@ def _revive(using: str, dead: Job, now: datetime) -> None:
                     enqueued_at=dead.enqueued_at, requeued_at=now,
                     expires_at=_same_lifetime(dead, now),
                     unique_key=dead.unique_key, last_error=dead.last_error,
-                    concurrency_key=dead.concurrency_key, trace_context=dead.trace_context,
+                    concurrency_key=dead.concurrency_key, fair_key=fair_key,
+                    trace_context=dead.trace_context,
                 )  # fmt: skip
             return
         except IntegrityError:

@@ -48,11 +48,12 @@ INSERT_FIELDS = (
 # A job without a unique key leaves that column out (NULL); it comes last, so its values are
 # insert_values()' first len(KEYLESS_INSERT_FIELDS).
 KEYLESS_INSERT_FIELDS = INSERT_FIELDS[:-1]
-# The columns a dead letter copies from the live row it replaces.
+# The columns a dead letter copies from the live row it replaces; the fair key too, which the
+# row shape does not carry, so that a requeued job takes its turns again.
 DEAD_LETTER_FIELDS = (
     "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base", "lease",
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claimed_by", "claimed_at",
-    "concurrency_key", "trace_context", "requeued_at",
+    "concurrency_key", "trace_context", "requeued_at", "fair_key",
 )  # fmt: skip
 
 # The columns of a kept job (models.FinishedJob), in the order the acks write them.
@@ -117,6 +118,14 @@ class Claim(NamedTuple):
 
 
 Row = tuple[Any, ...]
+
+
+class TakenDeadLetter(NamedTuple):
+    """A dead letter deleted for its requeue: its row (the row shape) and its fair key, which
+    the row shape does not carry and the requeue writes back on the live row."""
+
+    row: Row
+    fair_key: str | None
 
 
 class CrashRetry(NamedTuple):
@@ -292,17 +301,17 @@ class Dialect:
 
     def take_dead_letter(
         self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
-    ) -> Row | None:
+    ) -> TakenDeadLetter | None:
         """Delete a dead letter and return it (the first half of a requeue)."""
         scope, params = _in_queue(job_id, queue)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"DELETE FROM {DEAD_LETTER_TABLE} WHERE job_id = %s{scope} "
-                f"RETURNING {DEAD_COLUMNS}",
+                f"RETURNING {DEAD_COLUMNS}, fair_key",
                 params,
             )
             row = cursor.fetchone()
-        return None if row is None else tuple(row)
+        return None if row is None else TakenDeadLetter(tuple(row[:-1]), row[-1])
 
     def lock_claim(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
         """Inside a transaction: lock a validly claimed row (a no-op UPDATE takes the row lock

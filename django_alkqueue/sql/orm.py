@@ -28,7 +28,7 @@ from django.db.models import F, Q, QuerySet, TextField, Value
 from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, Finish, Job, Progress, Stamps
 from ..models import MESSAGE_TABLE, STEP_TABLE, DeadLetter, QueueMessage
 from . import debounce_rows, innodb, limited_claim, queue_stat_deltas, unique_windows
-from .base import Acked, Claim, CrashRetry, Row, WriteChunk
+from .base import Acked, Claim, CrashRetry, Row, TakenDeadLetter, WriteChunk
 from .locks import SessionLock
 from .orm_rows import (
     CHUNK,
@@ -39,12 +39,14 @@ from .orm_rows import (
     by_claim,
     chunks,
     dead_rows,
+    dying_rows,
     expired,
     handout_key,
     insert_groups,
     lapsed_exhausted,
     live_rows,
     not_expired,
+    taken_dead_letters,
 )
 
 
@@ -98,12 +100,12 @@ class OrmDialect(limited_claim.OrmClaims):
 
     def take_dead_letter(
         self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
-    ) -> Row | None:
+    ) -> TakenDeadLetter | None:
         scope = Q() if queue is None else Q(queue=queue)
         dead = DeadLetter.objects.using(connection.alias).filter(scope, job_id=job_id)
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
-            rows = dead_rows(dead.select_for_update())
+            rows = taken_dead_letters(dead.select_for_update())
             # Of two concurrent requeues only the one whose DELETE removes the row goes on.
             if not rows or not dead.delete()[0]:
                 return None
@@ -569,13 +571,13 @@ class OrmDialect(limited_claim.OrmClaims):
         dead: list[Row] = []
         with transaction.atomic(using=connection.alias, savepoint=False):
             for chunk in chunks(list(ids)):
-                rows = live_rows(live.filter(id__in=chunk).select_for_update())
-                if not rows:
+                dying = dying_rows(live.filter(id__in=chunk).select_for_update())
+                if not dying:
                     continue
-                letters = [as_dead_letter(row, now, reason, error) for row in rows]
+                letters = [as_dead_letter(*pair, now, reason, error) for pair in dying]
                 DeadLetter.objects.using(connection.alias).bulk_create(letters)
-                live.filter(id__in=[row[0] for row in rows]).delete()
-                dead.extend(as_dead_row(row, now, reason, error) for row in rows)
+                live.filter(id__in=[row[0] for row, _ in dying]).delete()
+                dead.extend(as_dead_row(row, now, reason, error) for row, _ in dying)
         return dead
 
     # -- queue statistics ------------------------------------------------------------------

@@ -13,7 +13,7 @@ from django.db.models.expressions import ExpressionWrapper
 
 from ..error_groups import fingerprint
 from ..models import DeadLetter, QueueMessage
-from .base import ROW_FIELDS, Row
+from .base import ROW_FIELDS, Row, TakenDeadLetter
 
 #: Ids per IN list: well below every backend's limit on parameters in one statement.
 CHUNK = 500
@@ -95,19 +95,40 @@ def live_rows(queryset: QuerySet[QueueMessage], limit: int | None = None) -> lis
     values = queryset.values_list(*_LIVE_FIELDS)
     if limit is not None:
         values = values[:limit]
-    return [(*row[:18], None, None, *row[18:]) for row in values]
+    return [_live_shape(row) for row in values]
+
+
+def dying_rows(queryset: QuerySet[QueueMessage]) -> list[tuple[Row, str | None]]:
+    """Live rows about to die, each in the row shape with its fair key (its dead letter keeps
+    the key, which the row shape does not carry)."""
+    values = queryset.values_list(*_LIVE_FIELDS, "fair_key")
+    return [(_live_shape(row[:-1]), row[-1]) for row in values]
+
+
+def _live_shape(row: Row) -> Row:
+    return (*row[:18], None, None, *row[18:])
 
 
 def dead_rows(queryset: QuerySet[DeadLetter]) -> list[Row]:
     """Dead letters in the row shape: no claim token, no lease."""
-    return [
-        (*row[:13], None, row[13], row[14], None, *row[15:])
-        for row in queryset.values_list(*_DEAD_FIELDS)
-    ]
+    return [_dead_shape(row) for row in queryset.values_list(*_DEAD_FIELDS)]
 
 
-def as_dead_letter(row: Row, now: datetime, reason: str, error: str) -> DeadLetter:
-    """The dead letter of a live row (ROW_FIELDS order), stored text payload and all."""
+def taken_dead_letters(queryset: QuerySet[DeadLetter]) -> list[TakenDeadLetter]:
+    """Dead letters in the row shape, each with the fair key its requeue writes back."""
+    values = queryset.values_list(*_DEAD_FIELDS, "fair_key")
+    return [TakenDeadLetter(_dead_shape(row[:-1]), row[-1]) for row in values]
+
+
+def _dead_shape(row: Row) -> Row:
+    return (*row[:13], None, row[13], row[14], None, *row[15:])
+
+
+def as_dead_letter(
+    row: Row, fair_key: str | None, now: datetime, reason: str, error: str
+) -> DeadLetter:
+    """The dead letter of a live row (ROW_FIELDS order) and its fair key, stored text
+    payload and all."""
     fields = dict(zip(ROW_FIELDS, row, strict=True))
     return DeadLetter(
         job_id=fields["id"], queue=fields["queue"],
@@ -120,6 +141,7 @@ def as_dead_letter(row: Row, now: datetime, reason: str, error: str) -> DeadLett
         claimed_at=fields["claimed_at"], died_at=now, reason=reason, last_error=error,
         error_fingerprint=fingerprint(error), concurrency_key=fields["concurrency_key"],
         trace_context=fields["trace_context"], requeued_at=fields["requeued_at"],
+        fair_key=fair_key,
     )  # fmt: skip
 
 
