@@ -125,6 +125,8 @@ class ListedJob:
     reason: str | None
     unique_key: str | None
     concurrency_key: str | None
+    #: What the claim takes turns between (docs/fair-share.md); a dead letter keeps it.
+    fair_key: str | None
     #: The last error's first line.
     error: str | None
     #: A dead letter's error group (its fingerprint; the admin's `?error=`).
@@ -135,7 +137,7 @@ class ListedJob:
         """The row as one who may not see the queue's payloads sees it (privacy.py)."""
         return dataclasses.replace(
             self, payload=masked(self.payload), unique_key=masked_key(self.unique_key),
-            concurrency_key=masked_key(self.concurrency_key),
+            concurrency_key=masked_key(self.concurrency_key), fair_key=masked_key(self.fair_key),
         )  # fmt: skip
 
 
@@ -149,11 +151,11 @@ def masked_job(job: Job) -> Job:
 
 
 _LIVE_FIELDS = ("id", "queue", "priority", "attempts", "max_attempts", "enqueued_at", "run_at",
-                "claim_token", "claimed_by", "unique_key", "concurrency_key", "last_error",
-                "payload")  # fmt: skip
+                "claim_token", "claimed_by", "unique_key", "concurrency_key", "fair_key",
+                "last_error", "payload")  # fmt: skip
 _DEAD_FIELDS = ("job_id", "queue", "priority", "attempts", "max_attempts", "enqueued_at",
-                "claimed_by", "died_at", "reason", "unique_key", "concurrency_key", "last_error",
-                "error_fingerprint", "payload")  # fmt: skip
+                "claimed_by", "died_at", "reason", "unique_key", "concurrency_key", "fair_key",
+                "last_error", "error_fingerprint", "payload")  # fmt: skip
 
 
 def listed(using: str, found: JobFilter, now: datetime, limit: int) -> list[ListedJob]:
@@ -178,7 +180,8 @@ def _live_row(row: dict[str, Any], now: datetime) -> ListedJob:
         run_at=None if is_parked(row["run_at"]) else row["run_at"],
         claimed_by=row["claimed_by"], died_at=None, reason=None,
         unique_key=row["unique_key"], concurrency_key=row["concurrency_key"],
-        error=_first_line(row["last_error"]), error_group=None, payload=row["payload"],
+        fair_key=row["fair_key"], error=_first_line(row["last_error"]), error_group=None,
+        payload=row["payload"],
     )  # fmt: skip
 
 
@@ -188,6 +191,15 @@ def _dead_row(row: dict[str, Any]) -> ListedJob:
         attempts=row["attempts"], max_attempts=row["max_attempts"],
         enqueued_at=row["enqueued_at"], run_at=None, claimed_by=row["claimed_by"],
         died_at=row["died_at"], reason=row["reason"], unique_key=row["unique_key"],
-        concurrency_key=row["concurrency_key"], error=_first_line(row["last_error"]),
-        error_group=row["error_fingerprint"], payload=row["payload"],
+        concurrency_key=row["concurrency_key"], fair_key=row["fair_key"],
+        error=_first_line(row["last_error"]), error_group=row["error_fingerprint"],
+        payload=row["payload"],
     )  # fmt: skip
+
+
+def fair_key_of(using: str, job_id: int) -> str | None:
+    """The fair key of the live job or dead letter with this id (`Job` does not carry it);
+    None for a kept job, which has none."""
+    live = QueueMessage.objects.using(using).filter(id=job_id).values_list("fair_key", flat=True)
+    dead = DeadLetter.objects.using(using).filter(job_id=job_id)
+    return live.first() or dead.values_list("fair_key", flat=True).first()

@@ -80,7 +80,8 @@ class DeadLetterAdmin(StepsPanel, WorkflowPanel, PayloadPrivacy, QueueAdmin[Dead
     readonly_fields = ("payload_json", "payload_masked", "last_error_text", "unique_window")
     fieldsets = (
         (None, {"fields": [("job_id", "queue", "reason"), ("died_at", "attempts", "max_attempts"),
-                           ("priority", "unique_key"), "unique_window"]}),
+                           ("priority", "unique_key"), "unique_window",
+                           ("concurrency_key", "fair_key")]}),
         (gettext_lazy("Error"), {"fields": ["last_error_text"]}),
         (gettext_lazy("Payload"), {"fields": ["payload_json"]}),
         (gettext_lazy("Timing"), {"fields": [("enqueued_at", "requeued_at"),

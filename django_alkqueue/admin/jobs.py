@@ -94,7 +94,7 @@ class QueueMessageAdmin(
     job_id_field = "id"
     fieldsets = (
         (None, {"fields": [("queue", "state", "priority"), ("attempts", "max_attempts"),
-                           ("unique_key", "unique_window"), "concurrency_key",
+                           ("unique_key", "unique_window"), ("concurrency_key", "fair_key"),
                            ("debounce_key", "debounce_deadline"), "requeued_from"]}),
         (gettext_lazy("Payload"), {"fields": ["payload_json"]}),
         (gettext_lazy("Last error"), {"fields": ["last_error_text"]}),

@@ -25,7 +25,7 @@ from .windows import UniqueWindowField
 #: The permission (app label django_alkqueue) to see payloads and keys of sensitive queues.
 VIEW_PAYLOAD = "django_alkqueue.view_payload"
 #: The columns that hold a job's keys.
-KEY_FIELDS = ("unique_key", "concurrency_key")
+KEY_FIELDS = ("unique_key", "concurrency_key", "fair_key")
 #: The queues each request's user may not see, read once per request and gone with it.
 _hidden: weakref.WeakKeyDictionary[HttpRequest, frozenset[str]] = weakref.WeakKeyDictionary()
 
@@ -79,6 +79,7 @@ class PayloadPrivacy(UniqueWindowField):
         "payload_json": "payload_masked",
         "unique_key": "unique_key_masked",
         "concurrency_key": "concurrency_key_masked",
+        "fair_key": "fair_key_masked",
         "debounce_key": "debounce_key_masked",
     }
 
@@ -130,6 +131,10 @@ class PayloadPrivacy(UniqueWindowField):
     @admin.display(description=gettext_lazy("concurrency key"))
     def concurrency_key_masked(self, row: Any) -> str:
         return masked_key(row.concurrency_key) or "-"
+
+    @admin.display(description=gettext_lazy("fair key"))
+    def fair_key_masked(self, row: Any) -> str:
+        return masked_key(row.fair_key) or "-"
 
     @admin.display(description=gettext_lazy("debounce key"))
     def debounce_key_masked(self, row: Any) -> str:

@@ -67,9 +67,9 @@ def list_json(jobs: Sequence[ListedJob]) -> str:
     return as_json([dataclasses.asdict(job) for job in jobs])
 
 
-def job_text(job: Job, error_group: str | None) -> str:
+def job_text(job: Job, error_group: str | None, fair_key: str | None) -> str:
     """One job, a field a line, then its payload, its output (a kept job's) and its last
-    error in full; every value escaped."""
+    error in full; every value escaped. `fair_key` is read beside the job, which lacks it."""
     fields: list[tuple[object, object]] = [
         (_("job"), job.id), (_("queue"), job.queue), (pgettext("worker", "state"), job.state),
         (_("priority"), job.priority), (_("attempts"), f"{job.attempts}/{job.max_attempts}"),
@@ -81,6 +81,7 @@ def job_text(job: Job, error_group: str | None) -> str:
         (_("finished at"), job.finished_at),
         (_("duration"), None if job.duration is None else f"{job.duration:.3f} s"),
         (_("unique key"), job.unique_key), (_("concurrency key"), job.concurrency_key),
+        (_("fair key"), fair_key),
         (_("progress"), None if job.progress is None else
          f"{progress_text(job.progress)} {job.progress.note}".rstrip()),
     ]  # fmt: skip
@@ -96,9 +97,10 @@ def job_text(job: Job, error_group: str | None) -> str:
     return "\n".join(lines)
 
 
-def job_json(job: Job, error_group: str | None) -> str:
+def job_json(job: Job, error_group: str | None, fair_key: str | None) -> str:
     data = dataclasses.asdict(job)
     data["error_group"] = error_group
+    data["fair_key"] = fair_key
     return as_json(data)
 
 

@@ -22,9 +22,9 @@ from django_alkqueue import limits as flow
 from django_alkqueue.audit import Actor, command_actor
 from django_alkqueue.clock import system_clock
 from django_alkqueue.exceptions import InvalidOption
-from django_alkqueue.job_filters import JobFilter, listed, masked_job
+from django_alkqueue.job_filters import JobFilter, fair_key_of, listed, masked_job
 from django_alkqueue.models import Consumer, DeadLetter, QueueMessage
-from django_alkqueue.privacy import sensitive_queues
+from django_alkqueue.privacy import masked_key, sensitive_queues
 
 from . import _job_output as output
 from ._base import QueueCommand
@@ -79,8 +79,9 @@ class Command(QueueCommand):
             self.nothing(
                 _("no job %(id)d: not live, not a dead letter, not kept") % {"id": options["id"]}
             )
+        fair_key = fair_key_of(self.using, job.id)
         if job.queue in self.hidden(options):
-            job = masked_job(job)
+            job, fair_key = masked_job(job), masked_key(fair_key)
         group = (
             DeadLetter.objects.using(self.using)
             .filter(job_id=job.id)
@@ -88,7 +89,9 @@ class Command(QueueCommand):
             .first()
         )
         self.stdout.write(
-            output.job_json(job, group) if self.as_json else output.job_text(job, group)
+            output.job_json(job, group, fair_key)
+            if self.as_json
+            else output.job_text(job, group, fair_key)
         )
 
     def do_limits(self, options: dict[str, Any]) -> None:
