@@ -1,14 +1,17 @@
-"""Fair share on the admin's queue page: the fair keys with unclaimed jobs and their weights,
-and the weight form, offered to whoever may change consumers and logged."""
+"""Fair share in the admin: on the queue page, the fair keys with unclaimed jobs and their
+weights, and the weight form, offered to whoever may change consumers and logged; on the job
+and dead letter pages, the fair key (masked on a sensitive queue), which a requeue keeps."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.test import override_settings
 
 from django_alkqueue import queue
-from django_alkqueue.models import Consumer
-from tests.admin_helpers import VIEW_PERMS, client_for, make_user, queue_url
+from django_alkqueue.models import Consumer, DeadLetter, QueueMessage
+from django_alkqueue.privacy import MASK
+from tests.admin_helpers import DEAD, JOBS, VIEW_PERMS, client_for, make_user, queue_url
 
 pytestmark = pytest.mark.django_db
 
@@ -75,3 +78,49 @@ def test_a_weight_posted_to_a_queue_name_no_queue_can_have_is_404_and_writes_not
     tenants.refresh_from_db()
     assert tenants.fair_weights == {"acme": 4}
     assert not LogEntry.objects.exists()
+
+
+# -- the fair key of a job and of a dead letter ----------------------------------------------
+
+
+def buried_with_key(name: str = QUEUE, key: str = "acme") -> DeadLetter:
+    """A job of `name` with fair key `key`, failed: its dead letter."""
+    job = queue(name).enqueue({}, priority=100, fair_key=key)  # claimed first
+    handle = queue(name).claim_one("w")
+    assert handle is not None and handle.job.id == job.id and handle.fail("boom")
+    return DeadLetter.objects.get(job_id=job.id)
+
+
+def fair_key_field(html: str) -> str:
+    """The text of the page's fair key field."""
+    start = html.index('<div class="readonly">', html.index("fieldBox field-fair_key"))
+    return html[start + len('<div class="readonly">') : html.index("</div>", start)]
+
+
+def test_the_job_page_shows_the_fair_key(root) -> None:
+    job = queue(QUEUE).enqueue({}, fair_key="acme")
+    assert fair_key_field(root.get(f"{JOBS}{job.id}/change/").content.decode()) == "acme"
+
+
+def test_the_dead_letter_page_shows_the_fair_key(root) -> None:
+    dead = buried_with_key()
+    assert fair_key_field(root.get(f"{DEAD}{dead.pk}/change/").content.decode()) == "acme"
+
+
+@override_settings(ALKQUEUE={"QUEUES": {QUEUE: {"sensitive": True}}})
+def test_a_viewer_who_may_not_see_payloads_sees_the_fair_key_masked() -> None:
+    dead = buried_with_key(key="patient-ada")
+    job = queue(QUEUE).enqueue({}, fair_key="patient-bob")
+    viewer = client_for(make_user("viewer", *VIEW_PERMS))
+    for url, key in ((f"{DEAD}{dead.pk}/change/", "patient-ada"),
+                     (f"{JOBS}{job.id}/change/", "patient-bob")):  # fmt: skip
+        html = viewer.get(url).content.decode()
+        assert fair_key_field(html) == MASK, url
+        assert key not in html, url
+
+
+def test_the_requeue_action_gives_the_job_its_fair_key_back(root) -> None:
+    dead = buried_with_key()
+    response = root.post(DEAD, {"action": "requeue", "_selected_action": [dead.pk], "index": 0})
+    assert response.status_code == 302
+    assert QueueMessage.objects.get(id=dead.job_id).fair_key == "acme"

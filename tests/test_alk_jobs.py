@@ -229,6 +229,32 @@ def test_show_masks_a_sensitive_queues_payload_unless_asked():
     assert shown["payload"] == {"name": "Ada"}
 
 
+def buried_with_key(name: str, key: str) -> int:
+    """A job of `name` with fair key `key`, failed: a dead letter now; its job id."""
+    job = queue(name).enqueue({}, priority=100, fair_key=key)  # claimed first
+    handle = queue(name).claim_one("w-dead")
+    assert handle is not None and handle.job.id == job.id and handle.fail(SMTP)
+    return job.id
+
+
+def test_show_prints_the_fair_key_of_a_dead_letter_and_of_a_live_job():
+    dead = buried_with_key("tenants", "acme")
+    live = queue("tenants").enqueue({}, fair_key="globex")
+
+    assert ["fair", "key", "acme"] in map(str.split, ok("show", str(dead)).splitlines())
+    assert json.loads(ok("show", str(live.id), "--json"))["fair_key"] == "globex"
+
+
+def test_show_and_list_mask_a_sensitive_queues_fair_key_unless_asked():
+    consumer("patients", sensitive=True)
+    dead = buried_with_key("patients", "ada@example.com")
+
+    assert json.loads(ok("show", str(dead), "--json"))["fair_key"] == "***"
+    assert [row["fair_key"] for row in listed("--queue", "patients")] == ["***"]
+    shown = listed("--queue", "patients", "--show-payload")
+    assert [row["fair_key"] for row in shown] == ["ada@example.com"]
+
+
 def test_show_of_a_job_that_is_nowhere_exits_1():
     result = alk_jobs("show", "424242")
     assert result.returncode == 1
@@ -246,6 +272,12 @@ def test_retry_by_id_requeues_the_dead_letter_under_its_id_and_says_so():
     assert out.strip() == f"requeued 1 dead letter: job {dead}"
     assert not DeadLetter.objects.filter(job_id=dead).exists()
     assert QueueMessage.objects.get(id=dead).attempts == 0
+
+
+def test_retry_gives_the_job_its_fair_key_back():
+    dead = buried_with_key("tenants", "acme")
+    ok("retry", str(dead))
+    assert QueueMessage.objects.get(id=dead).fair_key == "acme"
 
 
 def test_requeue_is_another_name_for_retry():
