@@ -1,5 +1,7 @@
 """A dead letter keeps its job's fair key, so a requeued job takes its turns again
-(docs/fair-share.md). No index: nothing reads dead letters by fair key."""
+(docs/fair-share.md). A nullable column without a default: a plain ADD COLUMN on every
+database, which rewrites no existing dead letter on PostgreSQL and MariaDB. No index: nothing
+reads dead letters by fair key."""
 
 from django.db import migrations, models
 
