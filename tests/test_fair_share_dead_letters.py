@@ -13,6 +13,7 @@ from django_alkqueue import fair_share, operations
 from django_alkqueue.models import DeadLetter, JobStep, QueueMessage
 from django_alkqueue.queues import Queue
 from django_alkqueue.worker.maintenance import Reclaimer, Sweeper
+from django_alkqueue.workflows.dependencies import DEPENDENCY_FAILED
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,6 +100,14 @@ def test_an_expired_job_keeps_its_fair_key(fq: Queue, clock) -> None:
     assert dead_key(job.id) == "tenant-a"
 
 
+def test_a_dependent_that_died_for_its_dependency_keeps_its_fair_key(fq: Queue) -> None:
+    first = fq.enqueue(1)
+    second = fq.enqueue(2, after=[first], fair_key="tenant-a")
+    assert fq.claim_one("w").fail()
+    assert DeadLetter.objects.get(job_id=second.id).reason == DEPENDENCY_FAILED
+    assert dead_key(second.id) == "tenant-a"
+
+
 def test_a_job_without_a_fair_key_dies_without_one(fq: Queue) -> None:
     job = fq.enqueue(1)
     assert fq.claim_one("w").fail()
@@ -127,6 +136,15 @@ def test_a_requeued_job_takes_its_turns_again(fq: Queue, clock) -> None:
         fq.requeue(job.id)
     first_round = [h.job.payload for h in fq.claim("w", 3)]
     assert sorted(payload[0] for payload in first_round) == ["a", "b", "n"]
+
+
+def test_requeuing_a_dependency_gives_its_dependents_their_fair_keys_back(fq: Queue) -> None:
+    first = fq.enqueue(1, fair_key="tenant-a")
+    second = fq.enqueue(2, after=[first], fair_key="tenant-b")
+    assert fq.claim_one("w").fail()
+    assert fq.requeue(first.id) is not None
+    keys = dict(QueueMessage.objects.values_list("id", "fair_key"))
+    assert keys == {first.id: "tenant-a", second.id: "tenant-b"}
 
 
 def test_requeue_from_step_gives_the_fair_key_back_too(fq: Queue, clock) -> None:
