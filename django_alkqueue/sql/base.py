@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any, Generic, NamedTuple, TypeVar, cast
@@ -85,6 +85,15 @@ def chunked(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:  # noqa: UP
     database's limit on bound parameters however long the list."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def gather_steps(loaded: dict[int, dict[str, str]], rows: Iterable[Row]) -> None:
+    """Add the rows (job id, name, value) of a load of claimed jobs' steps to `loaded`, by
+    job id: a job with a valid claim and no steps comes as one row of NULLs (a LEFT JOIN)."""
+    for job_id, name, value in rows:
+        steps = loaded.setdefault(job_id, {})
+        if name is not None:
+            steps[name] = value
 
 
 def ping(connection: BaseDatabaseWrapper) -> None:
@@ -464,6 +473,40 @@ class Dialect:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT name, value FROM {STEP_TABLE} WHERE job_id = %s", [job_id])
             return {name: value for name, value in cursor.fetchall()}
+
+    def load_claimed_steps(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> dict[int, dict[str, str]]:
+        """The recorded steps of the jobs of `claims` whose claim is still valid at `now`,
+        by job id (each name's value, as JSON text; {} for a job without steps); a job whose
+        claim is no longer valid is left out. One statement per ids_per_statement claims: the
+        rows by their primary key, their steps by alkqueue_jobstep_name's leading job_id."""
+        return self._claimed_steps(
+            connection, claims, self.param_datetime(connection, now), self.param_token
+        )
+
+    def _claimed_steps(
+        self,
+        connection: BaseDatabaseWrapper,
+        claims: Sequence[Claim],
+        at: Any,
+        token_param: Callable[[uuid.UUID], Any],
+    ) -> dict[int, dict[str, str]]:
+        """load_claimed_steps() with `now` and the tokens bound as this vendor binds them."""
+        loaded: dict[int, dict[str, str]] = {}
+        with connection.cursor() as cursor:
+            for chunk in chunked(claims, self.ids_per_statement):
+                tokens = list({claim.token for claim in chunk})  # one per claim statement
+                cursor.execute(
+                    f"SELECT m.id, s.name, s.value FROM {MESSAGE_TABLE} m "
+                    f"LEFT JOIN {STEP_TABLE} s ON s.job_id = m.id "
+                    f"WHERE m.id IN ({', '.join(['%s'] * len(chunk))}) "
+                    f"AND m.claim_token IN ({', '.join(['%s'] * len(tokens))}) "
+                    "AND m.lease_expires_at > %s",
+                    [*(claim.id for claim in chunk), *map(token_param, tokens), at],
+                )
+                gather_steps(loaded, cursor.fetchall())
+        return loaded
 
     def delete_steps(self, connection: BaseDatabaseWrapper, job_ids: Sequence[int]) -> int:
         """Delete these jobs' steps and signals (alkqueue_jobstep_name and

@@ -280,6 +280,14 @@ SELECT id, %s, %s, %s, attempts, %s FROM {MESSAGE_TABLE}
 WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 FOR UPDATE
 """
+# The steps of a claim's jobs, read when the first of them asks (worker/step_records.py):
+# the jobs still validly claimed by alkqueue_message_pkey, each one's steps by
+# alkqueue_jobstep_name's leading job_id; a job without steps comes as one row of NULLs.
+LOAD_CLAIMED_STEPS = f"""
+SELECT m.id, s.name, s.value
+FROM {MESSAGE_TABLE} m LEFT JOIN {STEP_TABLE} s ON s.job_id = m.id
+WHERE m.id = ANY(%s::bigint[]) AND m.claim_token = ANY(%s::uuid[]) AND m.lease_expires_at > %s
+"""
 RETRY = _UNCLAIM.format(refund="")
 # A claim its worker lost by dying of an error while the handler ran: the attempt counted,
 # and the crash (the job dies instead at the limit: CRASHED_DEAD, run first).
