@@ -27,6 +27,7 @@ from django_alkqueue.worker.served import resolve_specs
 from django_alkqueue.worker.stats import WorkerStats
 from testproject.shop.models import HandlerRun
 from tests.clocks import FakeClock
+from tests.conftest import fill_ten_queues
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -236,3 +237,26 @@ def test_a_worker_hands_each_job_of_its_claims_its_own_recorded_steps():
     run_worker("--queue", "own-step", "--concurrency", "4", "--burst", env=CONSUMERS)
 
     assert notes_of([job.id for job in jobs]) == {job.id: [f"got {job.id}"] for job in jobs}
+
+
+@pytest.mark.postgres_only
+def test_the_claims_read_finds_its_jobs_by_key_and_their_steps_by_the_steps_index():
+    from django_alkqueue.sql.postgresql.session import PINNED_PLAN_SETTINGS
+    from django_alkqueue.sql.postgresql.statements import LOAD_CLAIMED_STEPS
+
+    with connection.cursor() as cursor:
+        fill_ten_queues(cursor)
+        cursor.execute(
+            "INSERT INTO alkqueue_jobstep (job_id, name, value, recorded_at, attempt, duration) "
+            "SELECT i, 's' || (i % 4), 'null', now(), 1, 0.1 FROM generate_series(1, 20000) i"
+        )
+        cursor.execute("ANALYZE alkqueue_jobstep")
+        for name, value in PINNED_PLAN_SETTINGS.items():  # as the statement runs
+            cursor.execute(f"SET {name} = {value}")
+        params = ["{5,6,7}", "{" + str(uuid.uuid4()) + "}", queue("q").clock()]
+        cursor.execute("EXPLAIN " + LOAD_CLAIMED_STEPS, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET ALL")
+    # The jobs by their primary key, or by alkqueue_lease_idx where few rows are claimed.
+    assert "alkqueue_message_pkey" in plan or "alkqueue_lease_idx" in plan, plan
+    assert "alkqueue_jobstep_name" in plan and "Seq Scan" not in plan, plan

@@ -87,10 +87,20 @@ def chunked(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:  # noqa: UP
         yield items[start : start + size]
 
 
-def gather_steps(loaded: dict[int, dict[str, str]], rows: Iterable[Row]) -> None:
-    """Add the rows (job id, name, value) of a load of claimed jobs' steps to `loaded`, by
-    job id: a job with a valid claim and no steps comes as one row of NULLs (a LEFT JOIN)."""
-    for job_id, name, value in rows:
+def gather_steps(
+    loaded: dict[int, dict[str, str]],
+    rows: Iterable[Row],
+    claims: Collection[Claim],
+    read_token: Callable[[Any], uuid.UUID | None],
+) -> None:
+    """Add the rows (job id, claim token, step name, value) of a read of claimed jobs' steps
+    to `loaded`, by job id, for the rows whose job still carries its claim of `claims` (the
+    statement matched ids and tokens each on its own); a job with no steps comes as one row
+    with no name (a LEFT JOIN)."""
+    for job_id, stored, name, value in rows:
+        token = read_token(stored)
+        if token is None or Claim(job_id, token) not in claims:
+            continue
         steps = loaded.setdefault(job_id, {})
         if name is not None:
             steps[name] = value
@@ -481,31 +491,33 @@ class Dialect:
         by job id (each name's value, as JSON text; {} for a job without steps); a job whose
         claim is no longer valid is left out. One statement per ids_per_statement claims: the
         rows by their primary key, their steps by alkqueue_jobstep_name's leading job_id."""
-        return self._claimed_steps(
-            connection, claims, self.param_datetime(connection, now), self.param_token
-        )
+        at = self.param_datetime(connection, now)
+        return self._claimed_steps(connection, claims, at, self.param_token, self.read_token)
 
     def _claimed_steps(
         self,
         connection: BaseDatabaseWrapper,
         claims: Sequence[Claim],
         at: Any,
-        token_param: Callable[[uuid.UUID], Any],
+        bind_token: Callable[[uuid.UUID], Any],
+        read_token: Callable[[Any], uuid.UUID | None],
     ) -> dict[int, dict[str, str]]:
-        """load_claimed_steps() with `now` and the tokens bound as this vendor binds them."""
+        """load_claimed_steps() with `now` and the tokens bound, and read, as this vendor
+        binds and reads them."""
         loaded: dict[int, dict[str, str]] = {}
+        wanted = set(claims)
         with connection.cursor() as cursor:
             for chunk in chunked(claims, self.ids_per_statement):
                 tokens = list({claim.token for claim in chunk})  # one per claim statement
                 cursor.execute(
-                    f"SELECT m.id, s.name, s.value FROM {MESSAGE_TABLE} m "
+                    f"SELECT m.id, m.claim_token, s.name, s.value FROM {MESSAGE_TABLE} m "
                     f"LEFT JOIN {STEP_TABLE} s ON s.job_id = m.id "
                     f"WHERE m.id IN ({', '.join(['%s'] * len(chunk))}) "
                     f"AND m.claim_token IN ({', '.join(['%s'] * len(tokens))}) "
                     "AND m.lease_expires_at > %s",
-                    [*(claim.id for claim in chunk), *map(token_param, tokens), at],
+                    [*(claim.id for claim in chunk), *map(bind_token, tokens), at],
                 )
-                gather_steps(loaded, cursor.fetchall())
+                gather_steps(loaded, cursor.fetchall(), wanted, read_token)
         return loaded
 
     def delete_steps(self, connection: BaseDatabaseWrapper, job_ids: Sequence[int]) -> int:

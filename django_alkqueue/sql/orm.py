@@ -413,11 +413,11 @@ class OrmDialect(limited_claim.OrmClaims):
     def load_claimed_steps(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
     ) -> dict[int, dict[str, str]]:
-        # The base's statement, with `now` and the tokens bound as the ORM binds them.
+        # The base's statement, with `now` and the tokens bound and read as the ORM does.
         field = QueueMessage._meta.get_field("claim_token")
         return self._claimed_steps(
             connection, claims, connection.ops.adapt_datetimefield_value(now),
-            lambda token: field.get_db_prep_value(token, connection),
+            lambda token: field.get_db_prep_value(token, connection), field.to_python,
         )  # fmt: skip
 
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:

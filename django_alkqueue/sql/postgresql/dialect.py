@@ -340,12 +340,13 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
     ) -> dict[int, dict[str, str]]:
         loaded: dict[int, dict[str, str]] = {}
+        wanted = set(claims)
         for chunk in chunked(claims, self.ids_per_statement):
             ids = sql.bigint_array(claim.id for claim in chunk)
             tokens = sql.uuid_array({claim.token for claim in chunk})
             rows = fetch_all(connection, sql.LOAD_CLAIMED_STEPS, [ids, tokens, now],
                              generic_plan=True)  # fmt: skip
-            gather_steps(loaded, rows)
+            gather_steps(loaded, rows, wanted, self.read_token)
         return loaded
 
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:

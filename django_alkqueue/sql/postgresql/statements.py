@@ -281,10 +281,12 @@ WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 FOR UPDATE
 """
 # The steps of a claim's jobs, read when the first of them asks (worker/step_records.py):
-# the jobs still validly claimed by alkqueue_message_pkey, each one's steps by
-# alkqueue_jobstep_name's leading job_id; a job without steps comes as one row of NULLs.
+# the jobs still validly claimed by alkqueue_message_pkey (or alkqueue_lease_idx, where few
+# rows are claimed), each one's steps by alkqueue_jobstep_name's leading job_id; a job
+# without steps comes as one row with no name. Ids and tokens are matched each on its own,
+# and each row's token is returned: the client keeps the rows that carry their own claim.
 LOAD_CLAIMED_STEPS = f"""
-SELECT m.id, s.name, s.value
+SELECT m.id, m.claim_token, s.name, s.value
 FROM {MESSAGE_TABLE} m LEFT JOIN {STEP_TABLE} s ON s.job_id = m.id
 WHERE m.id = ANY(%s::bigint[]) AND m.claim_token = ANY(%s::uuid[]) AND m.lease_expires_at > %s
 """
