@@ -260,3 +260,39 @@ def test_the_claims_read_finds_its_jobs_by_key_and_their_steps_by_the_steps_inde
     # The jobs by their primary key, or by alkqueue_lease_idx where few rows are claimed.
     assert "alkqueue_message_pkey" in plan or "alkqueue_lease_idx" in plan, plan
     assert "alkqueue_jobstep_name" in plan and "Seq Scan" not in plan, plan
+
+
+@pytest.mark.postgres_only
+def test_the_acks_delete_of_steps_and_signals_walks_their_indexes():
+    from django_alkqueue.sql.postgresql.statements import DELETE_SIGNALS_OF, DELETE_STEPS_OF
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO alkqueue_jobstep (job_id, name, value, recorded_at, attempt, duration) "
+            "SELECT i, 's' || (i % 4), 'null', now(), 1, 0.1 FROM generate_series(1, 20000) i"
+        )
+        cursor.execute(
+            "INSERT INTO alkqueue_jobsignal (job_id, name, payload, sent_at) "
+            "SELECT i, 'go', 'null', now() FROM generate_series(1, 20000) i"
+        )
+        cursor.execute("ANALYZE alkqueue_jobstep")
+        cursor.execute("ANALYZE alkqueue_jobsignal")
+        plans = []
+        for statement in (DELETE_STEPS_OF, DELETE_SIGNALS_OF):
+            cursor.execute("EXPLAIN " + statement, ["{5,6,7}"])
+            plans.append("\n".join(row[0] for row in cursor.fetchall()))
+    steps, signals = plans
+    assert "alkqueue_jobstep_name" in steps and "Seq Scan" not in steps, steps
+    assert "alkqueue_jobsignal_name" in signals and "Seq Scan" not in signals, signals
+
+
+def test_an_ack_deletes_the_steps_of_many_jobs_and_no_others(worker):
+    handles = claim("own-step", 30)
+    other = queue("own-step").enqueue({"n": "other"})
+    JobStep.objects.create(job_id=other.id, name="own", value={"job": other.id},
+                           recorded_at=timezone.now(), attempt=1, duration=0.0)  # fmt: skip
+    worker.hold(handles)
+
+    worker.run(handles)
+
+    assert list(JobStep.objects.values_list("job_id", flat=True)) == [other.id]

@@ -349,6 +349,13 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
             gather_steps(loaded, rows, wanted, self.read_token)
         return loaded
 
+    def delete_steps(self, connection: BaseDatabaseWrapper, job_ids: Sequence[int]) -> int:
+        ids = sql.bigint_array(job_ids)  # one parameter, however many ids
+        with connection.cursor() as cursor:
+            cursor.execute(sql.DELETE_SIGNALS_OF, [ids])
+            cursor.execute(sql.DELETE_STEPS_OF, [ids])
+            return int(cursor.rowcount)
+
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
         with connection.cursor() as cursor:
             cursor.execute(sql.RELEASE, [now, None, claim.id, claim.token, now])

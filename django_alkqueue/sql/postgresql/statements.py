@@ -15,7 +15,13 @@ from typing import Any
 
 from ...error_groups import fingerprint
 from ...jobs import MAX_ATTEMPTS_EXCEEDED
-from ...models import DEAD_LETTER_TABLE, FINISHED_TABLE, MESSAGE_TABLE, STEP_TABLE
+from ...models import (
+    DEAD_LETTER_TABLE,
+    FINISHED_TABLE,
+    MESSAGE_TABLE,
+    SIGNAL_TABLE,
+    STEP_TABLE,
+)
 from .. import debounce_rows
 from ..base import DEAD_LETTER_FIELDS, INSERT_FIELDS, KEPT_FIELDS, KEYLESS_INSERT_FIELDS
 from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
@@ -290,6 +296,12 @@ SELECT m.id, m.claim_token, s.name, s.value
 FROM {MESSAGE_TABLE} m LEFT JOIN {STEP_TABLE} s ON s.job_id = m.id
 WHERE m.id = ANY(%s::bigint[]) AND m.claim_token = ANY(%s::uuid[]) AND m.lease_expires_at > %s
 """
+# An ack's delete of its jobs' steps and signals (alkqueue_jobstep_name and
+# alkqueue_jobsignal_name, by their leading job_id): the ids as one array literal, where an
+# IN list of thousands of marks (a drain of woken sleepers) cost the client more than the
+# server, parsed and quoted mark by mark.
+DELETE_SIGNALS_OF = f"DELETE FROM {SIGNAL_TABLE} WHERE job_id = ANY(%s::bigint[])"
+DELETE_STEPS_OF = f"DELETE FROM {STEP_TABLE} WHERE job_id = ANY(%s::bigint[])"
 RETRY = _UNCLAIM.format(refund="")
 # A claim its worker lost by dying of an error while the handler ran: the attempt counted,
 # and the crash (the job dies instead at the limit: CRASHED_DEAD, run first).
