@@ -813,6 +813,16 @@ def load_steps(using: str, job_id: int) -> dict[str, str]:
     return dialect.load_steps(connection, job_id)
 
 
+def load_claimed_steps(
+    using: str, claims: Sequence[Claim], now: datetime
+) -> dict[int, dict[str, str]]:
+    """The durable steps of the jobs of `claims` (one claim's, say) in one statement per
+    chunk: by job id, each name's value as JSON text, for the jobs whose claim is still
+    valid at `now`; the others are left out."""
+    dialect, connection = _dialect_and_connection(using)
+    return dialect.load_claimed_steps(connection, claims, now)
+
+
 def sweep_steps(using: str, batch: int) -> int:
     """Delete up to `batch` durable steps of jobs that are gone (cancelled, purged, expired
     from the dead letters or the history). Returns how many were deleted."""

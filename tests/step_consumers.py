@@ -15,7 +15,8 @@ from testproject.shop.models import HandlerRun
 NO_WAIT = RetryPolicy(backoff="constant", base=0)
 #: The queues of this module, which the tests unregister after each test.
 QUEUES = ("four-steps", "fail-after-two", "atomic-steps", "batch-steps", "async-steps",
-          "waiting-steps", "retrying-steps", "third-fails")  # fmt: skip
+          "waiting-steps", "retrying-steps", "third-fails", "own-step", "async-own-step",
+          "no-steps")  # fmt: skip
 
 
 def record(job: Job, note: str) -> None:
@@ -130,3 +131,28 @@ async def async_steps(payload: dict[str, Any], job: Any) -> None:
     if job.attempts == 1:
         raise RuntimeError("after a1")
     await job.astep("a2", _aran, job, "a2")
+
+
+def _own(job: Job) -> dict[str, Any]:
+    """Step "own"'s function: records that it ran, returns the id of the job it ran for."""
+    record(job, "ran own")
+    return {"job": job.id}
+
+
+@consumer("own-step", max_attempts=1)
+def own_step(payload: dict[str, Any], job: Any) -> None:
+    """Step "own"; notes the value it got, which names the job it was recorded for."""
+    record(job, f"got {job.step('own', _own, job)['job']}")
+
+
+@consumer("async-own-step", max_attempts=1)
+async def async_own_step(payload: dict[str, Any], job: Any) -> None:
+    """own-step, awaited."""
+    value = await job.astep("own", _own, job)
+    await HandlerRun.objects.acreate(queue=job.queue, job_id=job.id, attempt=job.attempts,
+                                     note=f"got {value['job']}")  # fmt: skip
+
+
+@consumer("no-steps", max_attempts=1)
+def no_steps(payload: dict[str, Any], job: Any) -> None:
+    record(job, "ran")

@@ -138,6 +138,20 @@ def test_heartbeat_of_claims_across_chunks_renews_each(q, clock, three_per_state
     assert QueueMessage.objects.filter(lease_expires_at=expires).count() == 7
 
 
+def test_a_load_of_claimed_steps_across_chunks_reads_each_valid_claims_steps(
+    q, clock, three_per_statement
+):
+    q.enqueue_many(list(range(7)))
+    handles = q.claim("w", 7)
+    for handle in handles[1:]:
+        assert operations.record_step(q.using, handle.claim, clock(), "s", f"{handle.job.id}", 0)
+    stale = handles[0].claim._replace(token=uuid.uuid4())
+    loaded = operations.load_claimed_steps(
+        q.using, [stale, *[h.claim for h in handles[1:]]], clock()
+    )
+    assert loaded == {h.job.id: {"s": f"{h.job.id}"} for h in handles[1:]}
+
+
 def test_ack_batch_across_chunks_acks_every_claimed_id(q, three_per_statement):
     q.enqueue_many(list(range(8)))
     ids = [h.job.id for h in q.claim("w", 8)]

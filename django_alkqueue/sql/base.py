@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any, Generic, NamedTuple, TypeVar, cast
@@ -86,6 +86,25 @@ def chunked(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:  # noqa: UP
     database's limit on bound parameters however long the list."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def gather_steps(
+    loaded: dict[int, dict[str, str]],
+    rows: Iterable[Row],
+    claims: Collection[Claim],
+    read_token: Callable[[Any], uuid.UUID | None],
+) -> None:
+    """Add the rows (job id, claim token, step name, value) of a read of claimed jobs' steps
+    to `loaded`, by job id, for the rows whose job still carries its claim of `claims` (the
+    statement matched ids and tokens each on its own); a job with no steps comes as one row
+    with no name (a LEFT JOIN)."""
+    for job_id, stored, name, value in rows:
+        token = read_token(stored)
+        if token is None or Claim(job_id, token) not in claims:
+            continue
+        steps = loaded.setdefault(job_id, {})
+        if name is not None:
+            steps[name] = value
 
 
 def ping(connection: BaseDatabaseWrapper) -> None:
@@ -473,6 +492,42 @@ class Dialect:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT name, value FROM {STEP_TABLE} WHERE job_id = %s", [job_id])
             return {name: value for name, value in cursor.fetchall()}
+
+    def load_claimed_steps(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> dict[int, dict[str, str]]:
+        """The recorded steps of the jobs of `claims` whose claim is still valid at `now`,
+        by job id (each name's value, as JSON text; {} for a job without steps); a job whose
+        claim is no longer valid is left out. One statement per ids_per_statement claims: the
+        rows by their primary key, their steps by alkqueue_jobstep_name's leading job_id."""
+        at = self.param_datetime(connection, now)
+        return self._claimed_steps(connection, claims, at, self.param_token, self.read_token)
+
+    def _claimed_steps(
+        self,
+        connection: BaseDatabaseWrapper,
+        claims: Sequence[Claim],
+        at: Any,
+        bind_token: Callable[[uuid.UUID], Any],
+        read_token: Callable[[Any], uuid.UUID | None],
+    ) -> dict[int, dict[str, str]]:
+        """load_claimed_steps() with `now` and the tokens bound, and read, as this vendor
+        binds and reads them."""
+        loaded: dict[int, dict[str, str]] = {}
+        wanted = set(claims)
+        with connection.cursor() as cursor:
+            for chunk in chunked(claims, self.ids_per_statement):
+                tokens = list({claim.token for claim in chunk})  # one per claim statement
+                cursor.execute(
+                    f"SELECT m.id, m.claim_token, s.name, s.value FROM {MESSAGE_TABLE} m "
+                    f"LEFT JOIN {STEP_TABLE} s ON s.job_id = m.id "
+                    f"WHERE m.id IN ({', '.join(['%s'] * len(chunk))}) "
+                    f"AND m.claim_token IN ({', '.join(['%s'] * len(tokens))}) "
+                    "AND m.lease_expires_at > %s",
+                    [*(claim.id for claim in chunk), *map(bind_token, tokens), at],
+                )
+                gather_steps(loaded, cursor.fetchall(), wanted, read_token)
+        return loaded
 
     def delete_steps(self, connection: BaseDatabaseWrapper, job_ids: Sequence[int]) -> int:
         """Delete these jobs' steps and signals (alkqueue_jobstep_name and

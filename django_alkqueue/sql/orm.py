@@ -412,6 +412,16 @@ class OrmDialect(limited_claim.OrmClaims):
             )
             return bool(cursor.rowcount == 1)
 
+    def load_claimed_steps(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> dict[int, dict[str, str]]:
+        # The base's statement, with `now` and the tokens bound and read as the ORM does.
+        field = QueueMessage._meta.get_field("claim_token")
+        return self._claimed_steps(
+            connection, claims, connection.ops.adapt_datetimefield_value(now),
+            lambda token: field.get_db_prep_value(token, connection), field.to_python,
+        )  # fmt: skip
+
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
         return self._unclaim(connection, claim, now, {"run_at": now, "attempts": F("attempts") - 1})
 

@@ -32,7 +32,8 @@ served.py         the consumers a worker serves (@consumer or the Tasks runner),
 service.py        the one service shape (name, interval, run_once(now)), Loop and Backoff
 signal_relay.py   signal handlers that only write to a pipe; a thread runs the reaction
 stats.py          what this worker did, per queue and outcome
-step_records.py   a claimed job's durable steps, read and written fenced by its claim
+step_records.py   a claimed job's durable steps, read and written fenced by its claim; one
+                  claim's jobs read theirs in one statement
 supervisor.py     --processes P: starts, restarts and stops child worker processes
 time_limits.py    the service that cancels, then abandons, handlers past their timeout
 units.py          how the jobs of one claim become handler calls (batch consumers)

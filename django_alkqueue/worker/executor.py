@@ -46,7 +46,7 @@ from .inflight import InFlight
 from .job_notices import NoNotices
 from .report import job_fields, report_outcome
 from .stats import WorkerStats
-from .step_records import ClaimedSteps
+from .step_records import ClaimedSteps, ClaimStepsLoad
 from .wire import child_error_text
 
 logger = logging.getLogger("django_alkqueue")
@@ -191,6 +191,21 @@ class Executor:
             return self.event_loop.run(spec.handler(*args))
         return spec.handler(*args)
 
+    def claimed(self, handles: list[JobHandle]) -> None:
+        """The jobs of one claim, held (InFlight.add_all) and not yet started: a plain
+        consumer's share one read of their recorded steps, made when the first of them asks
+        (step_records.py). A handler that never uses steps costs nothing more: each job's
+        steps were made at its start before, now here, and none is read."""
+        spec = self.specs[handles[0].job.queue]
+        if spec.atomic or spec.batch is not None:
+            return
+        shared = ClaimStepsLoad(self.using, handles)
+        in_transaction = self.steps_in_transaction
+        for handle, run in zip(handles, self.inflight.runs_of(handles), strict=True):
+            run.steps = ClaimedSteps(
+                self.using, handle.claim, handle.queue.clock, in_transaction, shared
+            )
+
     def run_unit(self, unit: list[JobHandle]) -> None:
         """Run one unit of work (worker/units.py): a batch consumer's jobs in one call, a
         plain consumer's job on its own."""
@@ -294,7 +309,7 @@ class Executor:
         run.start(handle.queue.clock, spec.timeout, started)
         if spec.atomic:
             run.steps = IN_ATOMIC
-        else:
+        elif not isinstance(run.steps, ClaimedSteps):  # not made at the claim (`claimed`)
             run.steps = ClaimedSteps(
                 self.using, handle.claim, handle.queue.clock, self.steps_in_transaction
             )

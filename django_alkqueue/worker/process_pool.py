@@ -322,6 +322,9 @@ class ProcessExecutor(Executor):
         #: The claim of the atomic job this thread runs: the child locks and acks it.
         self._atomic_claim = threading.local()
 
+    def claimed(self, handles: list[JobHandle]) -> None:
+        """A child reads the steps of the one job it runs (child.py): none are read here."""
+
     def _prepare(self) -> None:
         self.children.current()
 

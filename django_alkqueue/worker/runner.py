@@ -200,8 +200,9 @@ class Worker:
         acker = Acker(using, inflight, stats, settings.ACK_WINDOW, flow)
         executor, pool = _executor_and_pool(options, specs, acker, inflight, stats, using)
         capacity = worker_capacity(options.concurrency, options.batch, specs)
+        dispatch = Dispatch(executor.specs, pool.submit, executor.claimed)
         claimer = Claimer(
-            queues, self.worker_id, inflight, Dispatch(executor.specs, pool.submit), capacity,
+            queues, self.worker_id, inflight, dispatch, capacity,
             options.batch, PausedQueues(using, names, options.poll_interval), options.max_jobs,
             poll_interval=options.poll_interval, follow_up=follow_up_delay(settings.NOTIFY_WINDOW),
             ahead=ahead_of(ClaimAhead(options.concurrency, jobs_per_call(specs),

@@ -31,16 +31,22 @@ def split(handles: list[JobHandle], spec: ConsumerSpec) -> Iterator[list[JobHand
 
 
 class Dispatch:
-    """The claimer's hand-off: each claim's jobs, split into units, to `submit`."""
+    """The claimer's hand-off: each claim's jobs told to `claimed` (Executor.claimed), then
+    split into units, to `submit`."""
 
     def __init__(
-        self, specs: Mapping[str, ConsumerSpec], submit: Callable[[list[JobHandle]], None]
+        self,
+        specs: Mapping[str, ConsumerSpec],
+        submit: Callable[[list[JobHandle]], None],
+        claimed: Callable[[list[JobHandle]], None],
     ) -> None:
         self.specs = specs
         self.submit = submit
+        self.claimed = claimed
 
     def __call__(self, handles: list[JobHandle]) -> None:
         if not handles:
             return
+        self.claimed(handles)
         for unit in split(handles, self.specs[handles[0].job.queue]):
             self.submit(unit)

@@ -39,6 +39,7 @@ from ..base import (
     Row,
     WriteChunk,
     chunked,
+    gather_steps,
     insert_values,
     returned_claim,
 )
@@ -334,6 +335,26 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
                 sql.RECORD_STEP, [name, value, now, duration, claim.id, claim.token, now]
             )
             return bool(cursor.rowcount == 1)
+
+    def load_claimed_steps(
+        self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime
+    ) -> dict[int, dict[str, str]]:
+        loaded: dict[int, dict[str, str]] = {}
+        wanted = set(claims)
+        for chunk in chunked(claims, self.ids_per_statement):
+            ids = sql.bigint_array(claim.id for claim in chunk)
+            tokens = sql.uuid_array({claim.token for claim in chunk})
+            rows = fetch_all(connection, sql.LOAD_CLAIMED_STEPS, [ids, tokens, now],
+                             generic_plan=True)  # fmt: skip
+            gather_steps(loaded, rows, wanted, self.read_token)
+        return loaded
+
+    def delete_steps(self, connection: BaseDatabaseWrapper, job_ids: Sequence[int]) -> int:
+        ids = sql.bigint_array(job_ids)  # one parameter, however many ids
+        with connection.cursor() as cursor:
+            cursor.execute(sql.DELETE_SIGNALS_OF, [ids])
+            cursor.execute(sql.DELETE_STEPS_OF, [ids])
+            return int(cursor.rowcount)
 
     def release(self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime) -> bool:
         with connection.cursor() as cursor:

@@ -15,7 +15,13 @@ from typing import Any
 
 from ...error_groups import fingerprint
 from ...jobs import MAX_ATTEMPTS_EXCEEDED
-from ...models import DEAD_LETTER_TABLE, FINISHED_TABLE, MESSAGE_TABLE, STEP_TABLE
+from ...models import (
+    DEAD_LETTER_TABLE,
+    FINISHED_TABLE,
+    MESSAGE_TABLE,
+    SIGNAL_TABLE,
+    STEP_TABLE,
+)
 from .. import debounce_rows
 from ..base import DEAD_LETTER_FIELDS, INSERT_FIELDS, KEPT_FIELDS, KEYLESS_INSERT_FIELDS
 from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
@@ -280,6 +286,22 @@ SELECT id, %s, %s, %s, attempts, %s FROM {MESSAGE_TABLE}
 WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 FOR UPDATE
 """
+# The steps of a claim's jobs, read when the first of them asks (worker/step_records.py):
+# the jobs still validly claimed by alkqueue_message_pkey (or alkqueue_lease_idx, where few
+# rows are claimed), each one's steps by alkqueue_jobstep_name's leading job_id; a job
+# without steps comes as one row with no name. Ids and tokens are matched each on its own,
+# and each row's token is returned: the client keeps the rows that carry their own claim.
+LOAD_CLAIMED_STEPS = f"""
+SELECT m.id, m.claim_token, s.name, s.value
+FROM {MESSAGE_TABLE} m LEFT JOIN {STEP_TABLE} s ON s.job_id = m.id
+WHERE m.id = ANY(%s::bigint[]) AND m.claim_token = ANY(%s::uuid[]) AND m.lease_expires_at > %s
+"""
+# An ack's delete of its jobs' steps and signals (alkqueue_jobstep_name and
+# alkqueue_jobsignal_name, by their leading job_id): the ids as one array literal, where an
+# IN list of thousands of marks (a drain of woken sleepers) cost the client more than the
+# server, parsed and quoted mark by mark.
+DELETE_SIGNALS_OF = f"DELETE FROM {SIGNAL_TABLE} WHERE job_id = ANY(%s::bigint[])"
+DELETE_STEPS_OF = f"DELETE FROM {STEP_TABLE} WHERE job_id = ANY(%s::bigint[])"
 RETRY = _UNCLAIM.format(refund="")
 # A claim its worker lost by dying of an error while the handler ran: the attempt counted,
 # and the crash (the job dies instead at the limit: CRASHED_DEAD, run first).
