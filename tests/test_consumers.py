@@ -111,7 +111,9 @@ def test_the_system_check_reports_a_duplicate_consumer(monkeypatch):
     assert "a.f" in errors[0].msg and "b.g" in errors[0].msg
 
 
-def test_manage_py_check_fails_naming_both_handlers(db):
+def test_manage_py_check_fails_naming_both_handlers(transactional_db):
+    # No transaction of the test's open: on SQLite it would hold the write lock, and the
+    # subprocess's check would wait out its 30 s busy timeout for it.
     from tests.workers import run_manage
 
     result = run_manage(

@@ -105,7 +105,10 @@ def test_a_bad_periodic_entry_fails_the_system_check(entry, message):
     assert message in errors[0].msg and "broken-entry" in errors[0].msg
 
 
+@pytest.mark.django_db(transaction=True)
 def test_manage_py_check_fails_on_a_bad_cron_entry():
+    # No transaction of the test's open: on SQLite it would hold the write lock, and the
+    # subprocess's check would wait out its 30 s busy timeout for it.
     from tests.workers import run_manage
 
     result = run_manage("check", env_extra={"ALKQUEUE_BAD_CRON": "1"})
