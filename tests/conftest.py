@@ -239,14 +239,16 @@ def wait_until(
     predicate: Callable[[], bool],
     timeout: float = 10.0,
     every: float = 0.02,
-    what: str = "condition",
+    what: str | Callable[[], str] = "condition",
 ) -> None:
     """The one polling helper: check a condition (a row update, a process state) every
-    `every` seconds until it holds; fail naming `what` when time runs out."""
+    `every` seconds until it holds; fail naming `what` when time runs out (a callable
+    `what` is asked then, so it can say what the rows and the worker's output were then)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not met within {timeout:g}s")
+            said = what() if callable(what) else what
+            raise AssertionError(f"{said}: not met within {timeout:g}s")
         time.sleep(every)
 
 

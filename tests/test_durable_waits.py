@@ -71,6 +71,10 @@ def as_handler_sees(handle: JobHandle) -> RunningJob:
     return running_job(handle.job, run)
 
 
+def steps_of(job_id: int) -> list[tuple[str, object]]:
+    return list(JobStep.objects.filter(job_id=job_id).order_by("id").values_list("name", "value"))
+
+
 def state_of(job_id: int) -> str | None:
     job = operations.get_job("default", job_id, queue("any").clock())
     return None if job is None else job.state
@@ -387,10 +391,11 @@ def test_an_async_handler_sleeps_and_awaits_its_signal(pool: str):
     worker = Watched(start_worker("--queue", "async-waits", "--pool", pool, env=CONSUMERS))
     try:
         wait_until(lambda: state_of(job.id) == "waiting", timeout=30,
-                   what=f"the job waits\n{worker.output}")  # fmt: skip
+                   what=lambda: f"the job waits (it is {state_of(job.id)}, steps "
+                                f"{steps_of(job.id)})\n{worker.output}")  # fmt: skip
         assert queue("async-waits").signal(job.id, "go", 7)
         wait_until(lambda: notes(job.id) == ["got 7"], timeout=30,
-                   what=f"the job resumed\n{worker.output}")  # fmt: skip
+                   what=lambda: f"the job resumed\n{worker.output}")  # fmt: skip
     finally:
         stop(worker.process)
 
