@@ -4,6 +4,7 @@ is checked, however late it first uses it."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 import pytest
@@ -89,5 +90,30 @@ def test_a_connection_whose_query_failed_but_whose_session_lives_stays_open():
             cursor.execute("SELECT * FROM no_such_table_here")
         checks.recycle()
         assert connection.connection is not None
+
+    _in_a_thread(body)
+
+
+def test_a_dropped_thread_connections_takes_no_other_wrapper_off_its_connections():
+    # The garbage collector frees a dropped ThreadConnections at any moment, perhaps while a
+    # hot statement's own wrapper is on the connection (sql/postgresql/session.py): that
+    # wrapper must stay, or the statement returns a cursor instead of its rows.
+    def body() -> None:
+        dropped = ThreadConnections()
+        dropped.cycle = dropped  # type: ignore[attr-defined]  # freed by gc.collect() only
+        del dropped
+        seen: list[str] = []
+
+        def wrapper(execute: Callable[..., object], sql: str, *args: object) -> object:
+            seen.append(sql)
+            return execute(sql, *args)
+
+        connection = connections["default"]
+        connection.ensure_connection()  # MariaDB's start-up statements pass the wrappers too
+        with connection.execute_wrapper(wrapper):
+            gc.collect()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        assert seen == ["SELECT 1"]
 
     _in_a_thread(body)

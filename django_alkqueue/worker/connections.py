@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Sequence
-from contextlib import ExitStack
 from typing import Any
 
 from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
@@ -31,30 +31,39 @@ logger = logging.getLogger("django_alkqueue")
 State = tuple[int, bool]
 
 
-class _Watched:
-    """The execute wrappers that note the errors on one thread's connections."""
+class _ErrorNote:
+    """The execute wrapper that notes a database error on one connection since its last
+    check. One per connection wrapper, installed once for the wrapper's lifetime: it keeps
+    its own execute_wrapper() context (the connection's wrappers keep it), so the context is
+    never closed while the connection lives. Closed by the garbage collector, as the context
+    of a ThreadConnections that was dropped was, it would pop whatever wrapper was last on
+    the connection at that moment (execute_wrapper() pops the last one), the hot statements'
+    own included (sql/postgresql/session.py)."""
 
-    def __init__(self, wrappers: list[BaseDatabaseWrapper]) -> None:
-        #: The aliases with a database error since their last check.
-        self.failed: set[str] = set()
-        # Entered for the thread's lifetime: the wrappers are this thread's alone.
-        self._installed = ExitStack()
-        for connection in wrappers:
-            self._installed.enter_context(connection.execute_wrapper(self._noting(connection)))
+    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+        self.failed = False
+        self._installed = connection.execute_wrapper(self)
+        self._installed.__enter__()
 
-    def _noting(self, connection: BaseDatabaseWrapper) -> Any:
-        alias, failed = connection.alias, self.failed
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        try:
+            return execute(sql, params, many, context)
+        except (DataError, IntegrityError):
+            raise
+        except DatabaseError:
+            self.failed = True
+            raise
 
-        def note_errors(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-            try:
-                return execute(sql, params, many, context)
-            except (DataError, IntegrityError):
-                raise
-            except DatabaseError:
-                failed.add(alias)
-                raise
 
-        return note_errors
+#: The note of each connection wrapper, by id, for as long as the wrapper (which holds it) lives.
+_NOTES: weakref.WeakValueDictionary[int, _ErrorNote] = weakref.WeakValueDictionary()
+
+
+def _note_of(connection: BaseDatabaseWrapper) -> _ErrorNote:
+    note = _NOTES.get(id(connection))
+    if note is None:
+        note = _NOTES[id(connection)] = _ErrorNote(connection)
+    return note
 
 
 class ThreadConnections:
@@ -87,16 +96,15 @@ class ThreadConnections:
 
     def recycle(self) -> None:
         """Close this thread's broken connections, and those CONN_MAX_AGE says are obsolete."""
-        watched = self._watched()
-        for connection in self.wrappers():
-            if _recycle(connection, connection.alias in watched.failed):
-                watched.failed.discard(connection.alias)
+        for connection, note in zip(self.wrappers(), self._watched(), strict=True):
+            if _recycle(connection, note.failed):
+                note.failed = False
 
-    def _watched(self) -> _Watched:
-        watched: _Watched | None = getattr(self._local, "watched", None)
-        if watched is None:
-            watched = self._local.watched = _Watched(self.wrappers())
-        return watched
+    def _watched(self) -> list[_ErrorNote]:
+        notes: list[_ErrorNote] | None = getattr(self._local, "notes", None)
+        if notes is None:
+            notes = self._local.notes = [_note_of(c) for c in self.wrappers()]
+        return notes
 
     def states(self) -> list[State]:
         """The transaction state of each of this thread's connections, before a handler."""
