@@ -457,9 +457,11 @@ def steps_section(path: Path) -> str:
         "by NOTIFY. A sleeping job is two handler runs: the first records the sleep and puts "
         "the job back to scheduled without holding a thread (one transaction of its own, "
         "not group-committed as acks are); the second, woken, reads its claim's steps (the "
-        "sleep returns at once) and acks with its steps' delete. The wake-up drain runs from "
-        "the end of the first pass (or the first wake time, when later) to the queue empty; "
-        "the plain drain from the worker's first claim to the queue empty."
+        "sleep returns at once) and acks with its steps' delete. The first pass runs in a "
+        "worker of its own; once every job is due, a fresh worker drains the woken jobs, "
+        "timed as the plain drain is: from its first claim to the queue empty (a clock "
+        "started during the wake-ups would measure the pace at which the first pass put the "
+        "jobs to sleep)."
     )
 
 
