@@ -115,8 +115,9 @@ class StandIn(NamedTuple):
 #: name, where partial indexes are missing. Django builds a conditional index there without
 #: its condition, a full index that serves the same queries: its own stand-in. It leaves out
 #: the claim index (on expressions) and the conditional constraints; the migrations build
-#: the full indexes named here in their place (0001, 0013), and one beside the fair key index
-#: (0016). Django's warnings about them (models.W036, W037, W043) are answered by these;
+#: the full indexes named here in their place (0001, 0013). Where the index without its
+#: condition would repeat another, it goes (0019) and the other stands in. Django's warnings
+#: about them (models.W036, W037, W043) are answered by these;
 #: alkqueue.W102 reports one missing from the database.
 STAND_INS = {
     PENDING_INDEX: StandIn(
@@ -129,13 +130,14 @@ STAND_INS = {
     DEBOUNCE_KEY_CONSTRAINT: StandIn(
         MESSAGE_TABLE, "alkqueue_debounce_key_full", ("queue", "debounce_key"), unique=True
     ),
-    FAIR_KEY_INDEX: StandIn(MESSAGE_TABLE, "alkqueue_fair_key_full", ("queue", "fair_key")),
+    FAIR_KEY_INDEX: StandIn(MESSAGE_TABLE, FAIR_KEY_INDEX, ("queue", "fair_key")),
     LEASE_INDEX: StandIn(MESSAGE_TABLE, LEASE_INDEX, ("queue", "lease_expires_at")),
     EXPIRY_INDEX: StandIn(MESSAGE_TABLE, EXPIRY_INDEX, ("expires_at",)),
     CONCURRENCY_KEY_INDEX: StandIn(
         MESSAGE_TABLE, CONCURRENCY_KEY_INDEX, ("queue", "concurrency_key")
     ),
-    FINISHED_OTHER_INDEX: StandIn(FINISHED_TABLE, FINISHED_OTHER_INDEX, ("finished_at",)),
+    # Built without its condition it would be alkqueue_finished_at_idx twice (0019 drops it).
+    FINISHED_OTHER_INDEX: StandIn(FINISHED_TABLE, "alkqueue_finished_at_idx", ("finished_at",)),
     FINISHED_KEY_INDEX: StandIn(FINISHED_TABLE, FINISHED_KEY_INDEX, ("concurrency_key",)),
     RESULT_EXPIRY_INDEX: StandIn(TASK_RESULT_TABLE, RESULT_EXPIRY_INDEX, ("expires_at",)),
     BATCH_OPEN_INDEX: StandIn(BATCH_TABLE, BATCH_OPEN_INDEX, ("created_at",)),

@@ -157,6 +157,32 @@ def test_each_index_built_without_its_condition_stands_in_for_itself_on_its_colu
                 assert stand_in == StandIn(model._meta.db_table, index.name, tuple(index.fields))
 
 
+@on_mysql
+def test_no_two_indexes_of_a_queue_table_cover_the_same_columns():
+    """An index built without its condition may repeat another; migration 0019 drops the
+    second, so a row's write pays for each index once."""
+    tables = sorted({model._meta.db_table for model in OUR_MODELS})
+    placeholders = ", ".join(["%s"] * len(tables))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, index_name, column_name FROM information_schema.STATISTICS "
+            f"WHERE table_schema = DATABASE() AND table_name IN ({placeholders}) "
+            "ORDER BY table_name, index_name, seq_in_index",
+            tables,
+        )
+        columns: dict[tuple[str, str], list[str]] = {}
+        for table, index, column in cursor.fetchall():
+            columns.setdefault((table, index), []).append(column)
+    seen: dict[tuple[str, tuple[str, ...]], str] = {}
+    repeated = []
+    for (table, index), indexed in sorted(columns.items()):
+        other = seen.setdefault((table, tuple(indexed)), index)
+        if other != index:
+            repeated.append(f"{table}: {other} and {index} on {indexed}")
+
+    assert repeated == []
+
+
 # -- alkqueue.W102 -------------------------------------------------------------------------------
 
 
@@ -179,7 +205,7 @@ def test_a_stand_in_missing_from_the_database_is_alkqueue_w102():
     assert [m.id for m in messages] == ["alkqueue.W102"]
     assert f"'{FAIR_KEY_INDEX}'" in messages[0].msg
     assert messages[0].msg.endswith(
-        "CREATE INDEX alkqueue_fair_key_full ON alkqueue_message (queue, fair_key)"
+        "CREATE INDEX alkqueue_fair_key_idx ON alkqueue_message (queue, fair_key)"
     )
 
 
