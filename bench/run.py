@@ -2,7 +2,7 @@
 process of its own (bench/suite.py), then the tables, the JSON, the chart and the docs.
 
     python -m bench.run                 # full: N = 20,000, 3 repetitions, the 1M steps
-    python -m bench.run --quick         # CI: N = 2,000, 1 repetition, no 1M steps
+    python -m bench.run --quick         # CI: N = 2,000 (500 for peers), 1 repetition, no 1M
     python -m bench.run --systems raw,alkqueue
 """
 
@@ -28,6 +28,17 @@ from .systems import SYSTEMS, load
 
 FULL = {"n": 20_000, "n_single": 5_000, "reps": 3}
 QUICK = {"n": 2_000, "n_single": 500, "reps": 1}
+#: A quick run's peers (the systems that are not django-alkqueue nor a raw loop): it checks
+#: that their harness runs, and their drains of N = 2,000 took half of CI's bench stage.
+QUICK_PEERS = {"n": 500, "n_single": 200, "reps": 1}
+
+
+def params_of(name: str, quick: bool) -> dict[str, Any]:
+    """The sizes a system runs at: a full run's for all; a quick run's, smaller for peers."""
+    if not quick:
+        return FULL
+    ours = name.startswith(("raw", "alkqueue"))
+    return QUICK if ours else QUICK_PEERS
 
 
 def machine() -> dict[str, Any]:
@@ -132,6 +143,8 @@ def main() -> None:
     args = parser.parse_args()
     params = QUICK if args.quick else FULL
     if args.quick:
+        params = {**params, "peers": QUICK_PEERS}
+    if args.quick:
         os.environ.setdefault("BENCH_DB_PREFIX", "bench_quick_")
         common.PREFIX = os.environ["BENCH_DB_PREFIX"]
     names = [n.strip() for n in args.systems.split(",") if n.strip()]
@@ -156,7 +169,7 @@ def main() -> None:
     docs = not args.quick and not args.no_docs
     for name in names:
         print(f"== {name}", flush=True)
-        results["systems"][name] = run_system(name, params, args)
+        results["systems"][name] = run_system(name, params_of(name, args.quick), args)
         merge["systems"].append(name)
         results["systems"] = {k: results["systems"][k] for k in SYSTEMS if k in results["systems"]}
         results["finished"] = _now()
