@@ -13,7 +13,7 @@
 
 Run by `make bench` and `make bench-quick` after bench.run, in a database of its own
 (PREFIX + "observability"); writes results/observability-MODE.json, and for a full run the
-section of docs/benchmarks.md between its markers. --quick: 100k rows, fewer repetitions.
+section of docs/benchmarks.md between its markers. --quick: 20k rows, fewer repetitions.
 Public APIs only, as the rest of the bench: `queue()`, `Queue.enqueue`, `alk_worker`,
 `alk_health`, the metrics view through Django's test client, and the models' tables to fill.
 """
@@ -282,8 +282,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks.md")
     args = parser.parse_args()
-    rows = 100_000 if args.quick else 1_000_000
-    repetitions = 5 if args.quick else 20
+    rows = 20_000 if args.quick else 1_000_000
+    repetitions = 3 if args.quick else 20
     url = common.own_database("observability", args.quick)
     os.environ["BENCH_METRICS_TOKEN"] = "bench-metrics-token-0123456789"
     _setup(url)
