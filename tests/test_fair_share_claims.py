@@ -8,7 +8,9 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from django_alkqueue import fair_share
 from django_alkqueue.models import FairClaims, fair_claims_bucket
@@ -212,3 +214,54 @@ def test_the_sweep_deletes_at_most_its_batch(clock: FakeClock) -> None:
     assert len(buckets()) == 1
     Sweeper("default", fair_claims_batch=2).run_once(clock())
     assert buckets() == {}
+
+
+# -- the indexes the reads rely on (PostgreSQL's plans) --------------------------------------
+
+
+def plan_of(sql: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def fair_claims_reads(call: Callable[[], object]) -> list[str]:
+    """The statements `call` runs on alkqueue_fairclaims that read it."""
+    with CaptureQueriesContext(connection) as captured:
+        call()
+    return [q["sql"] for q in captured.captured_queries
+            if "alkqueue_fairclaims" in q["sql"] and q["sql"].startswith("SELECT")]  # fmt: skip
+
+
+@pytest.fixture
+def many_fair_claims() -> None:
+    """Two and a half hours of buckets of 50 queues with 20 keys each: 30,000 rows."""
+    starts = [NOON - timedelta(minutes=5 * i) for i in range(30)]
+    FairClaims.objects.bulk_create(
+        FairClaims(queue=f"q{q}", fair_key=f"k{k}", bucket=start, claims=1)
+        for q in range(50) for k in range(20) for start in starts
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE alkqueue_fairclaims")
+
+
+@pytest.mark.postgres_only
+def test_the_share_reads_a_queues_hour_through_the_unique_constraint(
+    many_fair_claims: None, clock: FakeClock
+) -> None:
+    reads = fair_claims_reads(lambda: fair_share.keys_with_jobs("q3", None, clock()))
+    assert reads
+    for sql in reads:
+        plan = plan_of(sql)
+        assert "alkqueue_fair_claims_key" in plan and "Seq Scan" not in plan, (sql, plan)
+
+
+@pytest.mark.postgres_only
+def test_the_sweep_finds_the_old_buckets_through_the_bucket_index(
+    many_fair_claims: None, clock: FakeClock
+) -> None:
+    reads = fair_claims_reads(lambda: Sweeper("default").run_once(clock()))
+    assert reads
+    for sql in reads:
+        plan = plan_of(sql)
+        assert "alkqueue_fair_bucket_idx" in plan and "Seq Scan" not in plan, (sql, plan)
