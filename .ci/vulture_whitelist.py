@@ -13,6 +13,7 @@ _.estimated, _.at_least  # counts: the paginator's count
 _.handler_name, _.slow  # overview's rows
 _.first_seen, _.last_seen, _.group_query  # status.ErrorGroup
 _.keys_masked  # flow_status
+_.share_percent  # admin/fair_weights.KeyRow
 
 # Fields of dataclasses written out whole (dataclasses.asdict: alk_status --json, alk_health
 # --json, the overview's context).

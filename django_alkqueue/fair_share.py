@@ -1,6 +1,10 @@
 """Fair share between fair keys (docs/fair-share.md): which queues take turns, and each key's
 weight. The claim that takes the turns is sql/fair_turns.py's.
 
+The admin's queue page lists the keys with unclaimed jobs, their weights and their share of
+the last hour's fair claims (keys_with_jobs; the claims per key and 5-minute bucket are
+FairClaims rows, which each fair claim adds to).
+
 A queue takes turns while it has an unclaimed job with a fair key. A claim asks `in_force()`
 before it chooses its statement: the answer is read again once REFRESH_EVERY seconds have
 passed, so a queue without fair keys costs its claims a dict lookup and one indexed probe
@@ -13,16 +17,17 @@ import dataclasses
 import threading
 import time
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.signals import setting_changed
-from django.db.models import Count
+from django.db.models import Case, Count, Subquery, Sum, Value, When
 from django.dispatch import receiver
 
 from . import validation
 from .conf import get_settings
 from .exceptions import InvalidOption
-from .models import Consumer, QueueMessage
+from .models import NO_FAIR_KEY, Consumer, FairClaims, QueueMessage
 
 #: Seconds an answer of in_force() is kept (as limits.REFRESH_EVERY): jobs with a fair key
 #: enqueued in another process take turns from the claims after this long at most.
@@ -112,28 +117,74 @@ def _settings_changed(setting: str, **kwargs: Any) -> None:
         CACHE.clear()
 
 
+#: The share of claims covers the FairClaims buckets that started within this long before now:
+#: twelve buckets of five minutes, the newest still filling, so between the last 55 and 60
+#: minutes of claims (docs/fair-share.md, "Share of claims").
+SHARE_WINDOW = timedelta(hours=1)
+
+
 @dataclasses.dataclass(frozen=True)
 class KeyLoad:
-    """A fair key with unclaimed jobs, for the admin's queue page: how many, and its weight."""
+    """A fair key for the admin's queue page: its unclaimed jobs (None for NO_FAIR_KEY, the
+    jobs without a fair key, which are not counted), its weight, and its share of the queue's
+    fair claims in the last SHARE_WINDOW (None: the queue had none)."""
 
     key: str
-    unclaimed: int
+    unclaimed: int | None
     weight: int
+    share: float | None = None
 
 
 def keys_with_jobs(
-    queue: str, stored: Any, *, using: str = "default", top: int = 50
+    queue: str, stored: Any, now: datetime, *, using: str = "default", top: int = 50
 ) -> list[KeyLoad]:
-    """The fair keys with the most unclaimed jobs, most first, with their weights (`stored`:
-    the Consumer row's fair_weights, already read): one count per key over
-    alkqueue_fair_key_idx (unclaimed keyed rows only)."""
-    rows = (
-        QueueMessage.objects.using(using)
-        .filter(queue=queue, fair_key__isnull=False)
-        .unclaimed()
-        .values("fair_key")
-        .annotate(n=Count("id"))
-        .order_by("-n", "fair_key")[:top]
-    )
+    """The `top` fair keys with the most unclaimed jobs, most first, then up to `top` more that
+    had fair claims in the last SHARE_WINDOW, most claims first (NO_FAIR_KEY among them), each
+    with its weight (`stored`: the Consumer row's fair_weights, already read) and its share
+    of those claims."""
+    ready = _unclaimed_per_key(queue, using, top)
+    claims, total = _claims_per_key(queue, using, now, list(ready), top)
+    others = [key for key in claims if key not in ready][:top]
+    unclaimed = dict(ready)
+    if len(ready) == top:  # a key of `others` may have unclaimed jobs beyond the top ones
+        unclaimed |= _unclaimed_per_key(queue, using, top, [k for k in others if k != NO_FAIR_KEY])
     weights = {**settings_weights(queue), **stored_weights(stored)}
-    return [KeyLoad(str(r["fair_key"]), r["n"], weights.get(str(r["fair_key"]), 1)) for r in rows]
+    return [
+        KeyLoad(
+            key,
+            None if key == NO_FAIR_KEY else unclaimed.get(key, 0),
+            weights.get(key, 1),
+            None if total is None else claims.get(key, 0) / total,
+        )
+        for key in [*ready, *others]
+    ]
+
+
+def _unclaimed_per_key(
+    queue: str, using: str, top: int, keys: list[str] | None = None
+) -> dict[str, int]:
+    """The fair keys with the most unclaimed jobs (of `keys` when given), most first: one
+    count per key over alkqueue_fair_key_idx (unclaimed keyed rows only)."""
+    rows = QueueMessage.objects.using(using).filter(queue=queue, fair_key__isnull=False)
+    if keys is not None:
+        rows = rows.filter(fair_key__in=keys)
+    counts = rows.unclaimed().values("fair_key").annotate(n=Count("id"))
+    return {str(r["fair_key"]): r["n"] for r in counts.order_by("-n", "fair_key")[:top]}
+
+
+def _claims_per_key(
+    queue: str, using: str, now: datetime, first: list[str], top: int
+) -> tuple[dict[str, int], int | None]:
+    """The fair claims of the keys in `first` that had any in the last SHARE_WINDOW, then of
+    up to `top` keys more, most claims first, and the queue's total (None when it had none):
+    one read of alkqueue_fair_claims_key's rows, the total a subquery beside each row."""
+    hour = FairClaims.objects.using(using).filter(queue=queue).since(now - SHARE_WINDOW)
+    total = hour.values("queue").annotate(total=Sum("claims")).values("total")
+    listed_first = Case(When(fair_key__in=first, then=Value(0)), default=Value(1))
+    rows = (
+        hour.values("fair_key")
+        .annotate(n=Sum("claims"), total=Subquery(total))
+        .order_by(*([listed_first] if first else []), "-n", "fair_key")[: len(first) + top]
+    )
+    found = [(str(r["fair_key"]), int(r["n"]), int(r["total"])) for r in rows]
+    return {key: n for key, n, _ in found}, (found[0][2] if found else None)

@@ -88,8 +88,17 @@ UNIQUE_WINDOW_LAPSE_INDEX = "alkqueue_window_lapse_idx"
 CONCURRENCY_KEY_INDEX = "alkqueue_concurrency_key_idx"
 #: Unclaimed jobs per fair key: whether a queue takes turns, and the admin's keys with ready jobs.
 FAIR_KEY_INDEX = "alkqueue_fair_key_idx"
+#: The fair key the turns and the fair claims count the jobs without a fair key under (a fair
+#: key is never empty).
+NO_FAIR_KEY = ""
 FAIR_TURN_TABLE = "alkqueue_fairturn"
 FAIR_TURN_CONSTRAINT = "alkqueue_fair_turn_key"
+#: The fair claims per key and bucket (docs/fair-share.md, "Share of claims"): one row per
+#: (queue, fair key, bucket), which the claim's upsert adds to and the admin's share reads.
+FAIR_CLAIMS_TABLE = "alkqueue_fairclaims"
+FAIR_CLAIMS_CONSTRAINT = "alkqueue_fair_claims_key"
+#: The buckets by start: what the leader's sweep of old buckets walks.
+FAIR_CLAIMS_BUCKET_INDEX = "alkqueue_fair_bucket_idx"
 CLAIM_LEDGER_INDEX = "alkqueue_claimledger_idx"
 ERROR_GROUP_INDEX = "alkqueue_dead_error_idx"
 ERROR_FINGERPRINT_INDEX = "alkqueue_dead_fingerprint_idx"
@@ -816,6 +825,56 @@ class FairTurn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue}/{self.fair_key} @ {self.turn}"
+
+
+#: The span of a FairClaims bucket, counted from the epoch (UTC): 12:00, 12:05, 12:10 ...
+FAIR_CLAIMS_BUCKET = timedelta(minutes=5)
+#: How long a bucket is kept: the leader's sweep deletes those that started before.
+FAIR_CLAIMS_KEPT = timedelta(hours=2)
+
+
+def fair_claims_bucket(at: datetime) -> datetime:
+    """The start of the FairClaims bucket `at` falls in (an aware datetime)."""
+    span = FAIR_CLAIMS_BUCKET.total_seconds()
+    return datetime.fromtimestamp(at.timestamp() // span * span, at.tzinfo)
+
+
+class FairClaimsQuerySet(models.QuerySet["FairClaims"]):
+    def since(self, at: datetime) -> FairClaimsQuerySet:
+        """The buckets that started after `at`."""
+        return self.filter(bucket__gt=at)
+
+    def older_than(self, at: datetime) -> FairClaimsQuerySet:
+        """The buckets that started before `at` (alkqueue_fair_bucket_idx)."""
+        return self.filter(bucket__lt=at)
+
+
+class FairClaims(models.Model):
+    """How many jobs the fair claims of a queue handed to a fair key in one bucket of
+    FAIR_CLAIMS_BUCKET: what the admin's share of the last hour's claims adds up. Added to by
+    each fair claim in its transaction (Dialect.add_fair_claims); the leader's sweep deletes
+    the buckets older than FAIR_CLAIMS_KEPT."""
+
+    queue = models.CharField(max_length=100)
+    #: NO_FAIR_KEY for the jobs without a fair key.
+    fair_key = models.CharField(max_length=255)
+    bucket = models.DateTimeField()
+    claims = models.IntegerField()
+
+    objects = FairClaimsQuerySet.as_manager()
+
+    class Meta:
+        app_label = APP_LABEL
+        db_table = FAIR_CLAIMS_TABLE
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue", "fair_key", "bucket"], name=FAIR_CLAIMS_CONSTRAINT
+            )
+        ]
+        indexes = [models.Index(fields=["bucket"], name=FAIR_CLAIMS_BUCKET_INDEX)]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.fair_key} {self.claims} @ {self.bucket:%Y-%m-%d %H:%M}"
 
 
 class CancelRequest(models.Model):

@@ -38,7 +38,15 @@ from .jobs import (
     stored_progress,
 )  # fmt: skip
 from .limits import LimitsInForce
-from .models import CancelRequest, Consumer, DeadLetter, JobStep, QueueMessage, Worker
+from .models import (
+    FAIR_CLAIMS_KEPT,
+    CancelRequest,
+    Consumer,
+    DeadLetter,
+    JobStep,
+    QueueMessage,
+    Worker,
+)
 from .payload import decode
 from .sql import Claim, Claimed, CrashRetry, Dialect, Row, chunked, dialect_for
 from .workflows import dependencies, finishing, sweep
@@ -782,6 +790,13 @@ def sweep_everywhere(using: str, now: datetime) -> int:
     dialect.delete_old_dead_letters(connection, now)
     dialect.sweep_unique_windows(connection, now)
     return len(rows)
+
+
+def sweep_fair_claims(using: str, now: datetime, batch: int) -> int:
+    """Delete up to `batch` fair claim buckets that started more than FAIR_CLAIMS_KEPT before
+    `now` (docs/fair-share.md, "Share of claims"). Returns how many went."""
+    dialect, connection = _dialect_and_connection(using)
+    return dialect.sweep_fair_claims(connection, now - FAIR_CLAIMS_KEPT, batch)
 
 
 def sweep_history(using: str, now: datetime, batch: int) -> int:

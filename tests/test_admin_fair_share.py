@@ -1,15 +1,23 @@
-"""Fair share in the admin: on the queue page, the fair keys with unclaimed jobs and their
-weights, and the weight form, offered to whoever may change consumers and logged; on the job
-and dead letter pages, the fair key (masked on a sensitive queue), which a requeue keeps."""
+"""Fair share in the admin: on the queue page, the fair keys with unclaimed jobs, their
+weights and their share of the last hour's claims, and the weight form, offered to whoever
+may change consumers and logged; on the job and dead letter pages, the fair key (masked on a
+sensitive queue), which a requeue keeps."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.test import override_settings
+from django.utils import timezone
 
 from django_alkqueue import queue
-from django_alkqueue.models import Consumer, DeadLetter, QueueMessage
+from django_alkqueue.models import (
+    Consumer,
+    DeadLetter,
+    FairClaims,
+    QueueMessage,
+    fair_claims_bucket,
+)
 from django_alkqueue.privacy import MASK
 from tests.admin_helpers import DEAD, JOBS, VIEW_PERMS, client_for, make_user, queue_url
 
@@ -34,6 +42,58 @@ def test_the_queue_page_lists_the_fair_keys_with_their_jobs_and_weights(
     assert 'data-fair-key="globex"><td>globex</td><td class="num">1</td><td class="num">1</td>' in (
         page
     )
+
+
+def claims_now(**per_key: int) -> None:
+    """Fair claims of QUEUE in the current bucket; the keyword `none` is the no-key key's."""
+    bucket = fair_claims_bucket(timezone.now())
+    for key, claims in per_key.items():
+        key = "" if key == "none" else key
+        FairClaims.objects.create(queue=QUEUE, fair_key=key, bucket=bucket, claims=claims)
+
+
+def test_the_queue_page_shows_each_keys_share_of_the_last_hours_claims(
+    root, tenants: Consumer
+) -> None:
+    claims_now(acme=3, globex=1)
+    page = root.get(queue_url(QUEUE)).content.decode()
+    assert "Share of claims, last hour" in page
+    assert '<td class="num">4</td><td class="num">75.0%</td>' in page
+    assert '<td class="num">1</td><td class="num">25.0%</td>' in page
+
+
+def test_without_fair_claims_in_the_hour_the_share_is_a_dash(root, tenants: Consumer) -> None:
+    page = root.get(queue_url(QUEUE)).content.decode()
+    assert '<td class="num">4</td><td class="num">-</td>' in page
+
+
+def test_the_queue_page_lists_the_claims_of_the_jobs_without_a_fair_key_as_no_key(
+    root, tenants: Consumer
+) -> None:
+    claims_now(acme=1, none=1)
+    page = root.get(queue_url(QUEUE)).content.decode()
+    assert 'data-fair-key=""><td>(no key)</td><td class="num">-</td><td class="num">1</td>' \
+        '<td class="num">50.0%</td>' in page  # fmt: skip
+
+
+def test_a_key_with_claims_and_no_unclaimed_job_is_listed(root, tenants: Consumer) -> None:
+    claims_now(initech=1)
+    page = root.get(queue_url(QUEUE)).content.decode()
+    assert 'data-fair-key="initech"><td>initech</td><td class="num">0</td>' in page
+
+
+@override_settings(ALKQUEUE={"QUEUES": {QUEUE: {"sensitive": True}}})
+def test_a_viewer_who_may_not_see_payloads_sees_the_keys_with_claims_masked(
+    tenants: Consumer,
+) -> None:
+    claims_now(initech=1, none=1)
+    viewer = client_for(make_user("viewer", *VIEW_PERMS))
+    page = viewer.get(queue_url(QUEUE)).content.decode()
+    for key in ("acme", "globex", "initech"):
+        assert key not in page
+    assert f'<td>{MASK}</td><td class="num">0</td><td class="num">1</td>' \
+        '<td class="num">50.0%</td>' in page  # fmt: skip
+    assert "<td>(no key)</td>" in page
 
 
 def test_an_operator_who_may_change_consumers_sets_a_weight_and_it_is_logged(

@@ -53,7 +53,7 @@ JOB_DETAIL_QUERIES = DETAIL_QUERIES + 1 + WORKFLOW_PANEL_QUERIES + STEPS_PANEL_Q
 #: 8 figures (the eighth: the sleeping jobs, status.sleeping_counts) + 1 workers + 4 health
 #: (PostgreSQL) + session and user.
 OVERVIEW_QUERIES = 15
-QUEUE_DETAIL_QUERIES = 10  # the fair keys' count is the tenth
+QUEUE_DETAIL_QUERIES = 10  # the fair keys: their unclaimed jobs, then their claims in the hour
 
 
 def pages(seeded) -> dict[str, int]:

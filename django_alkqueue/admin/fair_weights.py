@@ -1,10 +1,12 @@
 """The queue page's fair share section (docs/fair-share.md): the fair keys with unclaimed
-jobs and their weights, and the form with which an operator who may change consumers sets a
-key's weight (job_actions.set_fair_weight, audited)."""
+jobs, their weights and their share of the last hour's claims, and the form with which an
+operator who may change consumers sets a key's weight (job_actions.set_fair_weight,
+audited)."""
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -25,15 +27,36 @@ def may_set_weights(request: HttpRequest) -> bool:
     return has_perm(request, Consumer, "change_consumer")
 
 
-def fair_context(request: HttpRequest, using: str, name: str, consumer: Any) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class KeyRow:
+    """A row of the section: the key as the user may see it ("" for the jobs without a fair
+    key, which the page calls "(no key)"), and its share of the last hour's claims in percent
+    (None: the queue had no fair claims in the hour)."""
+
+    key: str
+    unclaimed: int | None
+    weight: int
+    share_percent: float | None
+
+
+def fair_context(
+    request: HttpRequest, using: str, name: str, consumer: Any, now: datetime
+) -> dict[str, Any]:
     """What the section shows: the keys (masked on a queue whose keys the user may not see)
     and whether the form is offered (a Consumer row holds the weights)."""
     stored = None if consumer is None else consumer.fair_weights
-    keys = fair_share.keys_with_jobs(name, stored, using=using)
-    if name in hidden_queues(request):
-        keys = [dataclasses.replace(k, key=masked_key(k.key) or "") for k in keys]
+    hidden = name in hidden_queues(request)
+    rows = [
+        KeyRow(
+            (masked_key(k.key) or "") if hidden and k.key else k.key,
+            k.unclaimed,
+            k.weight,
+            None if k.share is None else k.share * 100,
+        )
+        for k in fair_share.keys_with_jobs(name, stored, now, using=using)
+    ]
     return {
-        "fair_keys": keys,
+        "fair_keys": rows,
         "can_set_fair_weight": consumer is not None and may_set_weights(request),
     }
 

@@ -263,6 +263,6 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "query": urlencode({"queue": name}),
             "keeps": history.keep_for(name) is not None,
             "stale_after": get_settings().WORKER_STALE_AFTER,
-            **fair_weights.fair_context(request, using, name, consumer),
+            **fair_weights.fair_context(request, using, name, consumer, now),
         }
         return TemplateResponse(request, "admin/django_alkqueue/queue.html", context)

@@ -56,4 +56,5 @@ def _dialect(name: str, vendor: str) -> Dialect:
         return PostgresDialect()
     if name == "sqlite":
         return SqliteDialect()
-    return OrmDialect(SESSION_LOCKS.get(vendor), innodb_metrics=vendor == "mysql")
+    mysql = vendor == "mysql"  # MariaDB too
+    return OrmDialect(SESSION_LOCKS.get(vendor), innodb_metrics=mysql, on_duplicate_key=mysql)

@@ -24,6 +24,7 @@ from ..models import (
     FinishedJob,
 )
 from . import (
+    fair_claims,
     leader_rows,
     local_wakeups,
     queue_scans,
@@ -653,6 +654,22 @@ class Dialect:
     def sweep_unique_windows(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
         """Delete the lapsed unique windows; returns how many."""
         return unique_windows.sweep(connection, now)
+
+    # -- fair claims per key and bucket (sql/fair_claims.py) --------------------------------
+
+    def add_fair_claims(
+        self, connection: BaseDatabaseWrapper, queue: str, at: datetime, counts: Mapping[str, int]
+    ) -> None:
+        """Inside a fair claim: add the jobs it handed to each fair key to the key's bucket of
+        `at`, in one statement (INSERT ... ON CONFLICT here; the ORM dialect's on MariaDB and
+        MySQL is INSERT ... ON DUPLICATE KEY UPDATE)."""
+        fair_claims.add(connection, fair_claims.ADD_ON_CONFLICT, queue, at, counts)
+
+    def sweep_fair_claims(
+        self, connection: BaseDatabaseWrapper, before: datetime, batch: int
+    ) -> int:
+        """Delete up to `batch` fair claim buckets that started before `before`."""
+        return fair_claims.sweep(connection, before, batch)
 
     def insert_one(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps

@@ -36,10 +36,10 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Greatest, RowNumber
 
-from ..models import ClaimGate, FairTurn, QueueMessage
+from ..models import NO_FAIR_KEY, ClaimGate, FairTurn, QueueMessage
 
-#: The FairTurn key of the jobs without a fair key (a fair key is never empty).
-NO_KEY = ""
+#: The FairTurn (and FairClaims) key of the jobs without a fair key.
+NO_KEY = NO_FAIR_KEY
 
 
 class Candidate(NamedTuple):
@@ -108,11 +108,12 @@ def candidates(
 
 def advance(
     alias: str, queue: str, clock: float, taken: list[Candidate], weights: Mapping[str, int]
-) -> None:
+) -> Counter[str]:
     """After the claim took `taken`: each key moves on by its jobs over its weight, the clock
-    to the last place taken; rows at or behind the clock go."""
+    to the last place taken; rows at or behind the clock go. Returns each key's jobs taken
+    (NO_KEY: those without a fair key)."""
     if not taken:
-        return
+        return Counter()
     clock = max(clock, max(c.place for c in taken))
     counts = Counter(c.fair_key for c in taken)
     starts = {c.fair_key: c.start for c in taken}
@@ -129,3 +130,4 @@ def advance(
             unique_fields=["queue", "fair_key"] if targeted else None,
             update_fields=["turn"],
         )
+    return counts

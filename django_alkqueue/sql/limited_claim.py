@@ -19,7 +19,8 @@ One transaction, in this order:
               up on the way until the room is used or no row is left.
 4. stamp    - the chosen rows get this claim's token and lease; the ledger gets one row for
               the queue and one per key (with their counts) when a rate is set, and loses the
-              rows older than the longest period.
+              rows older than the longest period. A fair claim moves its keys' turns on and
+              adds their jobs to the current bucket of FairClaims (sql/fair_claims.py).
 
 The counts read in 2 are taken after the lock in 1: on PostgreSQL and MariaDB (READ
 COMMITTED) each statement sees every commit made before it started, so the claim that held
@@ -105,7 +106,9 @@ def claim(
             place = {c.id: i for i, c in enumerate(taken)}
             handed = _stamp(live, rows, worker_id, claimed_at, place)
             ids = {claim.id for _, claim in handed}
-            fair_turns.advance(alias, queue, at, [c for c in taken if c.id in ids], fair)
+            got = fair_turns.advance(alias, queue, at, [c for c in taken if c.id in ids], fair)
+            if got:  # the share of claims the admin shows (sql/fair_claims.py)
+                dialect.add_fair_claims(connection, queue, claimed_at, got)
         if limits.rate is not None or limits.key_rate is not None:
             _record(alias, queue, claimed_at, limits, [job for job, _ in handed])
             if limits.rate is not None and len(handed) < n:

@@ -27,7 +27,7 @@ from django.db.models import F, Q, QuerySet, TextField, Value
 
 from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, Finish, Job, Progress, Stamps
 from ..models import MESSAGE_TABLE, STEP_TABLE, DeadLetter, QueueMessage
-from . import debounce_rows, innodb, limited_claim, queue_stat_deltas, unique_windows
+from . import debounce_rows, fair_claims, innodb, limited_claim, queue_stat_deltas, unique_windows
 from .base import Acked, Claim, CrashRetry, Row, TakenDeadLetter, WriteChunk
 from .locks import SessionLock
 from .orm_rows import (
@@ -58,11 +58,17 @@ class OrmDialect(limited_claim.OrmClaims):
     ids_per_statement = CHUNK
 
     def __init__(
-        self, session_lock: SessionLock | None = None, innodb_metrics: bool = False
+        self,
+        session_lock: SessionLock | None = None,
+        innodb_metrics: bool = False,
+        on_duplicate_key: bool = False,
     ) -> None:
         self.session_lock = session_lock
         self.supports_advisory_locks = session_lock is not None
         self.supports_undo_history = innodb_metrics
+        #: MariaDB and MySQL spell an upsert INSERT ... ON DUPLICATE KEY UPDATE; PostgreSQL and
+        #: SQLite, which this dialect serves too under DIALECT "orm", ON CONFLICT.
+        self.on_duplicate_key = on_duplicate_key
 
     def undo_history_length(self, connection: BaseDatabaseWrapper) -> int | None:
         return innodb.history_length(connection) if self.supports_undo_history else None
@@ -599,6 +605,14 @@ class OrmDialect(limited_claim.OrmClaims):
         deltas: Sequence[queue_stat_deltas.Delta],
     ) -> None:
         queue_stat_deltas.add_by_orm(connection, minute, deltas)
+
+    def add_fair_claims(
+        self, connection: BaseDatabaseWrapper, queue: str, at: datetime, counts: Mapping[str, int]
+    ) -> None:
+        if not self.on_duplicate_key:
+            super().add_fair_claims(connection, queue, at, counts)
+            return
+        fair_claims.add(connection, fair_claims.ADD_ON_DUPLICATE_KEY, queue, at, counts)
 
 
 def progress_columns(reports: Mapping[Claim, Progress], claim: Claim) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The leader's services: reclaim lapsed leases, release lapsed waits for a signal, sweep
-expired jobs and old dead letters.
+expired jobs, old dead letters and old fair claim buckets.
 
 One thread runs them, because on PostgreSQL leadership is a lock held by one connection,
 and Django gives each thread its own.
@@ -21,6 +21,9 @@ from .leader import Leadership
 from .service import Service
 
 logger = logging.getLogger("django_alkqueue")
+
+#: Fair claim buckets one sweep deletes at most (one row per queue, fair key and 5 minutes).
+FAIR_CLAIMS_BATCH = 5_000
 
 
 class Reclaimer:
@@ -65,13 +68,14 @@ class WaitReleaser:
 
 class Sweeper:
     """Expired jobs -> dead letters; dead letters and task results past their retention,
-    long-stale worker rows, the cancel requests of workers gone, and lapsed unique windows,
-    deleted."""
+    long-stale worker rows, the cancel requests of workers gone, lapsed unique windows and
+    fair claim buckets older than two hours (up to `fair_claims_batch` a sweep), deleted."""
 
     name = "sweep"
 
-    def __init__(self, using: str) -> None:
+    def __init__(self, using: str, fair_claims_batch: int = FAIR_CLAIMS_BATCH) -> None:
         self.using = using
+        self.fair_claims_batch = fair_claims_batch
 
     @property
     def interval(self) -> float:
@@ -85,6 +89,7 @@ class Sweeper:
         task_queues.close_orphaned_results(self.using, now)
         workflow_sweep.run(self.using, now)
         TaskResult.objects.using(self.using).filter(expires_at__lte=now).delete()
+        operations.sweep_fair_claims(self.using, now, self.fair_claims_batch)
         if moved:
             logger.info("swept %d expired jobs to the dead letters", moved)
         return moved
