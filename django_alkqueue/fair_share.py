@@ -5,32 +5,31 @@ The admin's queue page lists the keys with unclaimed jobs, their weights and the
 the last hour's fair claims (keys_with_jobs; the claims per key and 5-minute bucket are
 FairClaims rows, which each fair claim adds to).
 
-A queue takes turns while it has an unclaimed job with a fair key. A claim asks `in_force()`
-before it chooses its statement: the answer is read again once REFRESH_EVERY seconds have
-passed, so a queue without fair keys costs its claims a dict lookup and one indexed probe
-a second (alkqueue_fair_key_idx), and keeps its one-statement claim.
+A queue takes turns while it has an unclaimed job with a fair key. A claim is told whether
+it does (`in_force()`, a FairShare or None) before it chooses its statement. Queue.claim reads
+that for each claim: one indexed probe (alkqueue_fair_key_idx), and the weights when it does.
+A worker keeps the answer in its own flow state (a FairShareCache in worker/flow_state.py),
+read again once REFRESH_EVERY seconds have passed, so that a queue without fair keys costs
+its claims a dict lookup and one probe a second, and keeps its one-statement claim. Nothing
+here is kept per process.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
-import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.core.signals import setting_changed
 from django.db.models import Case, Count, Subquery, Sum, Value, When
-from django.dispatch import receiver
 
 from . import validation
 from .conf import get_settings
 from .exceptions import InvalidOption
 from .models import NO_FAIR_KEY, Consumer, FairClaims, QueueMessage
 
-#: Seconds an answer of in_force() is kept (as limits.REFRESH_EVERY): jobs with a fair key
-#: enqueued in another process take turns from the claims after this long at most.
+#: Seconds a worker keeps an answer of in_force() (as limits.REFRESH_EVERY): jobs with a fair
+#: key enqueued after a worker's read take turns from its claims after this long at most.
 REFRESH_EVERY = 1.0
 
 
@@ -75,46 +74,34 @@ def uses_fair_keys(queue: str, *, using: str = "default") -> bool:
     return rows.unclaimed().exists()
 
 
+def in_force(queue: str, *, using: str = "default") -> FairShare | None:
+    """The queue's FairShare while it takes turns, else None, read now."""
+    if not uses_fair_keys(queue, using=using):
+        return None
+    return FairShare(weights_in_force(queue, using=using))
+
+
 class FairShareCache:
-    """in_force() per (alias, queue), read again once `every` seconds have passed."""
+    """in_force() per (alias, queue), each read again once `every` seconds have passed by the
+    time the caller gives (or that time is before the last reading: a clock set back).
+
+    Never shared between owners: each worker keeps one in its flow state
+    (worker/flow_state.py, on the monotonic clock).
+    """
 
     def __init__(self, every: float = REFRESH_EVERY) -> None:
         self.every = every
-        self._lock = threading.Lock()
         self._read: dict[tuple[str, str], tuple[float, FairShare | None]] = {}
 
-    def in_force(self, queue: str, using: str) -> FairShare | None:
-        """The queue's FairShare while it takes turns, else None."""
-        at = time.monotonic()
+    def get(self, queue: str, using: str, at: float) -> FairShare | None:
+        """The queue's FairShare while it takes turns, else None, as read at most `every`
+        seconds before `at`."""
         cached = self._read.get((using, queue))
         if cached is not None and cached[0] <= at < cached[0] + self.every:
             return cached[1]
-        found = None
-        if uses_fair_keys(queue, using=using):
-            found = FairShare(weights_in_force(queue, using=using))
-        with self._lock:
-            self._read[(using, queue)] = (at, found)
+        found = in_force(queue, using=using)
+        self._read[(using, queue)] = (at, found)
         return found
-
-    def clear(self) -> None:
-        with self._lock:
-            self._read.clear()
-
-    def forget(self, queue: str, using: str) -> None:
-        """Read the queue again at its next claim: this process enqueued a job with a fair
-        key, or changed a weight."""
-        with self._lock:
-            self._read.pop((using, queue), None)
-
-
-CACHE = FairShareCache()
-
-
-@receiver(setting_changed)
-def _settings_changed(setting: str, **kwargs: Any) -> None:
-    """The weights of ALKQUEUE["QUEUES"] are read again (override_settings in tests)."""
-    if setting == "ALKQUEUE":
-        CACHE.clear()
 
 
 #: The share of claims covers the FairClaims buckets that started within this long before now:

@@ -25,6 +25,7 @@ from . import limits as flow
 from .defaults import CRASHES_TO_DEAD
 from .error_text import capped, capped_or_none
 from .exceptions import AlkQueueError, InvalidOption
+from .fair_share import FairShare
 from .jobs import (
     EXPIRED,
     NO_KEYS,
@@ -152,8 +153,7 @@ def _enqueue(
 
 def with_keys(using: str, jobs: list[Job], keys: Sequence[JobKeys]) -> list[Job]:
     """Stamp each new job's concurrency and fair keys, one UPDATE per pair of keys and chunk
-    of ids. A fair key makes this process's next claim of the queue ask again whether it
-    takes turns (fair_share.py)."""
+    of ids."""
     by_key: dict[JobKeys, list[int]] = {}
     for job, key in zip(jobs, keys, strict=True):
         if key != NO_KEYS:
@@ -162,20 +162,11 @@ def with_keys(using: str, jobs: list[Job], keys: Sequence[JobKeys]) -> list[Job]
     for key, ids in by_key.items():
         for chunk in chunked(ids, 500):
             live.filter(id__in=chunk).update(**key._asdict())
-    for queue in {job.queue for job, key in zip(jobs, keys, strict=True) if key.fair_key}:
-        _fair_keys_changed(queue, using)
     return [
         job if key.concurrency_key is None
         else dataclasses.replace(job, concurrency_key=key.concurrency_key)
         for job, key in zip(jobs, keys, strict=True)
     ]  # fmt: skip
-
-
-def _fair_keys_changed(queue: str, using: str) -> None:
-    """This process asks again whether the queue takes turns: now (a claim in the same
-    transaction sees the change) and once it commits (so does every other connection)."""
-    fair_share.CACHE.forget(queue, using)
-    transaction.on_commit(lambda: fair_share.CACHE.forget(queue, using), using=using)
 
 
 def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -213,17 +204,19 @@ def claim(
     now: datetime,
     limits: flow.Limits = flow.NO_LIMITS,
     clock: Callable[[], datetime] | None = None,
+    *,
+    fair: FairShare | None,
 ) -> Claimed:
     """Hand out up to n due jobs; lapsed jobs with no attempts left are dead-lettered.
 
-    A queue that takes turns between fair keys (fair_share.py) is claimed through its gate
-    by Dialect.fair_claim, within its limits if any.
+    `fair` says whether the queue takes turns between fair keys (fair_share.py), as the
+    caller read it: then it is claimed through its gate by Dialect.fair_claim, within its
+    limits if any.
     A queue with limits is claimed through its gate (Dialect.limited_claim), which says
     whether they held the claim back and when its rate frees room; one without keeps its
     dialect's one-statement claim. The limited claim reads `clock` again once it holds the
     gate."""
     dialect, connection = _dialect_and_connection(using)
-    fair = fair_share.CACHE.in_force(queue, using)
     if fair is not None:
         claimed = dialect.fair_claim(
             connection, queue, worker_id, n, now, limits, clock, fair.weights
@@ -658,8 +651,6 @@ def requeue_from_step(using: str, job_id: int, step: str, now: datetime) -> Requ
 
 
 def _revive(using: str, dead: Job, fair_key: str | None, now: datetime) -> None:
-    if fair_key is not None:
-        _fair_keys_changed(dead.queue, using)
     for _ in range(KEY_RACE_RETRIES):
         try:
             with transaction.atomic(using=using):
@@ -937,5 +928,4 @@ def set_fair_weight(queue: str, key: str, weight: int | None, *, using: str = "d
         else:
             weights[checked] = chosen
         Consumer.objects.using(using).filter(pk=row.pk).update(fair_weights=weights)
-    _fair_keys_changed(queue, using)
     return fair_share.weights_in_force(queue, using=using).get(checked, 1)

@@ -14,13 +14,24 @@ from typing import Any, NamedTuple, overload
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from . import debounce, history, hooks, operations, tracing, unique_windows, validation, waits
+from . import (
+    debounce,
+    fair_share,
+    history,
+    hooks,
+    operations,
+    tracing,
+    unique_windows,
+    validation,
+    waits,
+)
 from . import defaults as _defaults
 from .backoff import exponential_delay
 from .clock import Clock, system_clock
 from .conf import get_settings
 from .consumers import registry
 from .exceptions import InvalidOption, PayloadError
+from .fair_share import FairShare
 from .jobs import (
     FAILED,
     LIVE_STATES,
@@ -414,7 +425,8 @@ class Queue:
     def claim(self, worker_id: str, n: int = 1) -> list[JobHandle]:
         """Hand out at most n due jobs: highest priority first, then oldest run_at, then id;
         within the queue's limits (docs/flow-control.md), which this Queue reads again once
-        limits.REFRESH_EVERY seconds of its clock have passed."""
+        limits.REFRESH_EVERY seconds of its clock have passed, taking turns between fair keys
+        while the queue has unclaimed jobs with one (docs/fair-share.md), read for each claim."""
         validation.worker_id(worker_id)
         validation.batch_size(n)
         if n <= 0:
@@ -423,21 +435,32 @@ class Queue:
         if self._limits is None:
             self._limits = LimitsCache()
         limits = self._limits.get(self.name, self.using, now.timestamp())
-        return self._claim(worker_id, n, now, limits).handles
+        return self._claim(worker_id, n, now, limits, self._fair_share()).handles
 
-    def claim_within(self, worker_id: str, n: int, limits: Limits) -> ClaimOutcome:
-        """claim() within `limits`, read by the caller (a worker's flow state), saying what
-        they did: whether they held the claim back, and when the rate frees room."""
+    def claim_within(
+        self, worker_id: str, n: int, limits: Limits, fair: FairShare | None = _UNSET
+    ) -> ClaimOutcome:
+        """claim() within `limits` and taking the turns of `fair`, both read by the caller (a
+        worker's flow state; `fair` left out: read now), saying what the limits did: whether
+        they held the claim back, and when the rate frees room."""
         validation.worker_id(worker_id)
         validation.batch_size(n)
         if n <= 0:
             return ClaimOutcome([], False, None)
-        return self._claim(worker_id, n, self._now(), limits)
+        if fair is _UNSET:
+            fair = self._fair_share()
+        return self._claim(worker_id, n, self._now(), limits, fair)
 
-    def _claim(self, worker_id: str, n: int, now: datetime, limits: Limits) -> ClaimOutcome:
+    def _fair_share(self) -> FairShare | None:
+        return fair_share.in_force(self.name, using=self.using)
+
+    def _claim(
+        self, worker_id: str, n: int, now: datetime, limits: Limits, fair: FairShare | None
+    ) -> ClaimOutcome:
         claimed = operations.claim(
-            self.using, self.name, worker_id, min(n, MAX_CLAIM), now, limits, self._now
-        )
+            self.using, self.name, worker_id, min(n, MAX_CLAIM), now, limits, self._now,
+            fair=fair,
+        )  # fmt: skip
         handles = [JobHandle(self, job, claim) for job, claim in claimed.handed]
         return ClaimOutcome(handles, claimed.held_back, claimed.room_in)
 

@@ -32,10 +32,8 @@ BAD_KEYS = ["", "k" * 256, "a\x00b", "a\ud800b", 5, b"bytes"]
 
 @pytest.fixture(autouse=True)
 def fresh_state() -> Iterator[None]:
-    fair_share.CACHE.clear()
     yield
     registry.unregister(QUEUE)
-    fair_share.CACHE.clear()
 
 
 @pytest.fixture
@@ -151,6 +149,15 @@ def test_a_key_that_arrives_late_takes_turns_from_then_on(fq: Queue) -> None:
     assert keys_claimed(fq, times=6) == ["b", "a", "b", "a", "b", "a"]
 
 
+def test_a_queue_claimed_without_turns_takes_them_at_its_next_claim_after_a_fair_key(
+    fq: Queue,
+) -> None:
+    fq.enqueue_many([None] * 4)
+    assert keys_claimed(fq) == [None]
+    fq.enqueue_many(["a"] * 2, fair_key="a")
+    assert keys_claimed(fq, n=2) == [None, "a"]
+
+
 def test_a_weight_of_three_takes_three_jobs_a_round(fq: Queue) -> None:
     with_consumer_row()
     fq.set_fair_weight("a", 3)
@@ -185,6 +192,13 @@ def test_a_queue_without_fair_keys_keeps_its_plain_claim(fq: Queue) -> None:
     fq.enqueue_many([1, 2, 3])
     assert len(fq.claim("w", 3)) == 3
     assert not ClaimGate.objects.filter(queue=QUEUE).exists()
+
+
+def test_fair_share_keeps_no_reading_at_module_level() -> None:
+    # Each worker keeps its own (worker/flow_state.py); Queue.claim reads for each claim.
+    kept = (fair_share.FairShareCache, fair_share.FairShare, dict, list, set)
+    public = {name: value for name, value in vars(fair_share).items() if name[0] != "_"}
+    assert [name for name, value in public.items() if isinstance(value, kept)] == []
 
 
 # -- the rule, for random mixes ------------------------------------------------------------

@@ -4,7 +4,7 @@ queue page shows, and the leader's sweep of the old buckets."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,13 +23,6 @@ pytestmark = pytest.mark.django_db
 QUEUE = "tenants"
 #: The FakeClock's start, 12:00:00.123456, falls in the bucket that starts at 12:00.
 NOON = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def fresh_state() -> Iterator[None]:
-    fair_share.CACHE.clear()
-    yield
-    fair_share.CACHE.clear()
 
 
 @pytest.fixture

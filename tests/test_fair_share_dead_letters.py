@@ -5,11 +5,11 @@ tests/test_alk_jobs.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from django_alkqueue import fair_share, operations
+from django_alkqueue import operations
 from django_alkqueue.models import DeadLetter, JobStep, QueueMessage
 from django_alkqueue.queues import Queue
 from django_alkqueue.worker.maintenance import Reclaimer, Sweeper
@@ -18,13 +18,6 @@ from django_alkqueue.workflows.dependencies import DEPENDENCY_FAILED
 pytestmark = pytest.mark.django_db(transaction=True)
 
 QUEUE = "fair-dead"
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache() -> Iterator[None]:
-    fair_share.CACHE.clear()
-    yield
-    fair_share.CACHE.clear()
 
 
 @pytest.fixture
@@ -77,7 +70,6 @@ def test_a_lapsed_claim_past_its_attempts_taken_by_a_plain_claim_keeps_its_fair_
     job = fq.enqueue(1, max_attempts=1, fair_key="tenant-a")
     fq.claim_one("crashed")
     clock.advance(31)
-    fair_share.CACHE.clear()
     assert fq.claim("w", 1) == []
     assert dead_key(job.id) == "tenant-a"
 

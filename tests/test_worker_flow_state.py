@@ -1,5 +1,6 @@
 """A worker's flow state (worker/flow_state.py): each worker owns one, which its claimer claims
-through and its acker asks; nothing is shared between two of them in one process."""
+through and its acker asks; nothing is shared between two of them in one process, neither
+the limits nor the fair share read."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from django_alkqueue import operations
+from django_alkqueue import fair_share, operations
 from django_alkqueue.consumers import consumer, registry
 from django_alkqueue.models import Consumer
-from django_alkqueue.queues import Queue
+from django_alkqueue.queues import JobHandle, Queue
 from django_alkqueue.worker.consumer_table import sync_consumers
 from django_alkqueue.worker.flow_state import FlowState
 from tests.clocks import FakeClock
@@ -38,6 +39,17 @@ def fq(make_queue: Callable[..., Queue]) -> Iterator[Queue]:
 
 def limited(**limits: object) -> None:
     consumer(QUEUE, **limits)(lambda payload, job: None)
+
+
+def keys_of(handles: list[JobHandle]) -> list[str]:
+    """The fair keys of the jobs claimed, in handout order (each payload is its key)."""
+    return [handle.job.payload for handle in handles]
+
+
+def with_two_keys(fq: Queue) -> None:
+    """Four jobs of key a, then two of b: two claims without turns take a, a; with, a and b."""
+    fq.enqueue_many(["a"] * 4, fair_key="a")
+    fq.enqueue_many(["b"] * 2, fair_key="b")
 
 
 def test_a_claim_held_back_in_one_workers_flow_state_is_not_seen_by_anothers(fq: Queue) -> None:
@@ -126,3 +138,37 @@ def test_the_flow_state_reads_limits_this_process_changed_at_once(fq: Queue) -> 
     assert len(state.claim(fq, "w", 10)) == 1
     operations.set_limits(QUEUE, concurrency=3)
     assert len(state.claim(fq, "w", 10)) == 2
+
+
+# -- fair share ----------------------------------------------------------------------------
+
+
+def test_two_flow_states_in_one_process_keep_their_own_fair_share_reads(fq: Queue) -> None:
+    first, second = FlowState(monotonic=Ticks()), FlowState(monotonic=Ticks())
+    assert first.claim(fq, "w1", 2) == []  # its reading: the queue takes no turns
+    with_two_keys(fq)
+
+    assert keys_of(first.claim(fq, "w1", 2)) == ["a", "a"]
+    assert sorted(keys_of(second.claim(fq, "w2", 2))) == ["a", "b"]
+
+
+def test_the_flow_state_takes_turns_once_its_fair_interval_has_passed(fq: Queue) -> None:
+    ticks = Ticks()
+    state = FlowState(monotonic=ticks)
+    assert state.claim(fq, "w", 2) == []
+    with_two_keys(fq)
+    assert keys_of(state.claim(fq, "w", 2)) == ["a", "a"]  # read 0 s ago: no turns
+
+    ticks.now += fair_share.REFRESH_EVERY
+
+    assert sorted(keys_of(state.claim(fq, "w", 2))) == ["a", "b"]
+
+
+def test_a_flow_state_with_a_fair_interval_of_zero_reads_the_fair_share_at_each_claim(
+    fq: Queue,
+) -> None:
+    state = FlowState(monotonic=Ticks(), fair_every=0)
+    assert state.claim(fq, "w", 2) == []
+    with_two_keys(fq)
+
+    assert sorted(keys_of(state.claim(fq, "w", 2))) == ["a", "b"]

@@ -10,7 +10,6 @@ NULL, so a claimed job is in neither.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -18,11 +17,8 @@ from django.db.models import Case, F, TextField, Value, When
 
 from ..jobs import Stamps
 from ..models import MESSAGE_TABLE, QueueMessage
-from .base import INSERT_FIELDS, LIVE_ROW, Row, insert_values
+from .base import INSERT_FIELDS, LIVE_ROW, Dialect, Row, insert_values
 from .orm_rows import live_rows
-
-if TYPE_CHECKING:
-    from .base import Dialect
 
 #: The columns of a debounced job's INSERT.
 FIELDS = (*INSERT_FIELDS, "debounce_key", "debounce_deadline")
@@ -50,21 +46,27 @@ def values(
     return [*insert_values(queue, text, stamps), key, deadline]
 
 
-def update_in_place(
-    dialect: Dialect,
-    connection: BaseDatabaseWrapper,
-    queue: str,
-    key: str,
-    text: str,
-    run_at: datetime,
-    expires_at: datetime | None,
-) -> Row | None:
-    at = dialect.param_datetime(connection, run_at)
-    expiry = dialect.param_datetime(connection, expires_at)
-    with connection.cursor() as cursor:
-        cursor.execute(UPDATE_IN_PLACE, [text, at, at, expiry, queue, key])
-        row = cursor.fetchone()
-    return None if row is None else tuple(row)
+class UpdateInPlace(Dialect):
+    """update_debounced as UPDATE_IN_PLACE, one statement, written once for the dialects
+    whose UPDATE returns its rows (PostgreSQL, SQLite); the ORM dialect's is
+    update_in_place_by_orm. A class of this module, not of sql/base.py, which this module
+    imports."""
+
+    def update_debounced(
+        self,
+        connection: BaseDatabaseWrapper,
+        queue: str,
+        key: str,
+        text: str,
+        run_at: datetime,
+        expires_at: datetime | None,
+    ) -> Row | None:
+        at = self.param_datetime(connection, run_at)
+        expiry = self.param_datetime(connection, expires_at)
+        with connection.cursor() as cursor:
+            cursor.execute(UPDATE_IN_PLACE, [text, at, at, expiry, queue, key])
+            row = cursor.fetchone()
+        return None if row is None else tuple(row)
 
 
 def update_in_place_by_orm(
@@ -75,8 +77,8 @@ def update_in_place_by_orm(
     run_at: datetime,
     expires_at: datetime | None,
 ) -> Row | None:
-    """update_in_place through the ORM: the row locked first (a claim skips it, or has
-    cleared its key by the time the lock is ours), then updated by id."""
+    """UpdateInPlace's update through the ORM: the row locked first (a claim skips it, or
+    has cleared its key by the time the lock is ours), then updated by id."""
     live = QueueMessage.objects.using(connection.alias)
     with transaction.atomic(using=connection.alias):
         if not connection.features.has_select_for_update:  # SQLite: the write lock first

@@ -211,7 +211,7 @@ def file_journal_mode(connection: BaseDatabaseWrapper) -> str | None:
         return str(cursor.fetchone()[0]).lower()
 
 
-class SqliteDialect(limited_claim.OrmClaims):
+class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
     supports_update_returning = True
 
     def param_datetime(self, connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
@@ -264,17 +264,6 @@ class SqliteDialect(limited_claim.OrmClaims):
             cursor.execute(_INSERT.format(values=placeholders), params)
             row = cursor.fetchone()
         return None if row is None else int(row[0])
-
-    def update_debounced(
-        self,
-        connection: BaseDatabaseWrapper,
-        queue: str,
-        key: str,
-        text: str,
-        run_at: datetime,
-        expires_at: datetime | None,
-    ) -> Row | None:
-        return debounce_rows.update_in_place(self, connection, queue, key, text, run_at, expires_at)
 
     def insert_debounced(
         self,

@@ -56,7 +56,7 @@ _claim_id = operator.attrgetter("id")
 _claim_token = operator.attrgetter("token")
 
 
-class PostgresDialect(orm_limited_claim.OrmClaims):
+class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
     supports_notify = True
     supports_advisory_locks = True
     session_lock = POSTGRES_LOCK
@@ -94,17 +94,6 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
         params = [*insert_values(queue, text, stamps), queue]
         rows = fetch_all(connection, sql.INSERT_UNIQUE, params)
         return int(rows[0][0]) if rows else None
-
-    def update_debounced(
-        self,
-        connection: BaseDatabaseWrapper,
-        queue: str,
-        key: str,
-        text: str,
-        run_at: datetime,
-        expires_at: datetime | None,
-    ) -> Row | None:
-        return debounce_rows.update_in_place(self, connection, queue, key, text, run_at, expires_at)
 
     def insert_debounced(
         self,
