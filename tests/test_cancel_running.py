@@ -125,8 +125,8 @@ def test_the_sweep_clears_the_cancel_requests_of_workers_that_are_gone(q, clock)
 
 def test_a_renewal_that_finds_the_row_gone_raises_the_cancel_flag(q, clock):
     from django_alkqueue.running import CLAIM_LOST
+    from django_alkqueue.worker.heartbeats import HeartbeatService
     from django_alkqueue.worker.inflight import InFlight
-    from django_alkqueue.worker.lease_keeper import LeaseKeeper
 
     job = q.enqueue({})
     (handle,) = q.claim("w1")
@@ -134,7 +134,7 @@ def test_a_renewal_that_finds_the_row_gone_raises_the_cancel_flag(q, clock):
     inflight.add(handle)
     q.cancel(job.id)
 
-    LeaseKeeper(inflight, q.using).run_once(clock())
+    HeartbeatService(inflight, q.using).run_once(clock())
 
     run = inflight.run_of(handle)
     assert run.cancelled and run.cancel_reason == CLAIM_LOST

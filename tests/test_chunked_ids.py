@@ -14,7 +14,7 @@ from django.db import OperationalError, connections
 from django_alkqueue import operations
 from django_alkqueue.models import DeadLetter, QueueMessage
 from django_alkqueue.sql import chunked, dialect_for
-from django_alkqueue.worker.maintenance import Reclaimer
+from django_alkqueue.worker.maintenance import ReclaimService
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +100,7 @@ def test_reclaim_after_more_exhausted_lapsed_claims_than_sqlite_binds_at_once(
 ):
     count = many()
     _lapsed_claims(q, clock, count)
-    assert Reclaimer("default").run_once(clock()) == (0, count)
+    assert ReclaimService("default").run_once(clock()) == (0, count)
     assert QueueMessage.objects.count() == 0
 
 

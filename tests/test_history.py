@@ -18,7 +18,7 @@ from django_alkqueue.conf import get_settings
 from django_alkqueue.consumers import registry
 from django_alkqueue.models import FinishedJob, QueueMessage
 from django_alkqueue.testing import Drained, drain
-from django_alkqueue.worker.history_sweeper import HistorySweeper
+from django_alkqueue.worker.history_sweeper import HistoryService
 from tests.keeping_consumers import ODD_OUTPUTS
 from tests.workers import run_worker
 
@@ -284,7 +284,7 @@ def test_the_sweep_deletes_kept_jobs_past_their_keep_and_no_others():
     jobs = queue("keeping").enqueue_many([{} for _ in range(5)])
     drain("keeping")
     ids = [j.id for j in jobs]
-    sweeper = HistorySweeper("default", batch=2)
+    sweeper = HistoryService("default", batch=2)
 
     sweeper.run_once(timezone.now() + timedelta(days=1))
     assert FinishedJob.objects.filter(job_id__in=ids).count() == 5

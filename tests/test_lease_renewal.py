@@ -15,8 +15,8 @@ from django.db import connection, transaction
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.sql.orm import OrmDialect
 from django_alkqueue.sql.orm_rows import CHUNK
+from django_alkqueue.worker.heartbeats import HeartbeatService
 from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.lease_keeper import LeaseKeeper
 from tests.clocks import FakeClock
 from tests.conftest import run_threads, wait_until
 
@@ -66,7 +66,7 @@ def test_a_worker_holding_many_jobs_on_a_slow_connection_keeps_every_lease(make_
     inflight.add_all(_claim_all(q, HELD))
     clock.advance(q.lease / 3)  # the keeper's tick: a third of the lease
     with connection.execute_wrapper(_slow_round_trips(clock)):
-        LeaseKeeper(inflight, "default").run_once(clock())
+        HeartbeatService(inflight, "default").run_once(clock())
     taken: list[int] = []
     # Another worker, on a connection of its own, claims right after the renewal.
     run_threads(1, lambda _: taken.append(len(q.claim("other", HELD))))
@@ -92,7 +92,7 @@ def test_a_running_job_whose_row_another_transaction_holds_is_not_taken_for_lost
     holder.start()
     wait_until(locked.is_set, what="the other transaction holds the row")
     try:
-        renewed = LeaseKeeper(inflight, "default").run_once(q.clock())
+        renewed = HeartbeatService(inflight, "default").run_once(q.clock())
     finally:
         done.set()
         holder.join()

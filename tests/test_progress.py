@@ -10,8 +10,8 @@ import pytest
 
 from django_alkqueue import InvalidOption, queue
 from django_alkqueue.running import running_job
+from django_alkqueue.worker.heartbeats import HeartbeatService
 from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.lease_keeper import LeaseKeeper
 from tests.admin_helpers import JOBS
 from tests.conftest import RUNNING_CONSUMERS, wait_until
 from tests.workers import Watched, run_manage, start_worker, stop
@@ -32,7 +32,7 @@ def held(q):
     inflight = InFlight()
     inflight.add(handle)
     job = running_job(handle.job, inflight.run_of(handle))
-    return handle, job, LeaseKeeper(inflight, q.using)
+    return handle, job, HeartbeatService(inflight, q.using)
 
 
 def test_the_handlers_job_reads_the_claimed_fields_and_leaves_the_claimed_job_as_it_was(held):

@@ -20,7 +20,7 @@ from django_alkqueue import operations, queue
 from django_alkqueue.consumers import registry
 from django_alkqueue.models import JobStep, QueueMessage
 from django_alkqueue.queues import JobHandle
-from django_alkqueue.worker.acker import Acker
+from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.served import resolve_specs
@@ -54,7 +54,7 @@ class Worker:
         specs = {spec.queue: spec for spec in resolve_specs(QUEUES)}
         self.inflight = InFlight()
         stats = WorkerStats()
-        self.acker = Acker("default", self.inflight, stats, window=0)
+        self.acker = AckService("default", self.inflight, stats, window=0)
         self.executor = Executor(specs, self.acker, self.inflight, stats, "default")
 
     def hold(self, handles: list[JobHandle]) -> None:

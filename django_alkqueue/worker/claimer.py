@@ -210,7 +210,7 @@ class Claimer:
         wake.clear()
 
 
-class ClaimLoop:
+class ClaimService:
     """The worker's main service: claim and dispatch, then wait for a wake-up (a NOTIFY, a
     handler finishing, a signal) or the next full look. It sets `done` when a `--burst`
     worker finds nothing due with nothing in flight, or a `--max-jobs` worker has claimed

@@ -1,6 +1,6 @@
 """Run one claimed job: call its handler, then turn the outcome into ack, retry or fail.
 
-- the handler returns            -> ack (grouped with other acks by the Acker); a queue that
+- the handler returns            -> ack (grouped with other acks by the AckService); a queue that
                                     keeps history records the returned value (history.py)
 - it raises Retry(delay)         -> retry after delay, or the policy's curve
 - it raises Snooze(delay)        -> pending again after delay, the attempt refunded
@@ -39,7 +39,7 @@ from ..privacy import is_sensitive
 from ..queues import JobHandle, record_finish_all
 from ..running import CANCELLED, CLAIM_LOST, Run, running_job, running_jobs, settle_all, start_all
 from ..steps import IN_ATOMIC, IN_BATCH, Sleeping, Waiting
-from .acker import Acker
+from .acker import AckService
 from .connections import ThreadConnections, ages_connections
 from .event_loop import EventLoopThread
 from .inflight import InFlight
@@ -121,7 +121,7 @@ class Executor:
     def __init__(
         self,
         specs: dict[str, ConsumerSpec],
-        acker: Acker,
+        acker: AckService,
         inflight: InFlight,
         stats: WorkerStats,
         using: str,
@@ -217,7 +217,7 @@ class Executor:
 
     def run_batch(self, handles: list[JobHandle]) -> None:
         """Call a batch consumer's handler once with the jobs of `handles` this worker still
-        holds. It returns None: all are acked (grouped by the Acker, like any success). It
+        holds. It returns None: all are acked (grouped by the AckService, like any success). It
         returns a mapping of job id to exception: those jobs settle as if their own handler
         had raised it, the rest are acked. It raises: every job of the call settles with
         that exception. A KeyboardInterrupt lets them all go unsettled, as in `run`."""

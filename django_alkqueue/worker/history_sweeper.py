@@ -21,7 +21,7 @@ class HistorySweep(NamedTuple):
     deleted: int
 
 
-class HistorySweeper:
+class HistoryService:
     """Each tick: make the history's room ahead (PostgreSQL's day partitions), then delete
     what is past its keep (PostgreSQL drops whole day partitions where it can)."""
 

@@ -1,7 +1,7 @@
 """The jobs this worker holds: claimed and not yet finished.
 
 A job is *running* from its claim until its handler returns, then *awaiting its ack* until the
-Acker's next commit. Only running jobs take capacity, so claiming goes on during the ack window
+AckService's next commit. Only running jobs take capacity, so claiming goes on during the ack window
 (up to a full ack batch behind: Claimer.room).
 
 Handles are kept as themselves (one handle per claim), not by job id: a job whose lease

@@ -36,7 +36,7 @@ logger = logging.getLogger("django_alkqueue")
 INTERVAL = 0.2
 
 
-class TimeLimits:
+class TimeLimitService:
     """The service that fails the attempts of handlers past their time limit, and recycles
     the worker once too many threads are stuck."""
 

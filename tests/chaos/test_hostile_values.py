@@ -44,13 +44,13 @@ from django_alkqueue.models import (
 )
 from django_alkqueue.models import TaskResult as TaskResultRecord
 from django_alkqueue.payload import kept_value
-from django_alkqueue.periodic import Scheduler, entry_errors
+from django_alkqueue.periodic import PeriodicService, entry_errors
 from django_alkqueue.running import MAX_NOTE_CHARS, running_job
 from django_alkqueue.tasks_compat import normalize_json
 from django_alkqueue.validation import clean_error_text, storable_text
 from django_alkqueue.worker.executor import error_text
+from django_alkqueue.worker.heartbeats import HeartbeatService
 from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.lease_keeper import LeaseKeeper
 from testproject.shop import tasks
 from tests.clocks import FakeClock
 
@@ -150,7 +150,7 @@ def printed_safely(output: str) -> bool:
 # -- progress ---------------------------------------------------------------------------------
 
 
-def _held(q: Any) -> tuple[Any, Any, LeaseKeeper]:
+def _held(q: Any) -> tuple[Any, Any, HeartbeatService]:
     """A claimed job, its handler's job and a lease keeper over it, as the worker has them."""
     q.enqueue({"n": 1})
     handle = q.claim_one("w")
@@ -159,7 +159,7 @@ def _held(q: Any) -> tuple[Any, Any, LeaseKeeper]:
     return (
         handle,
         running_job(handle.job, inflight.run_of(handle)),
-        LeaseKeeper(inflight, "default"),
+        HeartbeatService(inflight, "default"),
     )
 
 
@@ -370,7 +370,7 @@ def test_a_periodic_entry_fails_the_check_or_its_tick_is_enqueued_or_logged(
 
     def call(_: None) -> list[str]:
         with override_settings(ALKQUEUE={"PERIODIC": {name: entry}}):
-            return Scheduler("default", FakeClock(NOW)).run_once(NOW)
+            return PeriodicService("default", FakeClock(NOW)).run_once(NOW)
 
     def verify(_: None, enqueued: list[str]) -> None:
         jobs = list(QueueMessage.objects.filter(queue=QUEUE))

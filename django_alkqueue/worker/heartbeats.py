@@ -32,10 +32,10 @@ logger = logging.getLogger("django_alkqueue")
 IDLE_INTERVAL = 0.25
 
 
-class LeaseKeeper:
+class HeartbeatService:
     """The service that heartbeats the leases of the jobs this worker holds."""
 
-    name = "alk-lease-keeper"
+    name = "alk-heartbeat"
 
     def __init__(self, inflight: InFlight, using: str, interval: float = IDLE_INTERVAL) -> None:
         self.inflight = inflight
