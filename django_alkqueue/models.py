@@ -274,7 +274,7 @@ class QueueMessage(models.Model):
     #: as a JSON object of its headers ({"traceparent": ...}); None when nothing traced it.
     trace_context = models.TextField(null=True, blank=True, verbose_name=_("trace context"))
     #: What the running job last reported, as JSON text {"done", "total", "note"}, written
-    #: with the lease renewals (docs/running-jobs.md); `progress_at` is when it reported it.
+    #: with the heartbeats (docs/running-jobs.md); `progress_at` is when it reported it.
     progress = models.TextField(null=True, blank=True, verbose_name=_("progress"))
     progress_at = models.DateTimeField(null=True, blank=True, verbose_name=_("progress at"))
     #: Whether finishing this job touches a workflow: it is a batch member or a job waits for

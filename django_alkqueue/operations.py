@@ -379,21 +379,21 @@ def crashed(
 
 def heartbeat(
     using: str,
-    renewals: Sequence[tuple[Claim, datetime]],
+    heartbeats: Sequence[tuple[Claim, datetime]],
     now: datetime,
     progress: Mapping[Claim, Progress] | None = None,
 ) -> set[Claim]:
     """Reset each valid claim's lease to its new expiry, writing the running jobs' new
-    progress in the same statement; returns the claims renewed."""
-    if not renewals:
+    progress in the same statement; returns the claims extended."""
+    if not heartbeats:
         return set()
     dialect, connection = _dialect_and_connection(using)
-    return set(dialect.heartbeat(connection, renewals, now, progress))
+    return set(dialect.heartbeat(connection, heartbeats, now, progress))
 
 
 def claims_held(using: str, claims: Sequence[Claim], now: datetime) -> set[Claim]:
     """Of `claims`, those whose row, as last committed, still carries them with a live lease.
-    A plain read, waiting for no lock: a renewal skips the rows other transactions hold,
+    A plain read, waiting for no lock: a heartbeat skips the rows other transactions hold,
     and this tells such a row from a claim that is gone."""
     live = QueueMessage.objects.using(using).filter(lease_expires_at__gt=now)
     wanted = set(claims)
@@ -409,7 +409,7 @@ def cancel(using: str, job_id: int, queue: str | None = None, now: datetime | No
 
     A claimed job also leaves a CancelRequest until its handler has stopped, and its worker
     is told: at once by NOTIFY where the database has it (sent at commit), else at its next
-    lease renewal, which finds the row gone (docs/running-jobs.md)."""
+    heartbeat, which finds the row gone (docs/running-jobs.md)."""
     return bool(cancel_many(using, [job_id], now or timezone.now(), queue))
 
 

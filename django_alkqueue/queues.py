@@ -703,8 +703,8 @@ class JobHandle:
         )
         now = self.queue.clock()
         expires = now + timedelta(seconds=seconds)
-        renewed = operations.heartbeat(self.queue.using, [(self.claim, expires)], now)
-        if self.claim in renewed:
+        extended = operations.heartbeat(self.queue.using, [(self.claim, expires)], now)
+        if self.claim in extended:
             self.lease_expires_at = expires
             return True
         return False
@@ -759,22 +759,22 @@ def heartbeat_handles(
     handles: Sequence[JobHandle], using: str, progress: Mapping[Claim, Progress] | None = None
 ) -> set[Claim]:
     """Heartbeat many handles in one statement, writing the new `progress` of some with it;
-    returns the claims whose lease was renewed."""
+    returns the claims whose lease was extended."""
     live = [h for h in handles if not h._finished]
     if not live:
         return set()
     now = live[0].queue.clock()
-    renewals = [(h.claim, now + timedelta(seconds=h.job.lease)) for h in live]
-    renewed = operations.heartbeat(using, renewals, now, progress)
-    for handle, (claim, expires) in zip(live, renewals, strict=True):
-        if claim in renewed:
+    heartbeats = [(h.claim, now + timedelta(seconds=h.job.lease)) for h in live]
+    extended = operations.heartbeat(using, heartbeats, now, progress)
+    for handle, (claim, expires) in zip(live, heartbeats, strict=True):
+        if claim in extended:
             handle.lease_expires_at = expires
-    return renewed
+    return extended
 
 
 def held_claims(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     """Of these handles' claims, those their rows still carry with a live lease, as last
-    committed: read without waiting for the locks a renewal skipped."""
+    committed: read without waiting for the locks a heartbeat skipped."""
     if not handles:
         return set()
     return operations.claims_held(using, [h.claim for h in handles], handles[0].queue.clock())

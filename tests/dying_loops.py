@@ -36,7 +36,7 @@ def _always(service: Any) -> bool:
 LOOPS: dict[str, tuple[type, Callable[[Any], bool]]] = {
     "alk-claim": (ClaimService, _always),
     "alk-acker": (AckService, lambda acker: acker.pending() > 0),
-    "alk-heartbeat": (HeartbeatService, lambda keeper: bool(keeper.inflight.renewable())),
+    "alk-heartbeat": (HeartbeatService, lambda service: bool(service.inflight.to_heartbeat())),
     "alk-presence": (PresenceService, _always),
     "alk-leader": (ReclaimService, _always),
     "alk-queue-stat-deltas": (QueueStatDeltaService, _always),

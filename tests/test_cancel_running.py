@@ -1,6 +1,6 @@
 """Cancelling a running job (docs/running-jobs.md): the row goes as before, the worker running
 it raises the job's cancel flag (within a second on PostgreSQL by NOTIFY; at its next lease
-renewal elsewhere), the handler's Cancelled ends the attempt with no retry and no dead letter,
+heartbeat elsewhere), the handler's Cancelled ends the attempt with no retry and no dead letter,
 and a CancelRequest row shows "cancel requested" until the handler has stopped."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def running_job():
 
 def test_a_cancelled_running_job_sees_its_flag_and_its_handler_stops(running_job):
     job, worker = running_job
-    # PostgreSQL: within a second (NOTIFY). Elsewhere: the next renewal of its 3 s lease.
+    # PostgreSQL: within a second (NOTIFY). Elsewhere: the next heartbeat of its 3 s lease.
     limit = 1.0 if connection.vendor == "postgresql" else 1.0 + 3 / 3
     asked = time.monotonic()
 
@@ -123,7 +123,7 @@ def test_the_sweep_clears_the_cancel_requests_of_workers_that_are_gone(q, clock)
     assert not CancelRequest.objects.exists()
 
 
-def test_a_renewal_that_finds_the_row_gone_raises_the_cancel_flag(q, clock):
+def test_a_heartbeat_that_finds_the_row_gone_raises_the_cancel_flag(q, clock):
     from django_alkqueue.running import CLAIM_LOST
     from django_alkqueue.worker.heartbeats import HeartbeatService
     from django_alkqueue.worker.inflight import InFlight
@@ -141,20 +141,20 @@ def test_a_renewal_that_finds_the_row_gone_raises_the_cancel_flag(q, clock):
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="NOTIFY is PostgreSQL's")
-def test_on_postgresql_the_worker_hears_a_cancel_by_notify_long_before_its_next_renewal():
+def test_on_postgresql_the_worker_hears_a_cancel_by_notify_long_before_its_next_heartbeat():
     job = queue("cancellable-long-lease").enqueue({})
     worker = Watched(start_worker("--queue", "cancellable-long-lease", "--shutdown-timeout", "2",
                                   env=CONSUMERS))  # fmt: skip
     try:
         wait_until(lambda: noted(job.id, "started"), timeout=30, what=f"the start\n{worker.output}")
-        time.sleep(1.0)  # the lease keeper has renewed the new claim: its next tick is 20 s off
+        time.sleep(1.0)  # the new claim's lease was extended: the next heartbeat is 20 s off
         asked = time.monotonic()
 
         queue("cancellable-long-lease").cancel(job.id)
 
         wait_until(lambda: noted(job.id, "saw cancel"), timeout=15,
                    what=f"the handler seeing its cancel\n{worker.output}")  # fmt: skip
-        assert time.monotonic() - asked < 10  # 1 s in practice; the renewal would take 20
+        assert time.monotonic() - asked < 10  # 1 s in practice; the heartbeat would take 20
     finally:
         stop(worker.process)
 

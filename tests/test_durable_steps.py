@@ -418,7 +418,7 @@ def test_a_stale_workers_step_is_refused_while_another_worker_holds_the_claim(tm
     try:
         wait_until(lambda: any(n.startswith("waiting") for n in notes(job.id)), timeout=60,
                    what=f"the first worker waits\n{first.output}")  # fmt: skip
-        _freeze_holding_no_write_lock(first.pid)  # frozen: its lease lapses, unrenewed
+        _freeze_holding_no_write_lock(first.pid)  # frozen: its lease lapses, no longer extended
         wait_until(lambda: QueueMessage.objects.filter(id=job.id, lease_expires_at__lt=queue(
             "waiting-steps").clock()).exists(), timeout=10, what="the lease lapses")  # fmt: skip
         operations.reclaim("default", queue("waiting-steps").clock())

@@ -83,7 +83,7 @@ def test_sweeper_prunes_workers_stale_for_a_day(clock):
     assert list(Worker.objects.values_list("worker_id", flat=True)) == ["new"]
 
 
-def test_lease_keeper_renews_running_jobs_in_one_statement(
+def test_the_heartbeat_service_heartbeats_running_jobs_in_one_statement(
     make_queue, clock, django_assert_max_num_queries
 ):
     q = make_queue("slow", lease=30)
@@ -92,18 +92,18 @@ def test_lease_keeper_renews_running_jobs_in_one_statement(
     for handle in q.claim("w", 3):
         inflight.add(handle)
     clock.advance(20)
-    keeper = HeartbeatService(inflight, "default", 10)
+    heartbeats = HeartbeatService(inflight, "default", 10)
     # PostgreSQL: one UPDATE. SQLite's own dialect: one UPDATE per job inside one
     # transaction. The ORM dialect: a locking read and one UPDATE for the lease they share.
     one = dialect_name(connections["default"]) == "postgresql"
     with django_assert_max_num_queries(1 if one else 5):
-        renewed = keeper.run_once(system_clock())
-    assert len(renewed) == 3
-    clock.advance(20)  # 40 s after the claim: alive thanks to the renewal
+        extended = heartbeats.run_once(system_clock())
+    assert len(extended) == 3
+    clock.advance(20)  # 40 s after the claim: alive thanks to the heartbeat
     assert all(h.ack() for h in inflight.all())
 
 
-def test_lease_keeper_skips_jobs_held_by_an_atomic_transaction(q):
+def test_the_heartbeat_service_skips_jobs_held_by_an_atomic_transaction(q):
     q.enqueue(1)
     inflight = InFlight()
     handle = q.claim_one("w")
@@ -112,13 +112,13 @@ def test_lease_keeper_skips_jobs_held_by_an_atomic_transaction(q):
     assert HeartbeatService(inflight, "default", 10).run_once(system_clock()) == set()
 
 
-def test_lease_keeper_reports_a_lost_lease(q, clock, caplog):
+def test_the_heartbeat_service_reports_a_lost_lease(q, clock, caplog):
     job = q.enqueue(1)
     inflight = InFlight()
     inflight.add(q.claim_one("w"))
     q.cancel(job.id)
     assert HeartbeatService(inflight, "default", 10).run_once(system_clock()) == set()
-    assert "lease renewal refused" in caplog.text
+    assert "heartbeat refused" in caplog.text
 
 
 def test_presence_registers_refreshes_and_unregisters(clock):
@@ -247,21 +247,21 @@ def test_claimer_claims_no_more_than_the_free_capacity(make_queue):
     assert claimer.run_once() == 2
 
 
-def test_lease_keeper_ticks_within_a_third_of_the_shortest_lease_held(make_queue):
+def test_the_heartbeat_service_ticks_within_a_third_of_the_shortest_lease_held(make_queue):
     q = make_queue("mixed", lease=60)
     q.enqueue(1)
     q.enqueue(2, priority=1)
     inflight = InFlight()
-    keeper = HeartbeatService(inflight, "default", 20)
+    heartbeats = HeartbeatService(inflight, "default", 20)
     for handle in q.claim("w", 2):
         inflight.add(handle)
-    keeper.run_once(system_clock())
-    assert keeper.interval == 20
+    heartbeats.run_once(system_clock())
+    assert heartbeats.interval == 20
     short = make_queue("mixed", lease=6)
     short.enqueue(3)
     inflight.add(short.claim_one("w"))
-    keeper.run_once(system_clock())
-    assert keeper.interval == 2
+    heartbeats.run_once(system_clock())
+    assert heartbeats.interval == 2
 
 
 def test_claimer_waits_until_half_its_capacity_is_free(make_queue):

@@ -177,14 +177,14 @@ def test_a_job_asking_once_its_lease_lapsed_reads_its_own_again(worker):
     assert notes([late]) == got_own([late])
 
 
-def test_a_job_whose_lease_was_renewed_still_gets_the_claims_read(worker):
+def test_a_job_whose_lease_was_extended_still_gets_the_claims_read(worker):
     clock = FakeClock()
     first, late = handles = claim("own-step", 2, clock=clock)
     worker.hold(handles)
     worker.run([first])
     clock.advance(50)
     assert late.heartbeat()
-    clock.advance(20)  # past the lease it was claimed with, within the renewed one
+    clock.advance(20)  # past the lease it was claimed with, within the extended one
 
     with CaptureQueriesContext(connection) as captured:
         worker.run([late])

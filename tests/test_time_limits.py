@@ -202,7 +202,7 @@ def test_a_bad_task_queue_timeout_is_refused_with_its_setting_named():
         read_settings({"QUEUES": {"tasks": {"timeout": -5}}})
 
 
-def test_the_time_limits_settle_an_overdue_job_and_its_lease_is_renewed_no_more(q, clock):
+def test_the_time_limits_settle_an_overdue_job_and_its_lease_is_extended_no_more(q, clock):
     q.enqueue({})
     (handle,) = q.claim("w1")
     inflight = InFlight()
@@ -218,7 +218,7 @@ def test_the_time_limits_settle_an_overdue_job_and_its_lease_is_renewed_no_more(
 
     assert settled == [handle]
     assert run.cancelled and run.timed_out
-    assert inflight.renewable() == []
+    assert inflight.to_heartbeat() == []
     assert limits.run_once(clock() + timedelta(seconds=2)) == 0  # once only
 
 

@@ -210,7 +210,7 @@ class Dialect:
 
     #: LISTEN/NOTIFY wake-ups, which reach every host and carry cancels; elsewhere the
     #: workers of the enqueuing host are woken through sockets (sql/local_wakeups.py), the
-    #: others poll, and a cancel reaches its worker at the next lease renewal.
+    #: others poll, and a cancel reaches its worker at the next heartbeat.
     supports_notify = False
     #: Session-level advisory locks, which the server frees when the session ends (leader):
     #: true where the dialect has a session_lock.
@@ -372,7 +372,7 @@ class Dialect:
 
     def notify_cancel(self, connection: BaseDatabaseWrapper, worker_id: str, job_id: int) -> None:
         """Tell `worker_id` at once that the job it runs was cancelled (PostgreSQL NOTIFY, sent
-        at commit; nothing elsewhere, where the worker's next lease renewal finds out)."""
+        at commit; nothing elsewhere, where the worker's next heartbeat finds out)."""
 
     def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
         """Dead row versions in the live table, as the server counts them; None where the
@@ -789,12 +789,12 @@ class Dialect:
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,
-        renewals: Sequence[tuple[Claim, datetime]],
+        heartbeats: Sequence[tuple[Claim, datetime]],
         now: datetime,
         progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
         """Set each valid claim's lease_expires_at, and its progress when `progress` holds
-        a new report for it, in the same statement; returns the claims renewed."""
+        a new report for it, in the same statement; returns the claims extended."""
         raise NotImplementedError
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:

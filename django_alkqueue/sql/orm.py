@@ -447,33 +447,33 @@ class OrmDialect(limited_claim.OrmClaims):
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,
-        renewals: Sequence[tuple[Claim, datetime]],
+        heartbeats: Sequence[tuple[Claim, datetime]],
         now: datetime,
         progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
-        expiry = dict(renewals)
+        expiry = dict(heartbeats)
         reports = progress or {}
-        renewed: list[Claim] = []
+        extended: list[Claim] = []
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
-            # Rows an atomic handler's transaction holds are skipped, not waited for: the
-            # keeper must never stall behind a running handler.
+            # Rows an atomic handler's transaction holds are skipped, not waited for: a
+            # heartbeat must never stall behind a running handler.
             ids = [claim.id for claim in expiry]
             for chunk in chunks(ids):
                 valid = self._held(connection, chunk, now)
                 held = [claim for claim in valid if claim in expiry]
-                self._renew(connection, held, expiry, reports)
-                renewed.extend(held)
-        return renewed
+                self._heartbeat(connection, held, expiry, reports)
+                extended.extend(held)
+        return extended
 
-    def _renew(
+    def _heartbeat(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim],
         expiry: Mapping[Claim, datetime], reports: Mapping[Claim, Progress],
     ) -> None:  # fmt: skip
         """Write the new expiry of `claims`, whose rows _held locked: one UPDATE for all
         that share an expiry (one per lease length), one per job with a progress report.
         A statement per job held its locks for thousands of round trips, long enough for
-        the leases to lapse under it (docs/databases.md, "Lease renewals")."""
+        the leases to lapse under it (docs/databases.md, "Heartbeats")."""
         by_expiry: dict[datetime, list[int]] = {}
         for claim in claims:
             if claim in reports:
@@ -602,7 +602,7 @@ class OrmDialect(limited_claim.OrmClaims):
 
 
 def progress_columns(reports: Mapping[Claim, Progress], claim: Claim) -> dict[str, Any]:
-    """The progress columns a renewal writes for `claim`: none when it has no new report."""
+    """The progress columns a heartbeat writes for `claim`: none when it has no new report."""
     report = reports.get(claim)
     if report is None:
         return {}

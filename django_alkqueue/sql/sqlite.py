@@ -454,15 +454,15 @@ class SqliteDialect(limited_claim.OrmClaims):
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,
-        renewals: Sequence[tuple[Claim, datetime]],
+        heartbeats: Sequence[tuple[Claim, datetime]],
         now: datetime,
         progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
         at = self.param_datetime(connection, now)
-        renewed: list[Claim] = []
+        extended: list[Claim] = []
         reports = progress or {}
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            for claim, expires in renewals:
+            for claim, expires in heartbeats:
                 fence = [claim.id, claim.token.hex, at]
                 report = reports.get(claim)
                 if report is None:
@@ -472,8 +472,8 @@ class SqliteDialect(limited_claim.OrmClaims):
                         self.param_datetime(connection, expires), report.stored(),
                         self.param_datetime(connection, report.updated_at), *fence,
                     ])  # fmt: skip
-                renewed.extend(returned_claim(row) for row in cursor.fetchall())
-        return renewed
+                extended.extend(returned_claim(row) for row in cursor.fetchall())
+        return extended
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
         # julianday() reads Django's stored text timestamps; retention is in seconds.

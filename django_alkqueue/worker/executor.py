@@ -56,7 +56,7 @@ logger = logging.getLogger("django_alkqueue")
 # is not an Exception is still a failure of that job, not of the worker: SystemExit (a
 # library calling sys.exit), asyncio.CancelledError (a handler running a coroutine that
 # was cancelled), GeneratorExit, a project's own BaseException subclass. Letting one through
-# would kill the handler thread with the job still claimed and its lease renewed for ever.
+# would kill the handler thread with the job still claimed and its lease extended for ever.
 # KeyboardInterrupt alone is passed on (see `run`): it asks to stop, it is not a job's error.
 HANDLER_ERRORS = (BaseException,)
 
@@ -356,7 +356,7 @@ class Executor:
     def _stopped(self, runs: list[Run], handles: list[JobHandle]) -> None:
         """The handler of these jobs has stopped: the cancel requests of those cancelled
         while it ran go (the admin stops showing "cancel requested"), and those jobs are
-        kept as "cancelled" when their queue keeps history. A refused renewal does not tell
+        kept as "cancelled" when their queue keeps history. A refused heartbeat does not tell
         a cancel from a lost claim; the CancelRequest row does."""
         stopped = time.monotonic()
         flagged = {

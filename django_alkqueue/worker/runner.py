@@ -225,7 +225,7 @@ class Worker:
         leader = LeaderService(Leadership(direct, self.worker_id), leader_services,
                               settings.WORKER_STALE_AFTER)  # fmt: skip
         # PostgreSQL's LISTEN also carries cancels; elsewhere a socket hears this host's
-        # enqueues (sql/local_wakeups.py) and a cancel comes with the next lease renewal.
+        # enqueues (sql/local_wakeups.py) and a cancel comes with the next heartbeat.
         cancels = None
         if dialect_for(connections[direct]).supports_notify:
             cancels = (self.worker_id, lambda job_id: inflight.cancel(job_id, CANCELLED))
@@ -399,7 +399,7 @@ def _release(inflight: InFlight, handles: list[JobHandle]) -> int:
 
 def _crash(inflight: InFlight, using: str, clock: Clock) -> None:
     """A loop died while these handlers ran: one of them may be what broke it (a value no
-    renewal can write, ...). Each goes back with its attempt and a crash counted, and a job
+    heartbeat can write, ...). Each goes back with its attempt and a crash counted, and a job
     that crashed its worker twice goes to the dead letters (operations.crashed), so that
     no poison job takes every restarted worker down in turn."""
     crashed = dead = 0

@@ -3,7 +3,7 @@
 A handler past its `timeout` cannot be stopped: Python has no way to end a thread. So, at
 the deadline, this service
 1. raises the job's cancel flag (the handler may see `job.cancelled` and return early), and
-   the lease keeper stops renewing its lease;
+   the heartbeat service stops heartbeating its lease;
 2. fails the attempt with TimeLimitExceeded through the retry policy, as if the handler had
    raised it (retry or dead letter); a later ack from the handler is refused by the claim
    token, since the retry gave the job up;

@@ -151,7 +151,7 @@ def printed_safely(output: str) -> bool:
 
 
 def _held(q: Any) -> tuple[Any, Any, HeartbeatService]:
-    """A claimed job, its handler's job and a lease keeper over it, as the worker has them."""
+    """A claimed job, its handler's job and a heartbeat service over it, as the worker has them."""
     q.enqueue({"n": 1})
     handle = q.claim_one("w")
     inflight = InFlight()
@@ -165,13 +165,13 @@ def _held(q: Any) -> tuple[Any, Any, HeartbeatService]:
 
 @PROPERTY
 @given(done=amounts, total=st.one_of(st.none(), amounts), note=storable)
-def test_progress_is_refused_or_written_by_the_next_renewal(done: Any, total: Any, note: str):
+def test_progress_is_refused_or_written_by_the_next_heartbeat(done: Any, total: Any, note: str):
     q = fresh()
 
     def call(held: Any) -> Any:
-        _, job, keeper = held
+        _, job, heartbeats = held
         job.progress(done, total, note)
-        keeper.run_once(NOW)  # the renewal writes it: it must not raise
+        heartbeats.run_once(NOW)  # the heartbeat writes it: it must not raise
 
     def verify(held: Any, _: None) -> None:
         progress = stored(q, held[0].job.id).progress
@@ -184,12 +184,12 @@ def test_progress_is_refused_or_written_by_the_next_renewal(done: Any, total: An
 
 @pytest.mark.parametrize("note", ["file-\udcff.txt", "\ud800"])
 def test_a_progress_note_no_database_can_store_is_refused_or_cleaned(note: str):
-    handle, job, keeper = _held(fresh())
+    handle, job, heartbeats = _held(fresh())
     try:
         job.progress(1, 2, note)
     except InvalidOption:
         return  # refused at the call: documented
-    keeper.run_once(NOW)  # or written, cleaned: the renewal must not raise
+    heartbeats.run_once(NOW)  # or written, cleaned: the heartbeat must not raise
     assert stored(fresh(), handle.job.id).progress is not None
 
 

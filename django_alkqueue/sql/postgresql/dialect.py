@@ -371,12 +371,12 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,
-        renewals: Sequence[tuple[Claim, datetime]],
+        heartbeats: Sequence[tuple[Claim, datetime]],
         now: datetime,
         progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
-        renewed: list[Claim] = []
-        for chunk in chunked(renewals, self.ids_per_statement):
+        extended: list[Claim] = []
+        for chunk in chunked(heartbeats, self.ids_per_statement):
             ids = [claim.id for claim, _ in chunk]
             tokens = [claim.token for claim, _ in chunk]
             expiries = [expires for _, expires in chunk]
@@ -389,8 +389,8 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
             else:
                 params, statement = [ids, now, ids, tokens, expiries], sql.HEARTBEAT
             rows = fetch_all(connection, statement, params, generic_plan=True)
-            renewed.extend(returned_claim(row) for row in rows)
-        return renewed
+            extended.extend(returned_claim(row) for row in rows)
+        return extended
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
         with connection.cursor() as cursor:

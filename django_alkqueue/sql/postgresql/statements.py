@@ -310,10 +310,10 @@ RELEASE = _UNCLAIM.format(refund=", attempts = attempts - 1")
 # A snooze is a release to a later run_at.
 SNOOZE = RELEASE
 
-# Rows locked by an atomic handler's transaction are skipped, not waited for: the keeper
+# Rows locked by an atomic handler's transaction are skipped, not waited for: a heartbeat
 # must never stall behind a running handler (the lock already keeps others off that row).
 # The locking read is a CTE, run once: as an IN (subquery) the planner, misled by a table's
-# stale statistics, re-ran it for every row of the table, and one renewal of 2,000 prefetched
+# stale statistics, re-ran it for every row of the table, and one heartbeat of 2,000 prefetched
 # jobs took minutes while the acker's DELETE waited on its row locks (docs/benchmarks.md,
 # "Fast by default").
 HEARTBEAT = f"""
@@ -330,7 +330,7 @@ RETURNING m.id, m.claim_token
 
 # The same, writing running jobs' progress as well (docs/running-jobs.md): a NULL progress_at
 # in the arrays leaves that row's progress as it was. Used only on ticks with progress to
-# write, so the plain renewal keeps its three arrays.
+# write, so the plain heartbeat keeps its three arrays.
 HEARTBEAT_WITH_PROGRESS = f"""
 WITH locked AS (
     SELECT id FROM {MESSAGE_TABLE}
