@@ -180,7 +180,7 @@ def test_a_job_cancelled_while_running_is_kept_as_cancelled_on_a_queue_with_keep
                    what=f"the handler's start\n{worker.output}")  # fmt: skip
         queue("cancellable-kept").cancel(job.id)
         wait_until(lambda: FinishedJob.objects.filter(job_id=job.id).exists(), timeout=30,
-                   what=f"the kept row\n{worker.output}")  # fmt: skip
+                   what=f"the history row\n{worker.output}")  # fmt: skip
     finally:
         stop(worker.process)
     kept = queue("cancellable-kept").get_job(job.id)
@@ -194,7 +194,7 @@ def test_a_handler_cancelling_its_own_job_is_kept_as_cancelled_not_succeeded():
                                   env=CONSUMERS))  # fmt: skip
     try:
         wait_until(lambda: FinishedJob.objects.filter(job_id=job.id).exists(), timeout=30,
-                   what=f"the kept row\n{worker.output}")  # fmt: skip
+                   what=f"the history row\n{worker.output}")  # fmt: skip
     finally:
         stop(worker.process)
     assert not QueueMessage.objects.filter(id=job.id).exists()

@@ -1,4 +1,4 @@
-"""The kept history's day partitions on PostgreSQL (sql/postgresql/history.py): made ahead
+"""The history's day partitions on PostgreSQL (sql/postgresql/history.py): made ahead
 by the leader, a DEFAULT partition for days without one, whole partitions dropped once all
 their rows are past their keep, and expired rows of the others deleted in batches."""
 

@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Q, QuerySet, TextField, Value
 
-from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, Finish, Job, Progress, Stamps
+from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, HistoryEntry, Job, Progress, Stamps
 from ..models import MESSAGE_TABLE, STEP_TABLE, DeadLetter, QueueMessage
 from . import debounce_rows, innodb, limited_claim, queue_stat_deltas, unique_windows
 from .base import Acked, Claim, CrashRetry, Row, TakenDeadLetter, WriteChunk
@@ -298,11 +298,11 @@ class OrmDialect(limited_claim.OrmClaims):
         connection: BaseDatabaseWrapper,
         claims: Sequence[Claim],
         now: datetime,
-        finishes: Sequence[Finish | None] | None = None,
+        entries: Sequence[HistoryEntry | None] | None = None,
         plain_only: bool = False,
     ) -> Acked[Claim]:
-        kept = {} if finishes is None else {
-            claim: done for claim, done in zip(claims, finishes, strict=True) if done is not None
+        kept = {} if entries is None else {
+            claim: done for claim, done in zip(claims, entries, strict=True) if done is not None
         }  # fmt: skip
         done: Acked[Claim] = Acked([], [])
         with transaction.atomic(using=connection.alias, savepoint=False):
@@ -336,10 +336,10 @@ class OrmDialect(limited_claim.OrmClaims):
         ]
 
     def _keep(
-        self, connection: BaseDatabaseWrapper, claims: list[Claim], kept: dict[Claim, Finish],
+        self, connection: BaseDatabaseWrapper, claims: list[Claim], kept: dict[Claim, HistoryEntry],
         now: datetime,
     ) -> None:  # fmt: skip
-        """Copy the acked rows that have a Finish to the history, before their delete and in
+        """Copy the acked rows that have a HistoryEntry to the history, before their delete and in
         its transaction (the rows are locked by _valid_marked)."""
         if not claims:
             return
@@ -363,7 +363,7 @@ class OrmDialect(limited_claim.OrmClaims):
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None, plain_only: bool = False,
+        done: HistoryEntry | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         acked: Acked[int] = Acked([], [])
         with transaction.atomic(using=connection.alias, savepoint=False):

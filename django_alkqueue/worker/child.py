@@ -275,7 +275,7 @@ class Child:
             value = self._call(spec, job.payload, job)
             if work.deadline is not None and system_clock() >= work.deadline:
                 raise TimeLimitExceeded(work.timeout or 0)  # all it did rolls back
-            done = history.finish(work.queue, value, time.monotonic() - started)
+            done = history.entry_for(work.queue, value, time.monotonic() - started)
             acked = operations.ack(self.using, [work.claim], system_clock(), [done])
             if work.claim not in acked:
                 raise LostClaimInChild

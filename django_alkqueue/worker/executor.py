@@ -36,7 +36,7 @@ from ..exceptions import InvalidOption, TimeLimitExceeded, WorkerChildDied
 from ..jobs import Job
 from ..outcomes import Cancelled, Fail, Retry, Snooze
 from ..privacy import is_sensitive
-from ..queues import JobHandle, record_finish_all
+from ..queues import JobHandle, record_history_all
 from ..running import CANCELLED, CLAIM_LOST, Run, running_job, running_jobs, settle_all, start_all
 from ..steps import IN_ATOMIC, IN_BATCH, Sleeping, Waiting
 from .acker import AckService
@@ -252,8 +252,10 @@ class Executor:
                 acking = [handle for handle in live if handle.job.id not in failures]
             else:
                 unsettled, acking = [], live
-            # A batch handler returns failures, not outputs: one Finish for all its jobs.
-            record_finish_all(acking, history.finish(spec.queue, None, time.monotonic() - started))
+            # A batch handler returns failures, not outputs: one HistoryEntry for all its jobs.
+            record_history_all(
+                acking, history.entry_for(spec.queue, None, time.monotonic() - started)
+            )
             self._to_ack(acking, started)
             for handle in unsettled:
                 self._settle_failure(spec, handle, failures[handle.job.id], started)
@@ -379,7 +381,7 @@ class Executor:
     def _keep_cancelled(self, handle: JobHandle, duration: float | None) -> None:
         """Write a job cancelled while it ran to the history, outcome "cancelled", when its
         queue keeps (history.py); its live row is gone already."""
-        done = history.finish(handle.job.queue, None, duration)
+        done = history.entry_for(handle.job.queue, None, duration)
         if done is None:
             return
         job = handle.job
@@ -438,7 +440,7 @@ class Executor:
                     raise TimeLimitExceeded(run.timeout or 0)
                 handle.record(output, time.monotonic() - started)
                 acked = operations.ack(
-                    self.using, [handle.claim], handle.queue.clock(), [handle.kept()]
+                    self.using, [handle.claim], handle.queue.clock(), [handle.history_entry()]
                 )
                 if handle.claim not in acked:
                     raise LostClaim

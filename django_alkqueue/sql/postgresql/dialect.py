@@ -19,7 +19,7 @@ from ...error_groups import fingerprint
 from ...jobs import (
     CRASHED_ITS_WORKER,
     MAX_ATTEMPTS_EXCEEDED,
-    Finish,
+    HistoryEntry,
     Job,
     Progress,
     Stamps,
@@ -251,13 +251,13 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
         connection: BaseDatabaseWrapper,
         claims: Sequence[Claim],
         now: datetime,
-        finishes: Sequence[Finish | None] | None = None,
+        entries: Sequence[HistoryEntry | None] | None = None,
         plain_only: bool = False,
     ) -> Acked[Claim]:
         # The per-job work stays in C (count, map, comprehensions): a batch consumer acks
         # thousands of jobs a second through here.
-        if finishes is not None and finishes.count(None) < len(finishes):
-            return self._ack_keeping(connection, claims, now, finishes, plain_only)
+        if entries is not None and entries.count(None) < len(entries):
+            return self._ack_keeping(connection, claims, now, entries, plain_only)
         statement = sql.ACK_PLAIN if plain_only else sql.ACK
         done: Acked[Claim] = Acked([], [])
         for chunk in chunked(claims, self.ids_per_statement):
@@ -275,7 +275,7 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
         connection: BaseDatabaseWrapper,
         claims: Sequence[Claim],
         now: datetime,
-        finishes: Sequence[Finish | None],
+        entries: Sequence[HistoryEntry | None],
         plain_only: bool,
     ) -> Acked[Claim]:
         statement = sql.ACK_KEEPING_PLAIN if plain_only else sql.ACK_KEEPING
@@ -283,7 +283,7 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
         with self.all_or_nothing(connection, len(claims)):
             for start in range(0, len(claims), self.ids_per_statement):
                 chunk = claims[start : start + self.ids_per_statement]
-                kept = finishes[start : start + self.ids_per_statement]
+                kept = entries[start : start + self.ids_per_statement]
                 params = [
                     sql.bigint_array(c.id for c in chunk), sql.uuid_array(c.token for c in chunk),
                     [None if f is None else f.keep for f in kept],
@@ -299,7 +299,7 @@ class PostgresDialect(orm_limited_claim.OrmClaims):
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None, plain_only: bool = False,
+        done: HistoryEntry | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         acked: Acked[int] = Acked([], [])
         if done is None:

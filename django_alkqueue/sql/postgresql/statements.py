@@ -17,13 +17,13 @@ from ...error_groups import fingerprint
 from ...jobs import MAX_ATTEMPTS_EXCEEDED
 from ...models import (
     DEAD_LETTER_TABLE,
-    FINISHED_TABLE,
+    HISTORY_TABLE,
     MESSAGE_TABLE,
     SIGNAL_TABLE,
     STEP_TABLE,
 )
 from .. import debounce_rows
-from ..base import DEAD_LETTER_FIELDS, INSERT_FIELDS, KEPT_FIELDS, KEYLESS_INSERT_FIELDS
+from ..base import DEAD_LETTER_FIELDS, HISTORY_FIELDS, INSERT_FIELDS, KEYLESS_INSERT_FIELDS
 from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 
 _DEAD_AS_ROW = (
@@ -229,7 +229,7 @@ WITH acked AS (
     WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s{{plain}}
     RETURNING c.place, c.keep, c.duration, c.output, c.output_error, m.*
 ), kept AS (
-    INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
+    INSERT INTO {HISTORY_TABLE} ({", ".join(HISTORY_FIELDS)})
     SELECT id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
         unique_key, concurrency_key, last_error, enqueued_at, claimed_at, %s, duration,
         claimed_by, 'succeeded', output, output_error, %s + make_interval(secs => keep)
@@ -258,7 +258,7 @@ WITH acked AS (
       AND lease_expires_at > %s{{plain}}
     RETURNING *
 ), kept AS (
-    INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
+    INSERT INTO {HISTORY_TABLE} ({", ".join(HISTORY_FIELDS)})
     SELECT id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
         unique_key, concurrency_key, last_error, enqueued_at, claimed_at, %s, NULL,
         claimed_by, 'succeeded', NULL, NULL, %s + make_interval(secs => %s)
@@ -419,7 +419,7 @@ SELECT x::text FROM (
 ORDER BY age(x) DESC LIMIT 1
 """
 # The same count for each of the tables named by the parameter (a text array), a
-# partitioned table's partitions summed into its own figure (the kept history's day
+# partitioned table's partitions summed into its own figure (the history's day
 # partitions come and go; one series per day would churn). The names are resolved through
 # the search path, as Django's unqualified names are; a missing table is left out.
 TABLE_DEAD_TUPLES = """
