@@ -4,7 +4,7 @@
 One worker (4 threads) runs the consumer of jobs/alkqueue_cancel_consumers.py, which checks
 its flag every millisecond; the bench enqueues a job, waits for its handler to start, cancels
 it and reads when the handler saw the flag (the NOTIFY on the worker's channel, heard by its
-listener; the lease renewal is the fallback and, with the default 30 s lease, never the one).
+listener; the heartbeat is the fallback and, with the default 30 s lease, never the one).
 
     python -m bench.cancel_latency [--quick]
 

@@ -31,7 +31,7 @@ from . import defaults, operations, validation
 from .clock import system_clock
 from .conf import get_settings
 from .exceptions import InvalidName, InvalidOption
-from .jobs import KEPT_STATES, Job
+from .jobs import HISTORY_STATES, Job
 from .models import TaskResult as TaskResultRecord
 from .payload import refuse_nul
 from .queues import queue
@@ -147,8 +147,8 @@ class AlkQueueBackend(BaseTaskBackend):
         using = get_settings().DATABASE
         now = system_clock()
         job = operations.get_job(using, job_id, now)
-        if job is not None and job.state in KEPT_STATES:
-            job = None  # a kept job has finished: its result row tells the rest
+        if job is not None and job.state in HISTORY_STATES:
+            job = None  # a job in the history has finished: its result row tells the rest
         record = (
             TaskResultRecord.objects.using(using)
             .filter(job_id=job_id)

@@ -78,8 +78,8 @@ class AlkQueueSettings:
     #: Tests only (django_alkqueue.testing): run each due job enqueued in a transaction when
     #: it commits, in the committing thread, through the worker's outcome rules.
     RUN_ON_COMMIT: bool = False
-    #: The most bytes of a kept job's output (its handler's return value as JSON) recorded;
-    #: a larger one is recorded as a note instead (docs/running-jobs.md). Default 32 KiB.
+    #: The most bytes of the output (its handler's return value as JSON) the history records
+    #: of a job; a larger one is recorded as a note instead (docs/running-jobs.md). Default 32 KiB.
     MAX_OUTPUT_BYTES: int = 32 * 1024
     #: A bearer token that opens the Prometheus view (django_alkqueue.metrics) to a scraper
     #: without a Django login; None: only staff users with the view permission get in.

@@ -164,7 +164,7 @@ def consumer(
     `concurrency`, `key_concurrency`, `rate` and `key_rate` limit the queue's claims across
     every worker (docs/flow-control.md). `timeout` bounds each handler call: past it the
     attempt fails with TimeLimitExceeded (docs/running-jobs.md). `keep` keeps each finished
-    job, with its handler's return value, for that long (docs/running-jobs.md, "Kept history
+    job, with its handler's return value, for that long (docs/running-jobs.md, "History
     and recorded output")."""
     validation.queue_name(queue)
     size = None if batch is None else validation.consumer_batch(batch)

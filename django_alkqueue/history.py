@@ -1,21 +1,22 @@
-"""Kept history: which queues keep their finished jobs, for how long, and what is recorded.
+"""History: which queues keep their finished jobs, for how long, and what is recorded.
 
 A queue keeps when its @consumer says `keep=...` or ALKQUEUE["QUEUES"][name]["keep"] does.
 Each of its finished jobs (acked, or cancelled while running) is then written to the
 FinishedJob table in the transaction of its ack, with the handler's return value as JSON
 (at most ALKQUEUE["MAX_OUTPUT_BYTES"]); an output that cannot be recorded is replaced by a
-note and never fails the job (docs/running-jobs.md, "Kept history and recorded output").
+note and never fails the job (docs/running-jobs.md, "History and recorded output").
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any
 
 from .conf import get_settings
 from .consumers import registry
 from .error_text import headline
-from .jobs import Finish
+from .jobs import HistoryEntry
 from .validation import storable_copy
 
 #: The encoder of recorded output: strict JSON (no NaN), compact, non-ASCII kept.
@@ -59,11 +60,26 @@ def recorded_output(value: Any, limit: int) -> tuple[str | None, str | None]:
     return text, None
 
 
-def finish(queue: str, value: Any, duration: float | None) -> Finish | None:
-    """The Finish of a job of `queue` whose handler returned `value` after `duration`
+def entry_for(queue: str, value: Any, duration: float | None) -> HistoryEntry | None:
+    """The HistoryEntry of a job of `queue` whose handler returned `value` after `duration`
     seconds; None when the queue keeps no history (nothing is encoded then)."""
     keep = keep_for(queue)
     if keep is None:
         return None
     output, error = recorded_output(value, get_settings().MAX_OUTPUT_BYTES)
-    return Finish(keep, duration, output, error)
+    return HistoryEntry(keep, duration, output, error)
+
+
+#: The names these had before they said "history" (docs/running-jobs.md): they still work,
+#: with a DeprecationWarning.
+_RENAMED = {"Finish": ("HistoryEntry", HistoryEntry), "finish": ("entry_for", entry_for)}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _RENAMED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    new_name, value = _RENAMED[name]
+    warnings.warn(
+        f"history.{name} is deprecated; use history.{new_name}", DeprecationWarning, stacklevel=2
+    )
+    return value

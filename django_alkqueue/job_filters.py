@@ -199,7 +199,7 @@ def _dead_row(row: dict[str, Any]) -> ListedJob:
 
 def fair_key_of(using: str, job_id: int) -> str | None:
     """The fair key of the live job or dead letter with this id (`Job` does not carry it);
-    None for a kept job, which has none."""
+    None for a job in the history, which has none."""
     live = QueueMessage.objects.using(using).filter(id=job_id).values_list("fair_key", flat=True)
     dead = DeadLetter.objects.using(using).filter(job_id=job_id)
     return live.first() or dead.values_list("fair_key", flat=True).first()

@@ -1,5 +1,5 @@
 """The value objects handed to callers: `Job` and `QueueStats`, and those the drivers take:
-`Stamps`, `Progress`, `Finish`. Frozen; built from rows."""
+`Stamps`, `Progress`, `HistoryEntry`. Frozen; built from rows."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ State = Literal["waiting", "pending", "scheduled", "claimed", "dead", "succeeded
 #: due now, running.
 LIVE_STATES: tuple[State, ...] = ("waiting", "pending", "scheduled", "claimed")
 STATES: tuple[State, ...] = (*LIVE_STATES, "dead")
-#: The outcomes a kept job (docs/running-jobs.md, "Kept history") finished with.
-KEPT_STATES: tuple[State, ...] = ("succeeded", "cancelled")
+#: The outcomes a job in the history (docs/running-jobs.md, "History") finished with.
+HISTORY_STATES: tuple[State, ...] = ("succeeded", "cancelled")
 
 # Pinned reasons: they appear verbatim in dead letters, signals, the admin and the docs.
 MAX_ATTEMPTS_EXCEEDED = "max attempts exceeded"
@@ -87,8 +87,9 @@ class Job:
     #: What a running job last reported (job.progress(); docs/running-jobs.md); read by
     #: get_job for a claimed job, None otherwise.
     progress: Progress | None = None
-    #: A kept job's (state "succeeded" or "cancelled"): when it finished, how long its last
-    #: attempt's handler ran (seconds), its recorded output, and why none was recorded.
+    #: A job from the history (state "succeeded" or "cancelled"): when it finished, how long
+    #: its last attempt's handler ran (seconds), its recorded output, and why none was
+    #: recorded.
     finished_at: datetime | None = None
     duration: float | None = None
     output: Any = None
@@ -170,10 +171,10 @@ class Stamps(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Finish:
-    """What a kept row holds beyond the live row it comes from: how long to keep it, how
+class HistoryEntry:
+    """What a history row holds beyond the live row it comes from: how long to keep it, how
     long the handler ran, and its recorded output (JSON text) or the note that replaced it
-    (history.finish makes one)."""
+    (history.entry_for makes one)."""
 
     keep: float
     duration: float | None = None

@@ -50,8 +50,8 @@ PERIODIC_TICK_TABLE = "alkqueue_periodictick"
 CLAIM_GATE_TABLE = "alkqueue_claimgate"
 CLAIM_LEDGER_TABLE = "alkqueue_claimledger"
 CANCEL_REQUEST_TABLE = "alkqueue_cancelrequest"
-#: Kept history (docs/running-jobs.md): on PostgreSQL a table partitioned by finished day.
-FINISHED_TABLE = "alkqueue_finishedjob"
+#: The history (docs/running-jobs.md): on PostgreSQL a table partitioned by finished day.
+HISTORY_TABLE = "alkqueue_finishedjob"
 # Workflows (docs/workflows.md).
 BATCH_TABLE = "alkqueue_batch"
 BATCH_MEMBER_TABLE = "alkqueue_batchmember"
@@ -146,8 +146,8 @@ STAND_INS = {
         MESSAGE_TABLE, CONCURRENCY_KEY_INDEX, ("queue", "concurrency_key")
     ),
     # Built without its condition it would be alkqueue_finished_at_idx twice (0019 drops it).
-    FINISHED_OTHER_INDEX: StandIn(FINISHED_TABLE, "alkqueue_finished_at_idx", ("finished_at",)),
-    FINISHED_KEY_INDEX: StandIn(FINISHED_TABLE, FINISHED_KEY_INDEX, ("concurrency_key",)),
+    FINISHED_OTHER_INDEX: StandIn(HISTORY_TABLE, "alkqueue_finished_at_idx", ("finished_at",)),
+    FINISHED_KEY_INDEX: StandIn(HISTORY_TABLE, FINISHED_KEY_INDEX, ("concurrency_key",)),
     RESULT_EXPIRY_INDEX: StandIn(TASK_RESULT_TABLE, RESULT_EXPIRY_INDEX, ("expires_at",)),
     BATCH_OPEN_INDEX: StandIn(BATCH_TABLE, BATCH_OPEN_INDEX, ("created_at",)),
 }  # fmt: skip
@@ -285,7 +285,7 @@ class QueueMessage(models.Model):
     #: as a JSON object of its headers ({"traceparent": ...}); None when nothing traced it.
     trace_context = models.TextField(null=True, blank=True, verbose_name=_("trace context"))
     #: What the running job last reported, as JSON text {"done", "total", "note"}, written
-    #: with the lease renewals (docs/running-jobs.md); `progress_at` is when it reported it.
+    #: with the heartbeats (docs/running-jobs.md); `progress_at` is when it reported it.
     progress = models.TextField(null=True, blank=True, verbose_name=_("progress"))
     progress_at = models.DateTimeField(null=True, blank=True, verbose_name=_("progress at"))
     #: Whether finishing this job touches a workflow: it is a batch member or a job waits for
@@ -439,7 +439,7 @@ class DeadLetter(models.Model):
 
 
 class FinishedJob(models.Model):
-    """A finished job kept for its queue's `keep` (docs/running-jobs.md, "Kept history and
+    """A finished job kept for its queue's `keep` (docs/running-jobs.md, "History and
     recorded output"): written in the transaction of its ack, deleted by the leader's
     history sweep once past `delete_after`.
 
@@ -472,7 +472,7 @@ class FinishedJob(models.Model):
     #: Seconds the last attempt's handler ran (the worker's clock); None when not measured.
     duration = models.FloatField(null=True, blank=True, verbose_name=_("duration"))
     worker_id = models.CharField(max_length=255, null=True, blank=True, verbose_name=_("worker id"))
-    #: "succeeded" or "cancelled" (jobs.KEPT_STATES).
+    #: "succeeded" or "cancelled" (jobs.HISTORY_STATES).
     outcome = models.CharField(max_length=20, verbose_name=_("outcome"))
     #: The handler's return value as JSON text, at most ALKQUEUE["MAX_OUTPUT_BYTES"].
     output = PayloadField(null=True, blank=True, verbose_name=_("output"))
@@ -482,7 +482,7 @@ class FinishedJob(models.Model):
 
     class Meta:
         app_label = APP_LABEL
-        db_table = FINISHED_TABLE
+        db_table = HISTORY_TABLE
         verbose_name = _("finished job")
         verbose_name_plural = _("finished jobs")
         indexes = [

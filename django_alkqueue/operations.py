@@ -29,7 +29,7 @@ from .fair_share import FairShare
 from .jobs import (
     EXPIRED,
     NO_KEYS,
-    Finish,
+    HistoryEntry,
     Job,
     JobKeys,
     Progress,
@@ -242,7 +242,7 @@ def ack(
     using: str,
     claims: Sequence[Claim],
     now: datetime,
-    finishes: Sequence[Finish | None] | None = None,
+    entries: Sequence[HistoryEntry | None] | None = None,
     drop_steps: Collection[int] = (),
 ) -> set[Claim]:
     """The jobs are done: delete each whose claim is still valid. Returns the claims acked.
@@ -256,20 +256,20 @@ def ack(
     recorded some and that the history does not keep): only then does every ack take a
     transaction and a second statement (docs/durable-steps.md, "The cost").
 
-    `finishes` (one per claim; None for a job its queue does not keep) writes each acked job
+    `entries` (one per claim; None for a job its queue does not keep) writes each acked job
     that has one to the history, outcome "succeeded", in the ack's own transaction."""
     if not claims:
         return set()
     if drop_steps:
-        return set(_ack_settling(using, claims, now, finishes, drop_steps))
+        return set(_ack_settling(using, claims, now, entries, drop_steps))
     dialect, connection = _dialect_and_connection(using)
-    done = set(dialect.ack(connection, claims, now, finishes, plain_only=True).done)
+    done = set(dialect.ack(connection, claims, now, entries, plain_only=True).done)
     if len(done) == len(claims):
         return done
     # Rows marked in_workflow, or claims no longer valid: the second pass tells which.
     rest = [place for place, claim in enumerate(claims) if claim not in done]
     left = [claims[place] for place in rest]
-    kept = None if finishes is None else [finishes[place] for place in rest]
+    kept = None if entries is None else [entries[place] for place in rest]
     return done | set(_ack_settling(using, left, now, kept, ()))
 
 
@@ -277,7 +277,7 @@ def _ack_settling(
     using: str,
     claims: Sequence[Claim],
     now: datetime,
-    finishes: Sequence[Finish | None] | None,
+    entries: Sequence[HistoryEntry | None] | None,
     drop_steps: Collection[int],
 ) -> list[Claim]:
     """ack() in one transaction with what it settles: the durable steps of `drop_steps`
@@ -286,7 +286,7 @@ def _ack_settling(
     lock of any enqueue with after= that marked a row, so it sees every edge to it."""
     dialect, connection = _dialect_and_connection(using)
     with transaction.atomic(using=using):
-        acked = dialect.ack(connection, claims, now, finishes)
+        acked = dialect.ack(connection, claims, now, entries)
         gone = [claim.id for claim in acked.done if claim.id in drop_steps]
         if gone:
             dialect.delete_steps(connection, gone)
@@ -294,13 +294,13 @@ def _ack_settling(
     return acked.done
 
 
-def keep_cancelled(using: str, job: Job, now: datetime, done: Finish | None = None) -> bool:
+def keep_cancelled(using: str, job: Job, now: datetime, done: HistoryEntry | None = None) -> bool:
     """A job cancelled while it ran has stopped: write it to the history, outcome
     "cancelled", when its queue keeps (its live row went with the cancel). `done` carries
     how long its handler ran; without one the queue's keep applies, with no output. Returns
     whether a row was written."""
     if done is None:
-        done = history.finish(job.queue, None, None)
+        done = history.entry_for(job.queue, None, None)
         if done is None:
             return False
     dialect, connection = _dialect_and_connection(using)
@@ -313,7 +313,7 @@ def ack_batch(using: str, queue: str, ids: Sequence[int], now: datetime) -> int:
     if not ids:
         return 0
     dialect, connection = _dialect_and_connection(using)
-    done = history.finish(queue, None, None)  # kept without output when the queue keeps
+    done = history.entry_for(queue, None, None)  # kept without output when the queue keeps
     wanted = list(dict.fromkeys(ids))
     acked = dialect.ack_batch(connection, queue, wanted, now, done, plain_only=True).done
     if len(acked) == len(wanted):
@@ -380,21 +380,21 @@ def crashed(
 
 def heartbeat(
     using: str,
-    renewals: Sequence[tuple[Claim, datetime]],
+    heartbeats: Sequence[tuple[Claim, datetime]],
     now: datetime,
     progress: Mapping[Claim, Progress] | None = None,
 ) -> set[Claim]:
     """Reset each valid claim's lease to its new expiry, writing the running jobs' new
-    progress in the same statement; returns the claims renewed."""
-    if not renewals:
+    progress in the same statement; returns the claims extended."""
+    if not heartbeats:
         return set()
     dialect, connection = _dialect_and_connection(using)
-    return set(dialect.heartbeat(connection, renewals, now, progress))
+    return set(dialect.heartbeat(connection, heartbeats, now, progress))
 
 
 def claims_held(using: str, claims: Sequence[Claim], now: datetime) -> set[Claim]:
     """Of `claims`, those whose row, as last committed, still carries them with a live lease.
-    A plain read, waiting for no lock: a renewal skips the rows other transactions hold,
+    A plain read, waiting for no lock: a heartbeat skips the rows other transactions hold,
     and this tells such a row from a claim that is gone."""
     live = QueueMessage.objects.using(using).filter(lease_expires_at__gt=now)
     wanted = set(claims)
@@ -410,7 +410,7 @@ def cancel(using: str, job_id: int, queue: str | None = None, now: datetime | No
 
     A claimed job also leaves a CancelRequest until its handler has stopped, and its worker
     is told: at once by NOTIFY where the database has it (sent at commit), else at its next
-    lease renewal, which finds the row gone (docs/running-jobs.md)."""
+    heartbeat, which finds the row gone (docs/running-jobs.md)."""
     return bool(cancel_many(using, [job_id], now or timezone.now(), queue))
 
 
@@ -526,12 +526,12 @@ def purge_dead_letters(using: str, dead_letter_ids: Sequence[int]) -> int:
 
 
 def get_job(using: str, job_id: int, now: datetime, queue: str | None = None) -> Job | None:
-    """The live job, else the dead letter, else the kept job with this id; a claimed job with
-    the progress it last reported."""
+    """The live job, else the dead letter, else the job in the history with this id; a
+    claimed job with the progress it last reported."""
     dialect, connection = _dialect_and_connection(using)
     row = dialect.select_job(connection, job_id, queue)
     if row is None:
-        return dialect.select_kept(connection, job_id, queue)
+        return dialect.select_history(connection, job_id, queue)
     job = dialect.to_job(row, now)
     if job.state == "waiting":
         return waits.with_reason(using, dependencies.restore_run_at(using, job))
@@ -791,7 +791,7 @@ def sweep_fair_claims(using: str, now: datetime, batch: int) -> int:
 
 
 def sweep_history(using: str, now: datetime, batch: int) -> int:
-    """Delete the kept jobs past their delete_after, `batch` at a time (PostgreSQL: drops
+    """Delete the jobs in the history past their delete_after, `batch` at a time (PostgreSQL: drops
     each day partition whose rows are all past it). Returns how many rows went."""
     dialect, connection = _dialect_and_connection(using)
     return dialect.sweep_history(connection, now, batch)

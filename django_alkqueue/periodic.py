@@ -233,7 +233,7 @@ def next_tick(cron: str, now: datetime) -> datetime:
         best = min([*candidates, best] if best else candidates, default=None)
 
 
-class Scheduler:
+class PeriodicService:
     """Leader-only: enqueue each schedule's most recent tick if it was not enqueued yet."""
 
     def __init__(self, using: str, clock: Clock) -> None:

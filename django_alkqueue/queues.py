@@ -38,7 +38,7 @@ from .jobs import (
     MAX_ATTEMPTS_EXCEEDED,
     NO_KEYS,
     STATES,
-    Finish,
+    HistoryEntry,
     Job,
     JobKeys,
     Progress,
@@ -495,7 +495,7 @@ class Queue:
         return waits.send(self.using, checked_id, checked, decode(text), self.clock(), self.name)
 
     def get_job(self, job_id: int) -> Job | None:
-        """A live job, a dead letter (state "dead") or a kept job (state "succeeded" or
+        """A live job, a dead letter (state "dead") or a job in the history (state "succeeded" or
         "cancelled": docs/running-jobs.md), or None; a claimed job carries the progress its
         handler last reported (`Job.progress`)."""
         return operations.get_job(self.using, validation.job_id(job_id), self.clock(), self.name)
@@ -621,10 +621,10 @@ class JobHandle:
         self.claim = claim
         self.lease_expires_at = job.lease_expires_at
         self._finished = False
-        #: What the history keeps of this job when it is acked (jobs.Finish; None when
+        #: What the history keeps of this job when it is acked (jobs.HistoryEntry; None when
         #: its queue keeps none): set by the worker when the handler returns, else worked out
         #: at the ack, without output.
-        self.finish: Finish | None = None
+        self.entry: HistoryEntry | None = None
         self._recorded = False
 
     def __repr__(self) -> str:
@@ -639,7 +639,9 @@ class JobHandle:
         goes to the history in the same transaction)."""
         if self._finished:
             return False
-        acked = operations.ack(self.queue.using, [self.claim], self.queue.clock(), [self.kept()])
+        acked = operations.ack(
+            self.queue.using, [self.claim], self.queue.clock(), [self.history_entry()]
+        )
         return self._finish(self.claim in acked)
 
     def remove(self) -> bool:
@@ -652,15 +654,15 @@ class JobHandle:
 
     def record(self, output: Any, duration: float | None) -> None:
         """The handler returned `output` after `duration` seconds: what the ack keeps."""
-        self.finish = history.finish(self.job.queue, output, duration)
+        self.entry = history.entry_for(self.job.queue, output, duration)
         self._recorded = True
 
-    def kept(self) -> Finish | None:
-        """What the ack writes to the history: the recorded Finish, else the queue's keep
+    def history_entry(self) -> HistoryEntry | None:
+        """What the ack writes to the history: the recorded HistoryEntry, else the queue's keep
         with no output; None when the queue keeps none."""
         if self._recorded:
-            return self.finish
-        return history.finish(self.job.queue, None, None)
+            return self.entry
+        return history.entry_for(self.job.queue, None, None)
 
     def retry(self, error: str | None = None, delay: Duration | None = None) -> bool:
         """Run again after `delay`, or after the backoff curve; dead-letter when out of attempts."""
@@ -726,8 +728,8 @@ class JobHandle:
         )
         now = self.queue.clock()
         expires = now + timedelta(seconds=seconds)
-        renewed = operations.heartbeat(self.queue.using, [(self.claim, expires)], now)
-        if self.claim in renewed:
+        extended = operations.heartbeat(self.queue.using, [(self.claim, expires)], now)
+        if self.claim in extended:
             self.lease_expires_at = expires
             return True
         return False
@@ -749,11 +751,11 @@ class JobHandle:
         return done
 
 
-def record_finish_all(handles: Sequence[JobHandle], finish: Finish | None) -> None:
-    """record() with the Finish made already, for the jobs of one batch handler call: it
-    makes one for all its jobs (`history.finish` once, not once per job)."""
+def record_history_all(handles: Sequence[JobHandle], entry: HistoryEntry | None) -> None:
+    """record() with the HistoryEntry made already, for the jobs of one batch handler call: it
+    makes one for all its jobs (`history.entry_for` once, not once per job)."""
     for handle in handles:
-        handle.finish = finish
+        handle.entry = entry
         handle._recorded = True
 
 
@@ -764,14 +766,14 @@ def ack_handles(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     live = [h for h in handles if not h._finished]
     if not live:
         return set()
-    # kept() inline: one method call fewer per job on a draining worker's ack.
-    finishes = [h.finish if h._recorded else h.kept() for h in live]
+    # history_entry() inline: one method call fewer per job on a draining worker's ack.
+    entries = [h.entry if h._recorded else h.history_entry() for h in live]
     # Steps go with the ack unless the history keeps them (docs/durable-steps.md).
     drop = {
-        h.claim.id for h, done in zip(live, finishes, strict=True) if h.with_steps and done is None
+        h.claim.id for h, done in zip(live, entries, strict=True) if h.with_steps and done is None
     }
     acked = operations.ack(
-        using, [h.claim for h in live], live[0].queue.clock(), finishes, drop_steps=drop
+        using, [h.claim for h in live], live[0].queue.clock(), entries, drop_steps=drop
     )
     for handle in live:  # _finish() inline: each of them is unfinished so far
         handle._finished = handle.claim in acked
@@ -782,22 +784,22 @@ def heartbeat_handles(
     handles: Sequence[JobHandle], using: str, progress: Mapping[Claim, Progress] | None = None
 ) -> set[Claim]:
     """Heartbeat many handles in one statement, writing the new `progress` of some with it;
-    returns the claims whose lease was renewed."""
+    returns the claims whose lease was extended."""
     live = [h for h in handles if not h._finished]
     if not live:
         return set()
     now = live[0].queue.clock()
-    renewals = [(h.claim, now + timedelta(seconds=h.job.lease)) for h in live]
-    renewed = operations.heartbeat(using, renewals, now, progress)
-    for handle, (claim, expires) in zip(live, renewals, strict=True):
-        if claim in renewed:
+    heartbeats = [(h.claim, now + timedelta(seconds=h.job.lease)) for h in live]
+    extended = operations.heartbeat(using, heartbeats, now, progress)
+    for handle, (claim, expires) in zip(live, heartbeats, strict=True):
+        if claim in extended:
             handle.lease_expires_at = expires
-    return renewed
+    return extended
 
 
 def held_claims(handles: Sequence[JobHandle], using: str) -> set[Claim]:
     """Of these handles' claims, those their rows still carry with a live lease, as last
-    committed: read without waiting for the locks a renewal skipped."""
+    committed: read without waiting for the locks a heartbeat skipped."""
     if not handles:
         return set()
     return operations.claims_held(using, [h.claim for h in handles], handles[0].queue.clock())

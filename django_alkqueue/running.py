@@ -1,7 +1,7 @@
 """A job while its handler runs: its deadline, its cancel flag and the progress it reports.
 
 `Run` is the worker's side, one per claimed job, shared by the handler's thread and the
-worker's loops (the time limits, the lease keeper, the listener); `RunningJob` is the
+worker's loops (the time limits, the heartbeat service, the listener); `RunningJob` is the
 handler's side, the `job` argument every handler gets (docs/running-jobs.md).
 """
 
@@ -30,7 +30,7 @@ MAX_NOTE_CHARS = 200
 # Why a running job's cancel flag went up (Run.cancel_reason).
 #: Queue.cancel or the admin's Cancel; the worker heard it by NOTIFY.
 CANCELLED = "cancelled"
-#: The lease renewal, or a durable step's record, was refused: the row is gone (cancelled,
+#: The heartbeat, or a durable step's record, was refused: the row is gone (cancelled,
 #: purged) or was reclaimed. (steps.CLAIM_LOST, the reason of the Cancelled a step raises.)
 CLAIM_LOST = STEP_CLAIM_LOST
 #: The handler passed its time limit.
@@ -51,7 +51,7 @@ def _amount(value: object, option: str, *, optional: bool = False) -> float | No
 def progress_values(done: object, total: object, note: object) -> tuple[float, float | None, str]:
     """job.progress()'s arguments, checked: InvalidOption for a bad one. A note no database
     can store (an unpaired surrogate, as in a file name read from disk) is refused here, at
-    the call, rather than by the lease renewal that writes it; a NUL is fine (the stored
+    the call, rather than by the heartbeat that writes it; a NUL is fine (the stored
     JSON escapes it)."""
     if not isinstance(note, str):
         raise InvalidOption(f"note must be a string, not {type(note).__name__}")
@@ -81,7 +81,7 @@ class Run:
                  "timeout")  # fmt: skip
 
     def __init__(self, first_report: Callable[[], None] | None = None) -> None:
-        #: Called on the job's first progress report: the lease keeper's wake-up.
+        #: Called on the job's first progress report: the heartbeat service's wake-up.
         self.first_report = first_report
         #: The consumer's time limit in seconds; None: none. Set by `start`.
         self.timeout: float | None = None
@@ -296,7 +296,7 @@ class RunningJob(Job):
 
 class _Reporter:
     """`job.progress(done, total=None, note="")`: record how far the handler got. Kept in
-    memory and written with the next lease renewal, at most once a second; never a round
+    memory and written with the next heartbeat, at most once a second; never a round
     trip of its own. Its attributes show the last report (or None)."""
 
     def __init__(self, run: Run) -> None:

@@ -392,7 +392,7 @@ def hourly_history(
 
 @dataclasses.dataclass(frozen=True)
 class Reading:
-    """The leader's last reading of one queue (QueueStatWriter, every 30 s): its state counts
+    """The leader's last reading of one queue (QueueStatCountService, every 30 s): its state counts
     and the run_at of its oldest due job then."""
 
     queue: str

@@ -141,7 +141,7 @@ class _Runner:
     def __init__(self, names: tuple[str, ...], using: str) -> None:
         # App registry: pytest loads this plugin before Django is set up; these import the models.
         from .queues import queue
-        from .worker.acker import Acker
+        from .worker.acker import AckService
         from .worker.executor import Executor
         from .worker.inflight import InFlight
         from .worker.served import resolve_specs
@@ -156,7 +156,7 @@ class _Runner:
         self.using = using
         self.inflight = InFlight()
         self.stats = WorkerStats()
-        self.acker = Acker(using, self.inflight, self.stats, window=0)
+        self.acker = AckService(using, self.inflight, self.stats, window=0)
         self.executor = Executor(self.specs, self.acker, self.inflight, self.stats, using)
         # A test's own transaction (a TestCase, pytest-django's django_db) holds every
         # write: job.step records within it rather than refuse (docs/durable-steps.md).

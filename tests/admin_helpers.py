@@ -70,7 +70,7 @@ class Seeded:
     dead: list[int]  # job ids of the dead letters
 
 
-def bury(name: str, payload: object, error: str, worker: str = "w-dead") -> int:
+def dead_lettered(name: str, payload: object, error: str, worker: str = "w-dead") -> int:
     """A job of `name` that is a dead letter now; returns its job id."""
     q = queue(name)
     job = q.enqueue(payload, priority=100)  # claimed first, whatever else waits
@@ -105,7 +105,7 @@ def seed(pending: int = 3, dead: int = 2) -> Seeded:
     ]
     scheduled = [emails.enqueue({"to": "later@example.com"}, delay=3600).id]
     dead_ids = [
-        bury(
+        dead_lettered(
             "shop-webhooks",
             {"url": f"https://example.com/{i}"},
             f"ConnectionError: refused {i % 2}\n\nTraceback (most recent call last): ...",

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from django_alkqueue.worker.acker import Acker
-from django_alkqueue.worker.claimer import ClaimLoop
-from django_alkqueue.worker.lease_keeper import LeaseKeeper
-from django_alkqueue.worker.listener import Listener
-from django_alkqueue.worker.maintenance import Reclaimer
-from django_alkqueue.worker.presence import Presence
-from django_alkqueue.worker.queue_stats import QueueStatDeltas
-from django_alkqueue.worker.report import StatusReporter
+from django_alkqueue.worker.acker import AckService
+from django_alkqueue.worker.claimer import ClaimService
+from django_alkqueue.worker.heartbeats import HeartbeatService
+from django_alkqueue.worker.listener import ListenService
+from django_alkqueue.worker.maintenance import ReclaimService
+from django_alkqueue.worker.presence import PresenceService
+from django_alkqueue.worker.queue_stats import QueueStatDeltaService
+from django_alkqueue.worker.report import StatusReportService
 
 
 class MadeToDie(RuntimeError):
@@ -34,14 +34,14 @@ def _always(service: Any) -> bool:
 #: loop -> (the service class whose tick raises, when it raises). The leader's loop dies
 #: through one of its services, as a bug in any of them would kill it.
 LOOPS: dict[str, tuple[type, Callable[[Any], bool]]] = {
-    "alk-claim": (ClaimLoop, _always),
-    "alk-acker": (Acker, lambda acker: acker.pending() > 0),
-    "alk-lease-keeper": (LeaseKeeper, lambda keeper: bool(keeper.inflight.renewable())),
-    "alk-presence": (Presence, _always),
-    "alk-leader": (Reclaimer, _always),
-    "alk-queue-stats": (QueueStatDeltas, _always),
-    "alk-status": (StatusReporter, _always),
-    "alk-listener": (Listener, _always),
+    "alk-claim": (ClaimService, _always),
+    "alk-acker": (AckService, lambda acker: acker.pending() > 0),
+    "alk-heartbeat": (HeartbeatService, lambda service: bool(service.inflight.to_heartbeat())),
+    "alk-presence": (PresenceService, _always),
+    "alk-leader": (ReclaimService, _always),
+    "alk-queue-stat-deltas": (QueueStatDeltaService, _always),
+    "alk-status": (StatusReportService, _always),
+    "alk-listener": (ListenService, _always),
 }
 
 

@@ -58,7 +58,7 @@ def wait_for_cancel(payload: dict[str, Any], job: Any) -> None:
 
 @consumer("cancellable-long-lease", lease=60)
 def wait_for_cancel_long_lease(payload: dict[str, Any], job: Any) -> None:
-    """The same with a lease renewed every 20 s: only a NOTIFY tells it sooner."""
+    """The same with a lease extended every 20 s: only a NOTIFY tells it sooner."""
     work_until_cancelled(job)
 
 

@@ -20,9 +20,9 @@ from tests.admin_helpers import (
     DEAD,
     JOBS,
     VIEW_PERMS,
-    bury,
     client_for,
     dead_job_ids,
+    dead_lettered,
     live_ids,
     make_user,
 )
@@ -173,7 +173,7 @@ def test_requeue_of_selected_dead_letters_needs_no_confirmation(seeded, root):
 
 
 def test_requeue_all_matching_confirms_the_count_and_respects_the_filter(seeded, root):
-    other = bury("shop-emails", {"x": 1}, "ValueError: bad")
+    other = dead_lettered("shop-emails", {"x": 1}, "ValueError: bad")
     url = f"{DEAD}?queue=shop-webhooks"
     ask = root.post(
         url, {"action": "requeue", "select_across": "1", "_selected_action": "all", "index": 0}
@@ -269,7 +269,7 @@ def test_the_dead_letter_list_offers_requeue_and_delete(seeded, root):
 
 
 def test_the_dead_letter_list_filters_by_queue_reason_and_date(seeded, root):
-    old = bury("shop-reports", {}, "KeyError: 'x'")
+    old = dead_lettered("shop-reports", {}, "KeyError: 'x'")
     DeadLetter.objects.filter(job_id=old).update(died_at=timezone.now() - timedelta(days=30))
     rows = root.get(DEAD, {"queue": "shop-webhooks"}).context["cl"].result_list
     assert {d.job_id for d in rows} == set(seeded.dead)
@@ -327,7 +327,7 @@ def test_pause_consumer_allows_resume_too(seeded):
 
 @pytest.mark.django_db(transaction=True)
 def test_two_operators_requeueing_one_dead_letter_at_once_make_one_live_job():
-    job_id = bury("shop-webhooks", {"n": 1}, "boom")
+    job_id = dead_lettered("shop-webhooks", {"n": 1}, "boom")
     dead = DeadLetter.objects.get(job_id=job_id)
     clients = [client_for(make_user(f"op{i}", superuser=True)) for i in range(2)]
     statuses = []

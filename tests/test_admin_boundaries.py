@@ -17,8 +17,8 @@ from tests.admin_helpers import (
     CONSUMERS,
     OVERVIEW,
     Seeded,
-    bury,
     client_for,
+    dead_lettered,
     make_user,
     queue_url,
 )
@@ -41,7 +41,7 @@ def job_row(name: str) -> QueueMessage:
 
 def test_the_queue_page_shows_error_headlines_only_to_who_may_view_dead_letters(seeded):
     # A word, not a number: the error groups show numbers as <num> anyway.
-    bury("shop-webhooks", {}, "ValueError: holder Zebediah refused")
+    dead_lettered("shop-webhooks", {}, "ValueError: holder Zebediah refused")
     stats_only = client_for(make_user("stats", "view_queuestat"))
     html = stats_only.get(queue_url("shop-webhooks")).content.decode()
     assert "Zebediah" not in html and "Most frequent errors" not in html

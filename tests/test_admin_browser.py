@@ -25,7 +25,7 @@ from django_alkqueue.admin.compat import DETAIL_PAGE_ACTIONS
 from django_alkqueue.models import Consumer, QueueMessage, QueueStat
 from django_alkqueue.status import minute_of
 from testproject.shop.models import HandlerRun
-from tests.admin_helpers import add_worker, bury, make_user
+from tests.admin_helpers import add_worker, dead_lettered, make_user
 from tests.workers import ROOT, run_worker
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
@@ -164,7 +164,7 @@ def seed_incident() -> list[int]:
     queue("shop-reports").enqueue_many([{"kind": "daily"}] * 3)
     queue("shop-ledger").enqueue({"amount": 100})
     dead = [
-        bury(
+        dead_lettered(
             "shop-webhooks",
             {"url": f"https://example.com/hook/{i}"},
             "ConnectionError: connection refused by example.com\n\nTraceback (most recent call "
@@ -173,7 +173,9 @@ def seed_incident() -> list[int]:
         )
         for i in range(3)
     ]
-    dead.append(bury("shop-webhooks", {"url": "https://example.com/hook/x"}, "TimeoutError: 30 s"))
+    dead.append(
+        dead_lettered("shop-webhooks", {"url": "https://example.com/hook/x"}, "TimeoutError: 30 s")
+    )
     add_worker("web-1:4242")
     add_worker("web-2:977", stale=True)
     queue("shop-reports").claim_one("web-2:977")  # held by a worker that stopped heartbeating

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django_alkqueue.models import DeadLetter, QueueMessage, QueueStat
 from django_alkqueue.status import minute_of
 from tests import test_admin_browser as browser
-from tests.admin_helpers import bury
+from tests.admin_helpers import dead_lettered
 from tests.test_admin_browser import seed_incident, shot
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
@@ -101,8 +101,8 @@ def test_the_charts_follow_the_dark_theme_and_fit_at_200_percent_zoom(page):
 
 def test_an_error_group_links_to_exactly_its_dead_letters_and_requeues_them(page):
     seed_incident()
-    mine = {bury("shop-emails", {"order": n}, smtp_error(n)) for n in (151, 137, 12)}
-    other = bury("shop-emails", {"order": 1}, "ValueError: bad address")
+    mine = {dead_lettered("shop-emails", {"order": n}, smtp_error(n)) for n in (151, 137, 12)}
+    other = dead_lettered("shop-emails", {"order": 1}, "ValueError: bad address")
     log_in(page, QUEUE_PAGE.format("shop-emails"))
     group = page.locator("#alk-errors tbody tr").first
     assert "RuntimeError: smtp down for order <num>" in group.inner_text()
@@ -131,8 +131,8 @@ def test_an_error_group_links_to_exactly_its_dead_letters_and_requeues_them(page
 
 def test_the_error_groups_page_lists_groups_across_queues(page):
     seed_incident()
-    bury("shop-emails", {}, smtp_error(3))
-    bury("shop-reports", {}, smtp_error(4))
+    dead_lettered("shop-emails", {}, smtp_error(3))
+    dead_lettered("shop-reports", {}, smtp_error(4))
     log_in(page)
     page.click("#alk-errors-link")
     page.wait_for_selector("#alk-errors")

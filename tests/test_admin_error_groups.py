@@ -16,7 +16,7 @@ from django_alkqueue.error_groups import fingerprint
 from django_alkqueue.jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED
 from django_alkqueue.models import DeadLetter, QueueMessage
 from django_alkqueue.status import frequent_errors
-from tests.admin_helpers import DEAD, OVERVIEW, bury, client_for, make_user, queue_url
+from tests.admin_helpers import DEAD, OVERVIEW, client_for, dead_lettered, make_user, queue_url
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ def requeue_group(client, url: str, confirm: bool):
 
 
 def test_a_failed_job_stores_the_fingerprint_of_its_error():
-    job_id = bury("emails", {}, smtp_error(151))
+    job_id = dead_lettered("emails", {}, smtp_error(151))
     assert DeadLetter.objects.get(job_id=job_id).error_fingerprint == fingerprint(smtp_error(1))
 
 
@@ -58,8 +58,8 @@ def test_a_lapsed_job_out_of_attempts_stores_the_fingerprint_of_its_reason():
 
 def test_errors_differing_in_numbers_are_one_group_with_count_and_dates():
     for order in (151, 137, 12):
-        bury("emails", {}, smtp_error(order))
-    bury("emails", {}, smtp_error(5, function="resend"))
+        dead_lettered("emails", {}, smtp_error(order))
+    dead_lettered("emails", {}, smtp_error(5, function="resend"))
     groups = frequent_errors("default", "emails")
     assert [(g.title, g.frame, g.count) for g in groups] == [
         ("RuntimeError: smtp down for order <num>", "shop/emails.py in send_receipt", 3),
@@ -69,23 +69,23 @@ def test_errors_differing_in_numbers_are_one_group_with_count_and_dates():
 
 
 def test_the_error_groups_page_names_the_queues_of_each_group(root):
-    bury("emails", {}, smtp_error(1))
-    bury("emails", {}, smtp_error(2))
-    bury("receipts", {}, smtp_error(3))
+    dead_lettered("emails", {}, smtp_error(1))
+    dead_lettered("emails", {}, smtp_error(2))
+    dead_lettered("receipts", {}, smtp_error(3))
     (group,) = root.get(ERRORS).context["errors"]
     assert group.count == 3 and group.queues == ["emails", "receipts"]
 
 
 def test_the_queue_page_counts_only_the_queues_own_letters(root):
-    bury("emails", {}, smtp_error(1))
-    bury("receipts", {}, smtp_error(3))
+    dead_lettered("emails", {}, smtp_error(1))
+    dead_lettered("receipts", {}, smtp_error(3))
     (group,) = root.get(queue_url("emails")).context["errors"]
     assert group.count == 1 and group.group_query == f"queue=emails&error={group.fingerprint}"
 
 
 def test_the_error_group_filter_selects_exactly_the_groups_dead_letters(root):
-    mine = {bury("emails", {}, smtp_error(n)) for n in (1, 2)}
-    bury("emails", {}, "ValueError: bad")
+    mine = {dead_lettered("emails", {}, smtp_error(n)) for n in (1, 2)}
+    dead_lettered("emails", {}, "ValueError: bad")
     url = f"{DEAD}?error={fingerprint(smtp_error(0))}"
     response = root.get(url)
     assert {row.job_id for row in response.context["cl"].result_list} == mine
@@ -93,8 +93,8 @@ def test_the_error_group_filter_selects_exactly_the_groups_dead_letters(root):
 
 
 def test_requeue_all_in_a_group_asks_with_the_group_title_then_requeues_only_the_group(root):
-    mine = {bury("emails", {}, smtp_error(n)) for n in (1, 2)}
-    other = bury("emails", {}, "ValueError: bad")
+    mine = {dead_lettered("emails", {}, smtp_error(n)) for n in (1, 2)}
+    other = dead_lettered("emails", {}, "ValueError: bad")
     url = f"{DEAD}?queue=emails&error={fingerprint(smtp_error(0))}"
     ask = requeue_group(root, url, confirm=False)
     assert ask.context["count"] == 2
@@ -105,7 +105,7 @@ def test_requeue_all_in_a_group_asks_with_the_group_title_then_requeues_only_the
 
 
 def test_the_queue_page_offers_the_group_requeue_only_with_the_permission():
-    bury("emails", {}, smtp_error(1))
+    dead_lettered("emails", {}, smtp_error(1))
     viewer = client_for(make_user("viewer", "view_queuestat", "view_deadletter"))
     html = viewer.get(queue_url("emails")).content.decode()
     assert "alk-error-link" in html and "Requeue all in this group" not in html
@@ -120,7 +120,7 @@ def test_the_migration_backfills_the_fingerprints_of_stored_dead_letters():
     backfill = __import__(
         "django_alkqueue.migrations.0005_error_fingerprint", fromlist=["backfill"]
     ).backfill
-    ids = [bury("emails", {}, smtp_error(n)) for n in range(3)]
+    ids = [dead_lettered("emails", {}, smtp_error(n)) for n in range(3)]
     DeadLetter.objects.update(error_fingerprint=None)
     backfill(apps, SimpleNamespace(connection=connection))
     stored = set(DeadLetter.objects.filter(job_id__in=ids).values_list("error_fingerprint"))
@@ -137,7 +137,7 @@ def consumer_error(consumer: str, user: str) -> str:
 
 def test_errors_naming_different_consumers_and_users_are_one_group(root):
     for consumer, user in (("c1", "user_17b"), ("c4", "user_3"), ("c12", "user_a9")):
-        bury("emails", {}, consumer_error(consumer, user))
+        dead_lettered("emails", {}, consumer_error(consumer, user))
     (group,) = root.get(ERRORS).context["errors"]
     assert (group.title, group.count) == ("KeyError: consumer <id> has no <id>", 3)
 
@@ -146,7 +146,7 @@ def test_the_migration_fingerprints_again_the_dead_letters_stored_before_ids_wer
     refingerprint = __import__(
         "django_alkqueue.migrations.0012_refingerprint_identifiers", fromlist=["backfill"]
     ).backfill
-    ids = [bury("emails", {}, consumer_error(c, "u")) for c in ("c1", "c4")]
+    ids = [dead_lettered("emails", {}, consumer_error(c, "u")) for c in ("c1", "c4")]
     for job_id, old in zip(ids, ("old-c1", "old-c4"), strict=True):
         DeadLetter.objects.filter(job_id=job_id).update(error_fingerprint=old)
     refingerprint(apps, SimpleNamespace(connection=connection))

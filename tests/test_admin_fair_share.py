@@ -143,7 +143,7 @@ def test_a_weight_posted_to_a_queue_name_no_queue_can_have_is_404_and_writes_not
 # -- the fair key of a job and of a dead letter ----------------------------------------------
 
 
-def buried_with_key(name: str = QUEUE, key: str = "acme") -> DeadLetter:
+def dead_lettered_with_key(name: str = QUEUE, key: str = "acme") -> DeadLetter:
     """A job of `name` with fair key `key`, failed: its dead letter."""
     job = queue(name).enqueue({}, priority=100, fair_key=key)  # claimed first
     handle = queue(name).claim_one("w")
@@ -163,13 +163,13 @@ def test_the_job_page_shows_the_fair_key(root) -> None:
 
 
 def test_the_dead_letter_page_shows_the_fair_key(root) -> None:
-    dead = buried_with_key()
+    dead = dead_lettered_with_key()
     assert fair_key_field(root.get(f"{DEAD}{dead.pk}/change/").content.decode()) == "acme"
 
 
 @override_settings(ALKQUEUE={"QUEUES": {QUEUE: {"sensitive": True}}})
 def test_a_viewer_who_may_not_see_payloads_sees_the_fair_key_masked() -> None:
-    dead = buried_with_key(key="patient-ada")
+    dead = dead_lettered_with_key(key="patient-ada")
     job = queue(QUEUE).enqueue({}, fair_key="patient-bob")
     viewer = client_for(make_user("viewer", *VIEW_PERMS))
     for url, key in ((f"{DEAD}{dead.pk}/change/", "patient-ada"),
@@ -180,7 +180,7 @@ def test_a_viewer_who_may_not_see_payloads_sees_the_fair_key_masked() -> None:
 
 
 def test_the_requeue_action_gives_the_job_its_fair_key_back(root) -> None:
-    dead = buried_with_key()
+    dead = dead_lettered_with_key()
     response = root.post(DEAD, {"action": "requeue", "_selected_action": [dead.pk], "index": 0})
     assert response.status_code == 302
     assert QueueMessage.objects.get(id=dead.job_id).fair_key == "acme"

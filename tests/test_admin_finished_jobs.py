@@ -1,4 +1,4 @@
-"""The admin's "Finished jobs" (docs/admin.md): the kept history's list, filtered by queue
+"""The admin's "Finished jobs" (docs/admin.md): the history's list, filtered by queue
 and outcome, with a date hierarchy on finished_at and search by job id or concurrency key,
 and its detail page with output and timings. A fixed number of queries per page, and on
 PostgreSQL every filter answered by an index of the partitioned table."""

@@ -17,8 +17,8 @@ from tests.admin_helpers import (
     PAGE_BYTES_MAX,
     VIEW_PERMS,
     WORKERS,
-    bury,
     client_for,
+    dead_lettered,
     make_user,
 )
 
@@ -34,7 +34,7 @@ def long_error() -> str:
 
 
 def test_a_long_error_shows_its_head_and_tail_with_a_note(root):
-    job_id = bury("shop-emails", {}, long_error())
+    job_id = dead_lettered("shop-emails", {}, long_error())
     dead = DeadLetter.objects.get(job_id=job_id)
     html = root.get(f"{DEAD}{dead.pk}/change/").content.decode()
     assert "HEAD-OF-ERROR" in html and "TAIL-OF-ERROR" in html

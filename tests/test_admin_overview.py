@@ -25,8 +25,8 @@ from tests.admin_helpers import (
     VIEW_PERMS,
     WORKERS,
     add_worker,
-    bury,
     client_for,
+    dead_lettered,
     make_user,
     queue_url,
 )
@@ -241,7 +241,7 @@ def test_the_queue_detail_shows_its_figures_consumer_and_links(seeded, root):
 
 
 def test_the_queue_detail_groups_its_most_frequent_errors(seeded, root):
-    bury("shop-webhooks", {}, "TimeoutError: read timed out\n\nTraceback ...")
+    dead_lettered("shop-webhooks", {}, "TimeoutError: read timed out\n\nTraceback ...")
     errors = root.get(queue_url("shop-webhooks")).context["errors"]
     groups = [(e.title, e.count) for e in errors]
     assert groups == [("ConnectionError: refused <num>", 3), ("TimeoutError: read timed out", 1)]

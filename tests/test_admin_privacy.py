@@ -11,7 +11,7 @@ from django.test import override_settings
 from django_alkqueue import queue
 from django_alkqueue.models import DeadLetter
 from django_alkqueue.privacy import MASK
-from tests.admin_helpers import DEAD, JOBS, VIEW_PERMS, bury, client_for, make_user
+from tests.admin_helpers import DEAD, JOBS, VIEW_PERMS, client_for, dead_lettered, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +26,7 @@ def card_job() -> int:
 
 @pytest.fixture
 def card_dead_letter() -> int:
-    job_id = bury("shop-payments", {"card": CARD}, "DeclinedError: card declined")
+    job_id = dead_lettered("shop-payments", {"card": CARD}, "DeclinedError: card declined")
     return DeadLetter.objects.get(job_id=job_id).pk
 
 

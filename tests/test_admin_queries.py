@@ -25,8 +25,8 @@ from tests.admin_helpers import (
     VIEW_PERMS,
     WORKERS,
     add_worker,
-    bury,
     client_for,
+    dead_lettered,
     make_user,
     queue_url,
     seed,
@@ -92,7 +92,7 @@ def grow(n: int) -> None:
     emails.enqueue_many([{"i": i} for i in range(n)], delay=600)
     emails.claim(f"w-{n}", n)
     for i in range(n):
-        bury("shop-webhooks", {"i": i}, f"ValueError: {i}")
+        dead_lettered("shop-webhooks", {"i": i}, f"ValueError: {i}")
         add_worker(f"host:{n}:{i}", stale=i % 2 == 0)
 
 
@@ -151,7 +151,7 @@ def test_queue_names_come_from_every_source():
     queue("shop-emails").enqueue({})
     queue("shop-reports").enqueue({})
     queue("shop-reports").claim_one("w")
-    bury("shop-webhooks", {}, "boom")
+    dead_lettered("shop-webhooks", {}, "boom")
     assert known_queues("default") == ["idle", "shop-emails", "shop-reports", "shop-webhooks"]
 
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django_alkqueue import queue, timings
 from django_alkqueue.models import QueueStat
 from django_alkqueue.status import minute_of
-from django_alkqueue.worker.queue_stats import QueueStatDeltas, QueueStatWriter
+from django_alkqueue.worker.queue_stats import QueueStatCountService, QueueStatDeltaService
 from django_alkqueue.worker.report import TIMED_PER_BATCH, sampled_times
 from django_alkqueue.worker.stats import WorkerStats
 from testproject.shop.models import HandlerRun
@@ -40,7 +40,7 @@ def test_the_writer_records_each_queues_state_counts_for_the_minute(make_queue, 
     emails.enqueue(4, delay=600)
     emails.claim("w", 1)
     fail_one(make_queue("shop-webhooks"))
-    assert QueueStatWriter("default").run_once(clock()) == 2
+    assert QueueStatCountService("default").run_once(clock()) == 2
     row = stat("shop-emails", minute_of(clock()))
     assert (row.pending, row.scheduled, row.claimed, row.dead) == (2, 1, 1, 0)
     dead = stat("shop-webhooks", minute_of(clock()))
@@ -50,7 +50,7 @@ def test_the_writer_records_each_queues_state_counts_for_the_minute(make_queue, 
 def test_a_second_reading_in_the_same_minute_replaces_the_first(make_queue, clock):
     emails = make_queue("shop-emails")
     emails.enqueue(1)
-    writer = QueueStatWriter("default")
+    writer = QueueStatCountService("default")
     writer.run_once(clock())
     emails.enqueue(2)
     clock.advance(20)
@@ -63,7 +63,7 @@ def test_the_previous_minutes_dead_letters_are_counted_once_it_is_over(make_queu
     clock.now = clock.now.replace(second=10)
     webhooks = make_queue("shop-webhooks")
     webhooks.enqueue({})  # the queue exists at the first reading
-    writer = QueueStatWriter("default")
+    writer = QueueStatCountService("default")
     writer.run_once(clock())
     first = minute_of(clock())
     clock.advance(40)  # still the same minute: a death after the last reading
@@ -76,7 +76,7 @@ def test_the_previous_minutes_dead_letters_are_counted_once_it_is_over(make_queu
 
 def test_the_writer_prunes_minutes_older_than_the_retention(make_queue, clock):
     make_queue("shop-emails").enqueue(1)
-    writer = QueueStatWriter("default")
+    writer = QueueStatCountService("default")
     writer.run_once(clock())
     old = minute_of(clock())
     with override_settings(ALKQUEUE={"STATS_RETENTION": 3600}):
@@ -88,7 +88,7 @@ def test_the_writer_prunes_minutes_older_than_the_retention(make_queue, clock):
 
 def test_minutes_are_kept_for_seven_days_by_default(make_queue, clock):
     make_queue("shop-emails").enqueue(1)
-    writer = QueueStatWriter("default")
+    writer = QueueStatCountService("default")
     writer.run_once(clock())
     clock.advance(timedelta(days=6, hours=23).total_seconds())
     writer.run_once(clock())
@@ -97,7 +97,7 @@ def test_minutes_are_kept_for_seven_days_by_default(make_queue, clock):
 
 def test_deltas_add_what_the_worker_finished_and_failed_since_the_last_flush(clock):
     stats = WorkerStats()
-    deltas = QueueStatDeltas("default", stats, 5.0)
+    deltas = QueueStatDeltaService("default", stats, 5.0)
     for outcome in ("succeeded", "succeeded", "retried", "dead", "lost"):
         stats.record("shop-emails", outcome)
     assert deltas.run_once(clock()) == 1
@@ -112,18 +112,18 @@ def test_deltas_add_what_the_worker_finished_and_failed_since_the_last_flush(clo
 
 def test_two_workers_deltas_add_up_in_one_row_beside_the_leaders_counts(make_queue, clock):
     make_queue("shop-emails").enqueue_many([1, 2])
-    QueueStatWriter("default").run_once(clock())
+    QueueStatCountService("default").run_once(clock())
     for _ in range(2):
         stats = WorkerStats()
         stats.record("shop-emails", "succeeded")
-        QueueStatDeltas("default", stats, 5.0).run_once(clock())
+        QueueStatDeltaService("default", stats, 5.0).run_once(clock())
     row = stat("shop-emails", minute_of(clock()))
     assert (row.pending, row.finished) == (2, 2)
 
 
 def test_deltas_that_failed_to_write_are_written_by_the_next_flush(clock, monkeypatch):
     stats = WorkerStats()
-    deltas = QueueStatDeltas("default", stats, 5.0)
+    deltas = QueueStatDeltaService("default", stats, 5.0)
     stats.record("shop-emails", "succeeded")
     original = deltas._write
 
@@ -141,7 +141,7 @@ def test_deltas_that_failed_to_write_are_written_by_the_next_flush(clock, monkey
 
 def test_deltas_go_to_the_minute_they_are_flushed_in(clock):
     stats = WorkerStats()
-    deltas = QueueStatDeltas("default", stats, 5.0)
+    deltas = QueueStatDeltaService("default", stats, 5.0)
     stats.record("shop-emails", "succeeded")
     deltas.run_once(clock())
     clock.advance(60)
@@ -166,7 +166,7 @@ def record_waits(stats: WorkerStats, queue: str, waits: list[float]) -> None:
 
 def test_deltas_add_the_wait_histogram_since_the_last_flush(clock):
     stats = WorkerStats()
-    deltas = QueueStatDeltas("default", stats, 5.0)
+    deltas = QueueStatDeltaService("default", stats, 5.0)
     record_waits(stats, "shop-emails", [0.02, 2.0])
     assert deltas.run_once(clock()) == 1
     record_waits(stats, "shop-emails", [0.02])
@@ -177,7 +177,7 @@ def test_deltas_add_the_wait_histogram_since_the_last_flush(clock):
 
 def test_the_run_time_histogram_is_the_handler_durations_of_the_metrics(clock):
     stats = WorkerStats()
-    deltas = QueueStatDeltas("default", stats, 5.0)
+    deltas = QueueStatDeltaService("default", stats, 5.0)
     stats.record_duration("shop-emails", 0.2)
     stats.record_duration("shop-emails", 0.3)
     deltas.run_once(clock())
@@ -194,7 +194,7 @@ def test_the_queue_page_reads_handlers_of_one_second_as_one_second(root):
     stats = WorkerStats()
     for extra in range(20):
         stats.record_duration("shop-emails", 1.0 + extra / 1000)
-    QueueStatDeltas("default", stats, 5.0).run_once(timezone.now())
+    QueueStatDeltaService("default", stats, 5.0).run_once(timezone.now())
 
     html = root.get(f"{queue_url('shop-emails')}?window=1h").content.decode()
 
@@ -207,7 +207,7 @@ def test_two_workers_histograms_add_up_in_one_row(clock):
         stats = WorkerStats()
         record_waits(stats, "shop-emails", [0.2])
         stats.record_duration("shop-emails", 0.2)
-        QueueStatDeltas("default", stats, 5.0).run_once(clock())
+        QueueStatDeltaService("default", stats, 5.0).run_once(clock())
     row = stat("shop-emails", minute_of(clock()))
     assert row.wait_300ms == 2 and row.duration_le_500ms == 2
 

@@ -10,7 +10,7 @@ from django.test import RequestFactory
 from django_alkqueue import queue
 from django_alkqueue.admin.requeue_log import RequeueRun, record_requeue, requeued_from
 from django_alkqueue.models import DeadLetter
-from tests.admin_helpers import DEAD, JOBS, bury
+from tests.admin_helpers import DEAD, JOBS, dead_lettered
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +94,7 @@ def test_each_job_requeued_in_one_run_finds_its_own_dead_letter(seeded, root):
 
 
 def test_the_origin_follows_the_latest_requeue(root):
-    job_id = bury("shop-webhooks", {"n": 1}, "boom")
+    job_id = dead_lettered("shop-webhooks", {"n": 1}, "boom")
     first = DeadLetter.objects.get(job_id=job_id).pk
     requeue(root, first)
     queue("shop-webhooks").claim_one("w").fail("boom again")

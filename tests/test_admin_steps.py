@@ -16,7 +16,7 @@ from django_alkqueue import InvalidOption, job_actions, operations, queue
 from django_alkqueue.audit import Actor
 from django_alkqueue.models import DeadLetter, FinishedJob, JobStep, QueueMessage
 from django_alkqueue.privacy import MASK
-from tests.admin_helpers import ADMIN, DEAD, JOBS, VIEW_PERMS, bury, client_for, make_user
+from tests.admin_helpers import ADMIN, DEAD, JOBS, VIEW_PERMS, client_for, dead_lettered, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +40,7 @@ def step_names(job_id: int) -> list[str]:
 
 
 def dead_letter(name: str = "shop", payload: object = None) -> DeadLetter:
-    job_id = bury(name, {"n": 1} if payload is None else payload, "Boom")
+    job_id = dead_lettered(name, {"n": 1} if payload is None else payload, "Boom")
     return DeadLetter.objects.get(job_id=job_id)
 
 

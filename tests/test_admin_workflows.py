@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django_alkqueue import batch, chain, queue
 from django_alkqueue.admin.workflow_panel import GRAPH_LIMIT
 from django_alkqueue.models import Batch, BatchCounts, DeadLetter, QueueMessage
-from tests.admin_helpers import ADMIN, DEAD, JOBS, OVERVIEW, bury, client_for, make_user
+from tests.admin_helpers import ADMIN, DEAD, JOBS, OVERVIEW, client_for, dead_lettered, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -196,7 +196,7 @@ def test_the_batch_filter_lists_only_the_members_of_the_batch(root):
 def test_the_batch_filter_on_dead_letters_lists_the_members_that_died(root):
     b, ids = nightly_batch(2)
     finish_all("shop-emails", fail={ids[1]})
-    bury("shop-emails", {}, "other")
+    dead_lettered("shop-emails", {}, "other")
 
     response = root.get(f"{DEAD}?batch={b.id}")
 

@@ -25,7 +25,7 @@ from django_alkqueue import queue
 from django_alkqueue.audit import COMMAND_USER
 from django_alkqueue.error_groups import fingerprint
 from django_alkqueue.models import CancelRequest, Consumer, DeadLetter, QueueMessage
-from tests.admin_helpers import bury
+from tests.admin_helpers import dead_lettered
 from tests.workers import ROOT, database_env
 
 # Committed rows: the command is another process.
@@ -76,7 +76,7 @@ def who() -> str:
 
 def test_list_prints_the_newest_live_jobs_and_dead_letters_in_one_table():
     older = queue("emails").enqueue({"to": "a@example.com"})
-    dead = bury("emails", {"to": "b@example.com"}, SMTP)
+    dead = dead_lettered("emails", {"to": "b@example.com"}, SMTP)
     newer = queue("reports").enqueue({"day": 1}, concurrency_key="customer-7")
 
     out = ok("list")
@@ -94,7 +94,7 @@ def test_list_prints_the_newest_live_jobs_and_dead_letters_in_one_table():
 
 
 def test_list_json_is_one_object_per_job_for_scripts():
-    dead = bury("emails", {"to": "b@example.com"}, SMTP)
+    dead = dead_lettered("emails", {"to": "b@example.com"}, SMTP)
 
     (row,) = listed("--state", "dead")
 
@@ -113,14 +113,14 @@ def test_list_filters_by_queue_and_state():
 
 
 def test_list_filters_by_text_of_the_error():
-    bury("emails", {}, SMTP)
-    timed_out = bury("emails", {}, TIMEOUT)
+    dead_lettered("emails", {}, SMTP)
+    timed_out = dead_lettered("emails", {}, TIMEOUT)
     assert [r["id"] for r in listed("--error", "took 30")] == [timed_out]
 
 
 def test_list_filters_by_error_group():
-    smtp = [bury("emails", {"n": n}, SMTP) for n in range(2)]
-    bury("emails", {}, TIMEOUT)
+    smtp = [dead_lettered("emails", {"n": n}, SMTP) for n in range(2)]
+    dead_lettered("emails", {}, TIMEOUT)
     found = listed("--error", fingerprint(SMTP))
     assert sorted(r["id"] for r in found) == smtp
 
@@ -201,7 +201,7 @@ def test_an_unknown_state_is_bad_usage_exit_2():
 
 
 def test_show_prints_the_job_its_payload_and_its_whole_error():
-    dead = bury("emails", {"to": "b@example.com"}, SMTP)
+    dead = dead_lettered("emails", {"to": "b@example.com"}, SMTP)
 
     out = ok("show", str(dead))
 
@@ -229,7 +229,7 @@ def test_show_masks_a_sensitive_queues_payload_unless_asked():
     assert shown["payload"] == {"name": "Ada"}
 
 
-def buried_with_key(name: str, key: str) -> int:
+def dead_lettered_with_key(name: str, key: str) -> int:
     """A job of `name` with fair key `key`, failed: a dead letter now; its job id."""
     job = queue(name).enqueue({}, priority=100, fair_key=key)  # claimed first
     handle = queue(name).claim_one("w-dead")
@@ -238,7 +238,7 @@ def buried_with_key(name: str, key: str) -> int:
 
 
 def test_show_prints_the_fair_key_of_a_dead_letter_and_of_a_live_job():
-    dead = buried_with_key("tenants", "acme")
+    dead = dead_lettered_with_key("tenants", "acme")
     live = queue("tenants").enqueue({}, fair_key="globex")
 
     assert ["fair", "key", "acme"] in map(str.split, ok("show", str(dead)).splitlines())
@@ -247,7 +247,7 @@ def test_show_prints_the_fair_key_of_a_dead_letter_and_of_a_live_job():
 
 def test_show_and_list_mask_a_sensitive_queues_fair_key_unless_asked():
     consumer("patients", sensitive=True)
-    dead = buried_with_key("patients", "ada@example.com")
+    dead = dead_lettered_with_key("patients", "ada@example.com")
 
     assert json.loads(ok("show", str(dead), "--json"))["fair_key"] == "***"
     assert [row["fair_key"] for row in listed("--queue", "patients")] == ["***"]
@@ -265,7 +265,7 @@ def test_show_of_a_job_that_is_nowhere_exits_1():
 
 
 def test_retry_by_id_requeues_the_dead_letter_under_its_id_and_says_so():
-    dead = bury("emails", {"to": "b@example.com"}, SMTP)
+    dead = dead_lettered("emails", {"to": "b@example.com"}, SMTP)
 
     out = ok("retry", str(dead))
 
@@ -275,19 +275,19 @@ def test_retry_by_id_requeues_the_dead_letter_under_its_id_and_says_so():
 
 
 def test_retry_gives_the_job_its_fair_key_back():
-    dead = buried_with_key("tenants", "acme")
+    dead = dead_lettered_with_key("tenants", "acme")
     ok("retry", str(dead))
     assert QueueMessage.objects.get(id=dead).fair_key == "acme"
 
 
 def test_requeue_is_another_name_for_retry():
-    dead = bury("emails", {}, SMTP)
+    dead = dead_lettered("emails", {}, SMTP)
     assert ok("requeue", str(dead)).strip() == f"requeued 1 dead letter: job {dead}"
 
 
 def test_retry_by_error_group_requeues_that_group_only():
-    smtp = [bury("emails", {"n": n}, SMTP) for n in range(3)]
-    other = bury("emails", {}, TIMEOUT)
+    smtp = [dead_lettered("emails", {"n": n}, SMTP) for n in range(3)]
+    other = dead_lettered("emails", {}, TIMEOUT)
 
     out = ok("retry", "--error", fingerprint(SMTP))
 
@@ -296,14 +296,14 @@ def test_retry_by_error_group_requeues_that_group_only():
 
 
 def test_retry_by_queue_requeues_that_queues_dead_letters():
-    emails = bury("emails", {}, SMTP)
-    reports = bury("reports", {}, SMTP)
+    emails = dead_lettered("emails", {}, SMTP)
+    reports = dead_lettered("reports", {}, SMTP)
     assert json.loads(ok("retry", "--queue", "emails", "--json"))["requeued"] == [emails]
     assert list(DeadLetter.objects.values_list("job_id", flat=True)) == [reports]
 
 
 def test_retry_writes_the_admins_requeue_entry_with_the_os_user_and_host():
-    dead = bury("emails", {}, SMTP)
+    dead = dead_lettered("emails", {}, SMTP)
     pk = DeadLetter.objects.get(job_id=dead).pk
 
     ok("retry", str(dead))
@@ -317,7 +317,7 @@ def test_retry_writes_the_admins_requeue_entry_with_the_os_user_and_host():
 def test_the_job_page_says_who_requeued_it_with_the_command():
     from tests.admin_helpers import JOBS, client_for, make_user
 
-    dead = bury("emails", {}, SMTP)
+    dead = dead_lettered("emails", {}, SMTP)
     pk = DeadLetter.objects.get(job_id=dead).pk
     ok("retry", str(dead))
 
@@ -328,7 +328,7 @@ def test_the_job_page_says_who_requeued_it_with_the_command():
 
 
 def test_retry_without_ids_or_a_filter_is_bad_usage_and_requeues_nothing():
-    bury("emails", {}, SMTP)
+    dead_lettered("emails", {}, SMTP)
 
     result = alk_jobs("retry")
 
@@ -338,7 +338,7 @@ def test_retry_without_ids_or_a_filter_is_bad_usage_and_requeues_nothing():
 
 
 def test_retry_that_matches_nothing_changes_nothing_says_so_and_exits_1():
-    bury("emails", {}, SMTP)
+    dead_lettered("emails", {}, SMTP)
     entries = LogEntry.objects.count()
 
     result = alk_jobs("retry", "--queue", "reports")
@@ -428,7 +428,7 @@ def test_purge_yes_deletes_the_queues_pending_jobs_only_and_logs_it():
 
 
 def test_purge_of_the_dead_letters():
-    bury("emails", {}, SMTP)
+    dead_lettered("emails", {}, SMTP)
     assert ok("purge", "--queue", "emails", "--state", "dead", "--yes").strip() == (
         "purged 1 dead job of queue emails"
     )

@@ -13,7 +13,7 @@ from django.contrib.admin.models import LogEntry
 
 from django_alkqueue import queue
 from django_alkqueue.models import DeadLetter, JobStep, QueueMessage
-from tests.admin_helpers import bury
+from tests.admin_helpers import dead_lettered
 from tests.test_alk_jobs import alk_jobs, ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,7 +36,7 @@ def step_names(job_id: int) -> list[str]:
 
 
 def test_retry_from_step_requeues_the_dead_letter_and_deletes_that_step_and_those_after():
-    job = with_steps(bury("orders", {}, "Boom"), "charge", "receipt", "ship")
+    job = with_steps(dead_lettered("orders", {}, "Boom"), "charge", "receipt", "ship")
 
     out = ok("retry", str(job), "--from-step", "receipt")
 
@@ -49,7 +49,7 @@ def test_retry_from_step_requeues_the_dead_letter_and_deletes_that_step_and_thos
 
 
 def test_retry_from_step_writes_the_requeue_audit_entry_naming_the_step():
-    job = with_steps(bury("orders", {}, "Boom"), "charge", "receipt")
+    job = with_steps(dead_lettered("orders", {}, "Boom"), "charge", "receipt")
 
     ok("requeue", str(job), "--from-step", "charge")
 
@@ -61,7 +61,7 @@ def test_retry_from_step_writes_the_requeue_audit_entry_naming_the_step():
 
 
 def test_retry_from_step_json_says_what_went():
-    job = with_steps(bury("orders", {}, "Boom"), "a", "b")
+    job = with_steps(dead_lettered("orders", {}, "Boom"), "a", "b")
 
     done = json.loads(ok("retry", str(job), "--from-step", "b", "--json"))
 
@@ -70,7 +70,7 @@ def test_retry_from_step_json_says_what_went():
 
 
 def test_retry_from_a_step_not_recorded_exits_1_and_changes_nothing():
-    job = with_steps(bury("orders", {}, "Boom"), "charge")
+    job = with_steps(dead_lettered("orders", {}, "Boom"), "charge")
     entries = LogEntry.objects.count()
 
     result = alk_jobs("retry", str(job), "--from-step", "ship")

@@ -93,7 +93,7 @@ def test_an_async_handler_running_three_times_its_lease_keeps_its_claim():
     assert runs == [1], output  # one run: never reclaimed, never run again
     assert len(holders) == 1, output
     assert not DeadLetter.objects.filter(job_id=job.id).exists()
-    assert "lease renewal refused" not in output
+    assert "heartbeat refused" not in output
 
 
 def test_an_async_handler_past_its_time_limit_fails_with_time_limit_exceeded_while_it_sleeps():

@@ -1,6 +1,6 @@
 """Cancelling a running job (docs/running-jobs.md): the row goes as before, the worker running
 it raises the job's cancel flag (within a second on PostgreSQL by NOTIFY; at its next lease
-renewal elsewhere), the handler's Cancelled ends the attempt with no retry and no dead letter,
+heartbeat elsewhere), the handler's Cancelled ends the attempt with no retry and no dead letter,
 and a CancelRequest row shows "cancel requested" until the handler has stopped."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def running_job():
 
 def test_a_cancelled_running_job_sees_its_flag_and_its_handler_stops(running_job):
     job, worker = running_job
-    # PostgreSQL: within a second (NOTIFY). Elsewhere: the next renewal of its 3 s lease.
+    # PostgreSQL: within a second (NOTIFY). Elsewhere: the next heartbeat of its 3 s lease.
     limit = 1.0 if connection.vendor == "postgresql" else 1.0 + 3 / 3
     asked = time.monotonic()
 
@@ -123,10 +123,10 @@ def test_the_sweep_clears_the_cancel_requests_of_workers_that_are_gone(q, clock)
     assert not CancelRequest.objects.exists()
 
 
-def test_a_renewal_that_finds_the_row_gone_raises_the_cancel_flag(q, clock):
+def test_a_heartbeat_that_finds_the_row_gone_raises_the_cancel_flag(q, clock):
     from django_alkqueue.running import CLAIM_LOST
+    from django_alkqueue.worker.heartbeats import HeartbeatService
     from django_alkqueue.worker.inflight import InFlight
-    from django_alkqueue.worker.lease_keeper import LeaseKeeper
 
     job = q.enqueue({})
     (handle,) = q.claim("w1")
@@ -134,27 +134,27 @@ def test_a_renewal_that_finds_the_row_gone_raises_the_cancel_flag(q, clock):
     inflight.add(handle)
     q.cancel(job.id)
 
-    LeaseKeeper(inflight, q.using).run_once(clock())
+    HeartbeatService(inflight, q.using).run_once(clock())
 
     run = inflight.run_of(handle)
     assert run.cancelled and run.cancel_reason == CLAIM_LOST
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="NOTIFY is PostgreSQL's")
-def test_on_postgresql_the_worker_hears_a_cancel_by_notify_long_before_its_next_renewal():
+def test_on_postgresql_the_worker_hears_a_cancel_by_notify_long_before_its_next_heartbeat():
     job = queue("cancellable-long-lease").enqueue({})
     worker = Watched(start_worker("--queue", "cancellable-long-lease", "--shutdown-timeout", "2",
                                   env=CONSUMERS))  # fmt: skip
     try:
         wait_until(lambda: noted(job.id, "started"), timeout=30, what=f"the start\n{worker.output}")
-        time.sleep(1.0)  # the lease keeper has renewed the new claim: its next tick is 20 s off
+        time.sleep(1.0)  # the new claim's lease was extended: the next heartbeat is 20 s off
         asked = time.monotonic()
 
         queue("cancellable-long-lease").cancel(job.id)
 
         wait_until(lambda: noted(job.id, "saw cancel"), timeout=15,
                    what=f"the handler seeing its cancel\n{worker.output}")  # fmt: skip
-        assert time.monotonic() - asked < 10  # 1 s in practice; the renewal would take 20
+        assert time.monotonic() - asked < 10  # 1 s in practice; the heartbeat would take 20
     finally:
         stop(worker.process)
 
@@ -180,7 +180,7 @@ def test_a_job_cancelled_while_running_is_kept_as_cancelled_on_a_queue_with_keep
                    what=f"the handler's start\n{worker.output}")  # fmt: skip
         queue("cancellable-kept").cancel(job.id)
         wait_until(lambda: FinishedJob.objects.filter(job_id=job.id).exists(), timeout=30,
-                   what=f"the kept row\n{worker.output}")  # fmt: skip
+                   what=f"the history row\n{worker.output}")  # fmt: skip
     finally:
         stop(worker.process)
     kept = queue("cancellable-kept").get_job(job.id)
@@ -194,7 +194,7 @@ def test_a_handler_cancelling_its_own_job_is_kept_as_cancelled_not_succeeded():
                                   env=CONSUMERS))  # fmt: skip
     try:
         wait_until(lambda: FinishedJob.objects.filter(job_id=job.id).exists(), timeout=30,
-                   what=f"the kept row\n{worker.output}")  # fmt: skip
+                   what=f"the history row\n{worker.output}")  # fmt: skip
     finally:
         stop(worker.process)
     assert not QueueMessage.objects.filter(id=job.id).exists()

@@ -14,7 +14,7 @@ from django.db import OperationalError, connections
 from django_alkqueue import operations
 from django_alkqueue.models import DeadLetter, QueueMessage
 from django_alkqueue.sql import chunked, dialect_for
-from django_alkqueue.worker.maintenance import Reclaimer
+from django_alkqueue.worker.maintenance import ReclaimService
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +100,7 @@ def test_reclaim_after_more_exhausted_lapsed_claims_than_sqlite_binds_at_once(
 ):
     count = many()
     _lapsed_claims(q, clock, count)
-    assert Reclaimer("default").run_once(clock()) == (0, count)
+    assert ReclaimService("default").run_once(clock()) == (0, count)
     assert QueueMessage.objects.count() == 0
 
 
@@ -129,12 +129,12 @@ def test_ack_of_claims_across_chunks_acks_each_valid_claim(q, three_per_statemen
     assert QueueMessage.objects.count() == 0
 
 
-def test_heartbeat_of_claims_across_chunks_renews_each(q, clock, three_per_statement):
+def test_heartbeat_of_claims_across_chunks_heartbeats_each(q, clock, three_per_statement):
     q.enqueue_many(list(range(7)))
     handles = q.claim("w", 7)
     expires = clock() + timedelta(seconds=600)
-    renewed = operations.heartbeat(q.using, [(h.claim, expires) for h in handles], clock())
-    assert renewed == {h.claim for h in handles}
+    extended = operations.heartbeat(q.using, [(h.claim, expires) for h in handles], clock())
+    assert extended == {h.claim for h in handles}
     assert QueueMessage.objects.filter(lease_expires_at=expires).count() == 7
 
 

@@ -31,14 +31,14 @@ CONSUMERS = {"ALKQUEUE_EXTRA_CONSUMERS": __name__}
 
 
 def break_the_worker(payload: Any, job: Job) -> None:
-    """A handler that breaks a loop of its worker (here its lease keeper), then runs on."""
-    from django_alkqueue.worker import lease_keeper
+    """A handler that breaks a loop of its worker (here its heartbeat service), then runs on."""
+    from django_alkqueue.worker import heartbeats
 
     def broken(*args: Any, **kwargs: Any) -> set[Any]:
-        raise RuntimeError("the lease keeper is broken")
+        raise RuntimeError("the heartbeat service is broken")
 
     HandlerRun.objects.create(queue=job.queue, job_id=job.id, attempt=job.attempts)
-    lease_keeper.heartbeat_handles = broken  # type: ignore[assignment]
+    heartbeats.heartbeat_handles = broken  # type: ignore[assignment]
     time.sleep(30)
 
 

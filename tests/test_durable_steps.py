@@ -25,7 +25,7 @@ from django_alkqueue.queues import JobHandle, ack_handles
 from django_alkqueue.running import Run, RunningJob, running_job
 from django_alkqueue.steps import IN_ATOMIC, IN_BATCH, MAX_NAME_CHARS
 from django_alkqueue.testing import drain
-from django_alkqueue.worker.history_sweeper import HistorySweeper
+from django_alkqueue.worker.history_sweeper import HistoryService
 from django_alkqueue.worker.step_records import ClaimedSteps
 from testproject.shop.models import HandlerRun
 from tests.clocks import FakeClock
@@ -330,7 +330,7 @@ def test_the_leaders_history_sweep_deletes_the_steps_of_a_cancelled_job():
     job.step("s1", Calls(1))
     assert queue("swept").cancel(handle.job.id)
 
-    HistorySweeper("default").run_once(queue("swept").clock())
+    HistoryService("default").run_once(queue("swept").clock())
 
     assert not JobStep.objects.filter(job_id=handle.job.id).exists()
 
@@ -418,7 +418,7 @@ def test_a_stale_workers_step_is_refused_while_another_worker_holds_the_claim(tm
     try:
         wait_until(lambda: any(n.startswith("waiting") for n in notes(job.id)), timeout=60,
                    what=f"the first worker waits\n{first.output}")  # fmt: skip
-        _freeze_holding_no_write_lock(first.pid)  # frozen: its lease lapses, unrenewed
+        _freeze_holding_no_write_lock(first.pid)  # frozen: its lease lapses, no longer extended
         wait_until(lambda: QueueMessage.objects.filter(id=job.id, lease_expires_at__lt=queue(
             "waiting-steps").clock()).exists(), timeout=10, what="the lease lapses")  # fmt: skip
         operations.reclaim("default", queue("waiting-steps").clock())
@@ -500,10 +500,10 @@ def test_the_history_keeps_the_steps_until_its_sweep_deletes_the_kept_job():
         handle.record(None, 0.1)
         assert ack_handles([handle], "default") == {handle.claim}
 
-        HistorySweeper("default").run_once(now + timedelta(minutes=59))
+        HistoryService("default").run_once(now + timedelta(minutes=59))
         assert set(steps_of(handle.job.id)) == {"s1"}
 
-        HistorySweeper("default").run_once(now + timedelta(days=2))
+        HistoryService("default").run_once(now + timedelta(days=2))
         assert not FinishedJob.objects.filter(job_id=handle.job.id).exists()
         assert not JobStep.objects.filter(job_id=handle.job.id).exists()
     finally:

@@ -28,8 +28,8 @@ from django_alkqueue.models import JobSignal, JobStep, QueueMessage, WaitingJob
 from django_alkqueue.queues import JobHandle
 from django_alkqueue.running import Run, RunningJob, running_job
 from django_alkqueue.steps import Sleeping, Waiting
-from django_alkqueue.worker.history_sweeper import HistorySweeper
-from django_alkqueue.worker.maintenance import WaitReleaser
+from django_alkqueue.worker.history_sweeper import HistoryService
+from django_alkqueue.worker.maintenance import WaitReleaseService
 from django_alkqueue.worker.step_records import ClaimedSteps
 from testproject.shop.models import HandlerRun
 from tests.clocks import FakeClock
@@ -238,7 +238,7 @@ def test_a_timed_wait_resumes_at_its_deadline_as_timed_out_and_keeps_that_answer
         job.wait_for("approved", timeout=timedelta(hours=1))
     assert waiting.value.deadline == clock() + timedelta(hours=1)
     assert handle.wait("approved", waiting.value.deadline)
-    releaser = WaitReleaser("default")
+    releaser = WaitReleaseService("default")
     assert releaser.run_once(clock()) == 0  # not yet
     assert state_of(handle.job.id) == "waiting"
 
@@ -261,7 +261,7 @@ def test_the_history_sweep_deletes_the_wait_of_a_cancelled_job_without_a_deadlin
     other, _job = claimed()
     assert other.wait("approved", None)
     assert handle.queue.cancel(handle.job.id)
-    HistorySweeper("default").run_once(handle.queue.clock())
+    HistoryService("default").run_once(handle.queue.clock())
     assert list(WaitingJob.objects.values_list("job_id", flat=True)) == [other.job.id]
 
 
@@ -272,9 +272,9 @@ def test_a_waiting_job_can_be_cancelled_and_its_wait_and_signals_go():
         job.wait_for("approved", timeout=1)
     assert handle.wait("approved", handle.queue.clock() - timedelta(seconds=1))
     assert handle.queue.cancel(handle.job.id)
-    assert WaitReleaser("default").run_once(handle.queue.clock()) == 0  # nothing resumes
+    assert WaitReleaseService("default").run_once(handle.queue.clock()) == 0  # nothing resumes
     assert not WaitingJob.objects.exists()
-    HistorySweeper("default").run_once(handle.queue.clock())
+    HistoryService("default").run_once(handle.queue.clock())
     assert not JobSignal.objects.exists()
 
 

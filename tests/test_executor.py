@@ -10,7 +10,7 @@ from django_alkqueue import Fail, Retry, RetryPolicy
 from django_alkqueue.consumers import ConsumerSpec
 from django_alkqueue.jobs import Job
 from django_alkqueue.signals import job_dead_lettered, job_retried, job_started, job_succeeded
-from django_alkqueue.worker.acker import Acker
+from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.stats import WorkerStats
@@ -26,7 +26,7 @@ class Harness:
     def __init__(self, handler, **spec_options):
         self.inflight = InFlight()
         self.stats = WorkerStats()
-        self.acker = Acker("default", self.inflight, self.stats, window=0)
+        self.acker = AckService("default", self.inflight, self.stats, window=0)
         spec = ConsumerSpec(
             queue="work", handler=handler, path="tests.handler", lease=None, max_attempts=None,
             retry=spec_options.pop("retry", RetryPolicy(backoff="constant", base=10,

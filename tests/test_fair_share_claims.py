@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django_alkqueue import fair_share
 from django_alkqueue.models import FairClaims, fair_claims_bucket
 from django_alkqueue.queues import Queue
-from django_alkqueue.worker.maintenance import Sweeper
+from django_alkqueue.worker.maintenance import SweepService
 from tests.clocks import FakeClock
 
 pytestmark = pytest.mark.django_db
@@ -195,7 +195,7 @@ def test_the_sweep_deletes_buckets_older_than_two_hours_and_keeps_newer_ones(
 ) -> None:
     for minutes in (125, 120, 115, 0):  # 12:00's sweep runs at 12:00:00.123456
         add_claims("a", NOON - timedelta(minutes=minutes), 1)
-    Sweeper("default").run_once(clock())
+    SweepService("default").run_once(clock())
     kept = [NOON - timedelta(minutes=m) for m in (115, 0)]
     assert sorted(bucket for _, bucket in buckets()) == kept
 
@@ -203,9 +203,9 @@ def test_the_sweep_deletes_buckets_older_than_two_hours_and_keeps_newer_ones(
 def test_the_sweep_deletes_at_most_its_batch(clock: FakeClock) -> None:
     for hours in (3, 4, 5):
         add_claims("a", NOON - timedelta(hours=hours), 1)
-    Sweeper("default", fair_claims_batch=2).run_once(clock())
+    SweepService("default", fair_claims_batch=2).run_once(clock())
     assert len(buckets()) == 1
-    Sweeper("default", fair_claims_batch=2).run_once(clock())
+    SweepService("default", fair_claims_batch=2).run_once(clock())
     assert buckets() == {}
 
 
@@ -253,7 +253,7 @@ def test_the_share_reads_a_queues_hour_through_the_unique_constraint(
 def test_the_sweep_finds_the_old_buckets_through_the_bucket_index(
     many_fair_claims: None, clock: FakeClock
 ) -> None:
-    reads = fair_claims_reads(lambda: Sweeper("default").run_once(clock()))
+    reads = fair_claims_reads(lambda: SweepService("default").run_once(clock()))
     assert reads
     for sql in reads:
         plan = plan_of(sql)

@@ -12,7 +12,7 @@ import pytest
 from django_alkqueue import operations
 from django_alkqueue.models import DeadLetter, JobStep, QueueMessage
 from django_alkqueue.queues import Queue
-from django_alkqueue.worker.maintenance import Reclaimer, Sweeper
+from django_alkqueue.worker.maintenance import ReclaimService, SweepService
 from django_alkqueue.workflows.dependencies import DEPENDENCY_FAILED
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,7 +59,7 @@ def test_a_lapsed_claim_past_its_attempts_swept_by_the_reclaim_keeps_its_fair_ke
     job = fq.enqueue(1, max_attempts=1, fair_key="tenant-a")
     fq.claim_one("crashed")
     clock.advance(31)
-    assert Reclaimer("default").run_once(clock()) == (0, 1)
+    assert ReclaimService("default").run_once(clock()) == (0, 1)
     assert dead_key(job.id) == "tenant-a"
 
 
@@ -88,7 +88,7 @@ def test_a_lapsed_claim_past_its_attempts_taken_by_a_fair_claim_keeps_its_fair_k
 def test_an_expired_job_keeps_its_fair_key(fq: Queue, clock) -> None:
     job = fq.enqueue(1, expires=5, fair_key="tenant-a")
     clock.advance(6)
-    Sweeper("default").run_once(clock())
+    SweepService("default").run_once(clock())
     assert dead_key(job.id) == "tenant-a"
 
 
@@ -120,7 +120,7 @@ def test_a_requeued_job_takes_its_turns_again(fq: Queue, clock) -> None:
     # They die unclaimed (expired), so tenant-a has had no turn before its requeue.
     dead = [fq.enqueue(f"a{n}", expires=5, fair_key="tenant-a") for n in range(2)]
     clock.advance(6)
-    Sweeper("default").run_once(clock())
+    SweepService("default").run_once(clock())
     fq.enqueue_many(["b0", "b1"], fair_key="tenant-b")
     fq.enqueue_many(["n0", "n1"])
     clock.advance(1)  # without their key, the requeued jobs would queue behind n0 and n1

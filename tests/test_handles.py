@@ -169,7 +169,7 @@ def test_a_batch_ack_holding_the_old_and_the_new_claim_of_a_job_acks_only_the_ne
     assert q.get_job(job.id) is None
 
 
-def test_a_batch_renewal_holding_the_old_and_the_new_claim_of_a_job_renews_only_the_new(q, clock):
+def test_a_batch_heartbeat_of_the_old_and_the_new_claim_of_a_job_extends_only_the_new(q, clock):
     q.enqueue(1)
     old = q.claim_one("w")
     clock.advance(31)

@@ -20,7 +20,7 @@ from django_alkqueue.models import Consumer, QueueMessage, Worker
 from django_alkqueue.queues import Queue
 from django_alkqueue.sql.queue_scans import oldest_unclaimed_sql
 from django_alkqueue.status import oldest_pending_ages
-from django_alkqueue.worker.queue_stats import QueueStatWriter
+from django_alkqueue.worker.queue_stats import QueueStatCountService
 from tests.clocks import FakeClock
 from tests.conftest import fill_ten_queues
 from tests.workers import database_env, run_manage
@@ -171,14 +171,14 @@ def test_the_suspects_are_the_queues_whose_read_age_plus_the_time_since_passes_m
     make_queue("old").enqueue({})
     clock.advance(50)
     make_queue("young").enqueue({})
-    QueueStatWriter("default").run_once(clock.now)  # old: 50 s, young: 0 s
+    QueueStatCountService("default").run_once(clock.now)  # old: 50 s, young: 0 s
     clock.advance(20)
     assert health.behind_suspects("default", clock.now, 60.0) == ["old"]
 
 
 def test_a_named_queue_the_leader_has_not_read_is_a_suspect(clock: FakeClock, make_queue):
     make_queue("read").enqueue({})
-    QueueStatWriter("default").run_once(clock.now)
+    QueueStatCountService("default").run_once(clock.now)
     assert health.behind_suspects("default", clock.now, 60.0, ("read", "new")) == ["new"]
 
 
@@ -186,7 +186,7 @@ def test_a_queue_read_as_behind_that_caught_up_since_is_healthy(clock: FakeClock
     q = make_queue("slow", lease=3600)
     q.enqueue({})
     clock.advance(120)
-    QueueStatWriter("default").run_once(clock.now)
+    QueueStatCountService("default").run_once(clock.now)
     (handle,) = q.claim("w1", 1)
     handle.ack()
     beat("w1", clock.now, leader=True)
@@ -196,7 +196,7 @@ def test_a_queue_read_as_behind_that_caught_up_since_is_healthy(clock: FakeClock
 def test_a_queue_read_as_behind_and_still_behind_is_reported(clock: FakeClock, make_queue):
     make_queue("slow").enqueue({})
     clock.advance(120)
-    QueueStatWriter("default").run_once(clock.now)
+    QueueStatCountService("default").run_once(clock.now)
     clock.advance(5)
     beat("w1", clock.now, leader=True)
     assert [p.subject for p in checks(clock.now, max_age=60.0)] == ["slow"]

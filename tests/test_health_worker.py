@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from django_alkqueue import health, queue
 from django_alkqueue.models import Worker
-from django_alkqueue.worker.presence import Presence
+from django_alkqueue.worker.presence import PresenceService
 from django_alkqueue.worker.stats import WorkerStats
 from tests.clocks import FakeClock
 from tests.conftest import wait_until
@@ -115,7 +115,7 @@ def test_a_missing_health_file_directory_is_refused_before_start(tmp_path):
 def test_a_heartbeat_touches_the_health_file(tmp_path):
     path = tmp_path / "alive"
     clock = FakeClock()
-    presence = Presence("default", "w1", ["q"], 1, WorkerStats(), 5.0, str(path))
+    presence = PresenceService("default", "w1", ["q"], 1, WorkerStats(), 5.0, str(path))
     presence.register(clock.now)
     os.utime(path, (1, 1))
 

@@ -1,4 +1,4 @@
-"""Kept history (docs/running-jobs.md, "Kept history and recorded output"): a queue with
+"""History (docs/running-jobs.md, "History and recorded output"): a queue with
 `keep` writes each finished job, with its handler's return value, to the history in the
 transaction of its ack; get_job finds it there; the leader's sweep deletes it after `keep`."""
 
@@ -18,7 +18,7 @@ from django_alkqueue.conf import get_settings
 from django_alkqueue.consumers import registry
 from django_alkqueue.models import FinishedJob, QueueMessage
 from django_alkqueue.testing import Drained, drain
-from django_alkqueue.worker.history_sweeper import HistorySweeper
+from django_alkqueue.worker.history_sweeper import HistoryService
 from tests.keeping_consumers import ODD_OUTPUTS
 from tests.workers import run_worker
 
@@ -231,14 +231,14 @@ def test_ack_batch_of_a_queue_without_keep_writes_no_history():
 def test_one_ack_keeps_the_jobs_of_keeping_queues_only():
     from django_alkqueue.queues import ack_handles
 
-    kept_job = queue("keeping").enqueue({})
+    history_job = queue("keeping").enqueue({})
     other = queue("not-keeping").enqueue({})
     handles = [*queue("keeping").claim("w1"), *queue("not-keeping").claim("w1")]
 
     assert len(ack_handles(handles, "default")) == 2
 
-    assert list(FinishedJob.objects.values_list("job_id", flat=True)) == [kept_job.id]
-    assert not QueueMessage.objects.filter(id__in=[kept_job.id, other.id]).exists()
+    assert list(FinishedJob.objects.values_list("job_id", flat=True)) == [history_job.id]
+    assert not QueueMessage.objects.filter(id__in=[history_job.id, other.id]).exists()
 
 
 def test_get_job_finds_a_kept_job_as_succeeded():
@@ -284,7 +284,7 @@ def test_the_sweep_deletes_kept_jobs_past_their_keep_and_no_others():
     jobs = queue("keeping").enqueue_many([{} for _ in range(5)])
     drain("keeping")
     ids = [j.id for j in jobs]
-    sweeper = HistorySweeper("default", batch=2)
+    sweeper = HistoryService("default", batch=2)
 
     sweeper.run_once(timezone.now() + timedelta(days=1))
     assert FinishedJob.objects.filter(job_id__in=ids).count() == 5
@@ -335,3 +335,17 @@ def test_a_task_queue_with_keep_records_the_tasks_return_value():
     row = kept(int(enqueued.id))
     assert (row.output, row.outcome) == (3, "succeeded")
     assert tasks.add.get_result(enqueued.id).return_value == 3  # the result row is unchanged
+
+
+def test_the_old_name_history_finish_class_still_works_with_a_deprecation_warning():
+    from django_alkqueue import history
+
+    with pytest.warns(DeprecationWarning, match="history.Finish is deprecated"):
+        assert history.Finish is history.HistoryEntry
+
+
+def test_the_old_name_history_finish_function_still_works_with_a_deprecation_warning():
+    from django_alkqueue import history
+
+    with pytest.warns(DeprecationWarning, match="history.finish is deprecated"):
+        assert history.finish is history.entry_for

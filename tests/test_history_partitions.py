@@ -1,4 +1,4 @@
-"""The kept history's day partitions on PostgreSQL (sql/postgresql/history.py): made ahead
+"""The history's day partitions on PostgreSQL (sql/postgresql/history.py): made ahead
 by the leader, a DEFAULT partition for days without one, whole partitions dropped once all
 their rows are past their keep, and expired rows of the others deleted in batches."""
 
@@ -14,7 +14,7 @@ from django.db import connection, connections, transaction
 from django_alkqueue import operations
 from django_alkqueue.models import FinishedJob
 from django_alkqueue.sql.postgresql.history import DAYS_AHEAD, partition_name, partitions
-from django_alkqueue.worker.history_sweeper import HistorySweeper
+from django_alkqueue.worker.history_sweeper import HistoryService
 from tests.conftest import wait_until
 from tests.workers import start_worker, stop
 
@@ -94,7 +94,7 @@ def test_the_sweep_drops_a_past_days_partition_whose_rows_are_all_past_their_kee
     keep_row(1, NOW, timedelta(hours=1))
     keep_row(2, NOW + timedelta(hours=5), timedelta(hours=2))
 
-    HistorySweeper("default").run_once(NOW + timedelta(days=1, hours=1))
+    HistoryService("default").run_once(NOW + timedelta(days=1, hours=1))
 
     assert partition_name(NOW.date()) not in partitions(connection)
     assert not FinishedJob.objects.filter(job_id__in=[1, 2]).exists()
@@ -105,7 +105,7 @@ def test_a_past_partition_with_rows_still_kept_stays_and_loses_only_its_expired_
     keep_row(1, NOW, timedelta(hours=1))
     keep_row(2, NOW, timedelta(days=30))
 
-    HistorySweeper("default").run_once(NOW + timedelta(days=2))
+    HistoryService("default").run_once(NOW + timedelta(days=2))
 
     assert partition_name(NOW.date()) in partitions(connection)
     assert list(FinishedJob.objects.values_list("job_id", flat=True)) == [2]
@@ -116,7 +116,7 @@ def test_the_sweep_deletes_expired_rows_of_the_default_partition_in_batches():
         keep_row(job_id, NOW + timedelta(days=60), timedelta(hours=1))
     keep_row(8, NOW + timedelta(days=60), timedelta(days=5))
 
-    deleted = HistorySweeper("default", batch=3).run_once(NOW + timedelta(days=61)).deleted
+    deleted = HistoryService("default", batch=3).run_once(NOW + timedelta(days=61)).deleted
 
     assert deleted == 7
     assert list(FinishedJob.objects.values_list("job_id", flat=True)) == [8]

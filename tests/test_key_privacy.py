@@ -24,8 +24,8 @@ from tests.admin_helpers import (
     JOBS,
     OVERVIEW,
     VIEW_PERMS,
-    bury,
     client_for,
+    dead_lettered,
     make_user,
     queue_url,
 )
@@ -77,7 +77,7 @@ def test_a_sensitive_jobs_keys_are_masked_on_its_page(viewer):
 
 @SENSITIVE
 def test_a_sensitive_dead_letters_unique_key_is_masked_on_its_page(viewer):
-    job_id = bury(PAYMENTS, {"card": "4111"}, "DeclinedError")
+    job_id = dead_lettered(PAYMENTS, {"card": "4111"}, "DeclinedError")
     DeadLetter.objects.filter(job_id=job_id).update(unique_key=EMAIL)
     dead = DeadLetter.objects.get(job_id=job_id)
 

@@ -289,7 +289,7 @@ def test_every_module_of_the_library_is_in_a_layer() -> None:
 def test_the_reader_finds_top_level_relative_and_function_level_imports() -> None:
     source = (
         "from .. import payload as codec\n"
-        "from ..history import Finish\n"
+        "from ..history import HistoryEntry\n"
         "from . import base, orm\n"
         "import django_alkqueue.queues\n"
         "from django.db import connection\n"

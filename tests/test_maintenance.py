@@ -11,11 +11,11 @@ from django_alkqueue.clock import system_clock
 from django_alkqueue.models import Consumer, DeadLetter, Worker
 from django_alkqueue.sql import dialect_for, dialect_name
 from django_alkqueue.worker.consumer_table import sync_consumers
+from django_alkqueue.worker.heartbeats import HeartbeatService
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.leader import LEADER_LOCK_KEY, Leadership
-from django_alkqueue.worker.lease_keeper import LeaseKeeper
-from django_alkqueue.worker.maintenance import Reclaimer, Sweeper
-from django_alkqueue.worker.presence import Presence
+from django_alkqueue.worker.maintenance import ReclaimService, SweepService
+from django_alkqueue.worker.presence import PresenceService
 from django_alkqueue.worker.stats import WorkerStats
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +25,7 @@ def test_reclaim_returns_lapsed_jobs_with_attempts_left_to_pending(q, clock):
     job = q.enqueue(1)
     q.claim_one("crashed")
     clock.advance(31)
-    assert Reclaimer("default").run_once(clock()) == (1, 0)
+    assert ReclaimService("default").run_once(clock()) == (1, 0)
     stored = q.get_job(job.id)
     assert (stored.state, stored.attempts, stored.claimed_by) == ("pending", 1, None)
 
@@ -34,7 +34,7 @@ def test_reclaim_dead_letters_lapsed_jobs_without_attempts_left(q, clock):
     job = q.enqueue(1, max_attempts=1)
     q.claim_one("crashed")
     clock.advance(31)
-    assert Reclaimer("default").run_once(clock()) == (0, 1)
+    assert ReclaimService("default").run_once(clock()) == (0, 1)
     dead = q.get_job(job.id)
     assert (dead.state, dead.last_error, dead.attempts) == ("dead", "max attempts exceeded", 1)
 
@@ -43,7 +43,7 @@ def test_reclaim_leaves_live_leases_alone(q, clock):
     job = q.enqueue(1)
     q.claim_one("alive")
     clock.advance(29)
-    assert Reclaimer("default").run_once(clock()) == (0, 0)
+    assert ReclaimService("default").run_once(clock()) == (0, 0)
     assert q.get_job(job.id).claimed_by == "alive"
 
 
@@ -51,7 +51,7 @@ def test_the_lapsed_attempt_stays_counted_after_a_reclaim(q, clock):
     job = q.enqueue(1)
     q.claim_one("crashed")
     clock.advance(31)
-    Reclaimer("default").run_once(clock())
+    ReclaimService("default").run_once(clock())
     assert q.claim_one("next").job.attempts == 2
     assert q.get_job(job.id).attempts == 2
 
@@ -60,7 +60,7 @@ def test_sweeper_moves_expired_jobs_of_every_queue(make_queue, clock):
     a = make_queue("a").enqueue(1, expires=5)
     b = make_queue("b").enqueue(1, expires=5)
     clock.advance(5)
-    assert Sweeper("default").run_once(clock()) == 2
+    assert SweepService("default").run_once(clock()) == 2
     assert {d.job_id for d in DeadLetter.objects.all()} == {a.id, b.id}
 
 
@@ -71,19 +71,19 @@ def test_sweeper_deletes_dead_letters_past_their_stamped_retention(make_queue, c
         q.enqueue(1)
         q.claim_one("w").fail()
     clock.advance(61)
-    Sweeper("default").run_once(clock())
+    SweepService("default").run_once(clock())
     assert list(DeadLetter.objects.values_list("queue", flat=True)) == ["kept"]
 
 
 def test_sweeper_prunes_workers_stale_for_a_day(clock):
-    Presence("default", "old", ["q"], 1, WorkerStats(), 5).register(clock())
+    PresenceService("default", "old", ["q"], 1, WorkerStats(), 5).register(clock())
     clock.advance(days=1, seconds=1)
-    Presence("default", "new", ["q"], 1, WorkerStats(), 5).register(clock())
-    Sweeper("default").run_once(clock())
+    PresenceService("default", "new", ["q"], 1, WorkerStats(), 5).register(clock())
+    SweepService("default").run_once(clock())
     assert list(Worker.objects.values_list("worker_id", flat=True)) == ["new"]
 
 
-def test_lease_keeper_renews_running_jobs_in_one_statement(
+def test_the_heartbeat_service_heartbeats_running_jobs_in_one_statement(
     make_queue, clock, django_assert_max_num_queries
 ):
     q = make_queue("slow", lease=30)
@@ -92,38 +92,38 @@ def test_lease_keeper_renews_running_jobs_in_one_statement(
     for handle in q.claim("w", 3):
         inflight.add(handle)
     clock.advance(20)
-    keeper = LeaseKeeper(inflight, "default", 10)
+    heartbeats = HeartbeatService(inflight, "default", 10)
     # PostgreSQL: one UPDATE. SQLite's own dialect: one UPDATE per job inside one
     # transaction. The ORM dialect: a locking read and one UPDATE for the lease they share.
     one = dialect_name(connections["default"]) == "postgresql"
     with django_assert_max_num_queries(1 if one else 5):
-        renewed = keeper.run_once(system_clock())
-    assert len(renewed) == 3
-    clock.advance(20)  # 40 s after the claim: alive thanks to the renewal
+        extended = heartbeats.run_once(system_clock())
+    assert len(extended) == 3
+    clock.advance(20)  # 40 s after the claim: alive thanks to the heartbeat
     assert all(h.ack() for h in inflight.all())
 
 
-def test_lease_keeper_skips_jobs_held_by_an_atomic_transaction(q):
+def test_the_heartbeat_service_skips_jobs_held_by_an_atomic_transaction(q):
     q.enqueue(1)
     inflight = InFlight()
     handle = q.claim_one("w")
     inflight.add(handle)
     inflight.hold_in_transaction(handle)
-    assert LeaseKeeper(inflight, "default", 10).run_once(system_clock()) == set()
+    assert HeartbeatService(inflight, "default", 10).run_once(system_clock()) == set()
 
 
-def test_lease_keeper_reports_a_lost_lease(q, clock, caplog):
+def test_the_heartbeat_service_reports_a_lost_lease(q, clock, caplog):
     job = q.enqueue(1)
     inflight = InFlight()
     inflight.add(q.claim_one("w"))
     q.cancel(job.id)
-    assert LeaseKeeper(inflight, "default", 10).run_once(system_clock()) == set()
-    assert "lease renewal refused" in caplog.text
+    assert HeartbeatService(inflight, "default", 10).run_once(system_clock()) == set()
+    assert "heartbeat refused" in caplog.text
 
 
 def test_presence_registers_refreshes_and_unregisters(clock):
     stats = WorkerStats()
-    presence = Presence("default", "host:1", ["shop-emails"], 4, stats, 5)
+    presence = PresenceService("default", "host:1", ["shop-emails"], 4, stats, 5)
     presence.register(clock())
     stats.record("shop-emails", "succeeded")
     stats.record("shop-emails", "dead")
@@ -140,7 +140,7 @@ def test_presence_registers_refreshes_and_unregisters(clock):
 
 def test_leadership_marks_exactly_one_worker_row(clock):
     for worker_id in ("a", "b"):
-        Presence("default", worker_id, ["q"], 1, WorkerStats(), 5).register(clock())
+        PresenceService("default", worker_id, ["q"], 1, WorkerStats(), 5).register(clock())
     leader = Leadership("default", "a")
     assert leader.acquire(clock(), 30)
     assert list(Worker.objects.filter(is_leader=True).values_list("worker_id", flat=True)) == ["a"]
@@ -172,11 +172,11 @@ def test_sqlite_style_leadership_passes_on_when_the_leader_goes_stale(clock):
     if dialect_for(connections["default"]).supports_advisory_locks:
         pytest.skip("this database elects through a session lock")
     for worker_id in ("a", "b"):
-        Presence("default", worker_id, ["q"], 1, WorkerStats(), 5).register(clock())
+        PresenceService("default", worker_id, ["q"], 1, WorkerStats(), 5).register(clock())
     assert Leadership("default", "a").acquire(clock(), 30)
     assert not Leadership("default", "b").acquire(clock(), 30)
     clock.advance(31)
-    Presence("default", "b", ["q"], 1, WorkerStats(), 5).run_once(clock())
+    PresenceService("default", "b", ["q"], 1, WorkerStats(), 5).run_once(clock())
     assert Leadership("default", "b").acquire(clock(), 30)
     assert Worker.objects.get(is_leader=True).worker_id == "b"
 
@@ -247,21 +247,21 @@ def test_claimer_claims_no_more_than_the_free_capacity(make_queue):
     assert claimer.run_once() == 2
 
 
-def test_lease_keeper_ticks_within_a_third_of_the_shortest_lease_held(make_queue):
+def test_the_heartbeat_service_ticks_within_a_third_of_the_shortest_lease_held(make_queue):
     q = make_queue("mixed", lease=60)
     q.enqueue(1)
     q.enqueue(2, priority=1)
     inflight = InFlight()
-    keeper = LeaseKeeper(inflight, "default", 20)
+    heartbeats = HeartbeatService(inflight, "default", 20)
     for handle in q.claim("w", 2):
         inflight.add(handle)
-    keeper.run_once(system_clock())
-    assert keeper.interval == 20
+    heartbeats.run_once(system_clock())
+    assert heartbeats.interval == 20
     short = make_queue("mixed", lease=6)
     short.enqueue(3)
     inflight.add(short.claim_one("w"))
-    keeper.run_once(system_clock())
-    assert keeper.interval == 2
+    heartbeats.run_once(system_clock())
+    assert heartbeats.interval == 2
 
 
 def test_claimer_waits_until_half_its_capacity_is_free(make_queue):

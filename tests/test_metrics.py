@@ -17,7 +17,7 @@ from django_alkqueue.metrics.collector import hour_of
 from django_alkqueue.metrics.hour_sums import hour_sums
 from django_alkqueue.models import Consumer, FinishedJob, QueueStat, Worker
 from django_alkqueue.sql import dialect_name
-from django_alkqueue.worker.queue_stats import QueueStatWriter
+from django_alkqueue.worker.queue_stats import QueueStatCountService
 from tests.admin_helpers import Seeded, add_worker, client_for, make_user
 from tests.conftest import wait_until
 
@@ -88,7 +88,7 @@ def no_kept_sums() -> None:
 
 
 def test_depth_by_state_and_paused_are_the_leaders_last_reading(root: Client, seeded: Seeded):
-    QueueStatWriter("default").run_once(timezone.now())
+    QueueStatCountService("default").run_once(timezone.now())
     got = scrape(root)
     emails, webhooks = (("queue", "shop-emails"),), (("queue", "shop-webhooks"),)
     for state, ids in [
@@ -214,7 +214,7 @@ def test_jobs_waiting_for_their_dependencies_are_waiting_not_scheduled(root: Cli
     first = queue("wf").enqueue({})
     queue("wf").enqueue_many([{}, {}], after=[first])
     queue("wf").enqueue({}, delay=600)
-    QueueStatWriter("default").run_once(timezone.now())
+    QueueStatCountService("default").run_once(timezone.now())
 
     got = scrape(root)
 
@@ -230,7 +230,7 @@ def test_throttled_jobs_are_the_due_ones_a_full_concurrency_holds_back(root: Cli
     Consumer.objects.create(queue="api", handler="app.f", lease=30, max_attempts=3,
                             limit_overrides={"concurrency": 2})  # fmt: skip
     assert len(api.claim("w-1", 2)) == 2
-    QueueStatWriter("default").run_once(timezone.now())
+    QueueStatCountService("default").run_once(timezone.now())
 
     got = scrape(root)
 
@@ -240,5 +240,5 @@ def test_throttled_jobs_are_the_due_ones_a_full_concurrency_holds_back(root: Cli
 
 def test_a_queue_without_limits_has_no_throttled_jobs(root: Client):
     queue("plain").enqueue_many([{}] * 5)
-    QueueStatWriter("default").run_once(timezone.now())
+    QueueStatCountService("default").run_once(timezone.now())
     assert scrape(root)[("alkqueue_jobs_throttled", (("queue", "plain"),))] == 0

@@ -16,7 +16,7 @@ from django_alkqueue import health
 from django_alkqueue.metrics.collector import HISTOGRAM_COLUMNS, hour_of
 from django_alkqueue.metrics.hour_sums import HourSums, hour_sums
 from django_alkqueue.models import QueueStat
-from django_alkqueue.worker.queue_stats import QueueStatWriter
+from django_alkqueue.worker.queue_stats import QueueStatCountService
 from tests.conftest import fill_ten_queues
 
 pytestmark = pytest.mark.django_db
@@ -45,13 +45,13 @@ def reads_rows_of(table: str, sql: str) -> bool:
 
 def test_a_scrape_never_reads_the_live_table(root: Client, make_queue, clock):
     make_queue("q").enqueue({})
-    QueueStatWriter("default").run_once(timezone.now())
+    QueueStatCountService("default").run_once(timezone.now())
     assert [sql for sql in scrape_queries(root) if reads_the_live_table(sql)] == []
 
 
 def test_alk_health_with_max_age_probes_no_queue_the_leader_read_as_fine(make_queue, clock):
     make_queue("q").enqueue({})
-    QueueStatWriter("default").run_once(clock.now)
+    QueueStatCountService("default").run_once(clock.now)
     with CaptureQueriesContext(connection) as queries:
         problems = health.queue_problems("default", clock.now, 3600.0)
     assert problems == []
@@ -86,7 +86,7 @@ def test_the_scrapes_stat_reads_use_the_minute_index_on_120k_stat_rows(is_postgr
     # read at most 5% of the rows whatever the minute of the hour (two hours made the plan
     # depend on it, and after :50 a sequential scan of half the table was rightly cheaper).
     fill_stat_minutes(100, 1200, now)
-    QueueStatWriter("default").run_once(now)
+    QueueStatCountService("default").run_once(now)
     stat_reads = [sql for sql in scrape_queries(root) if reads_rows_of("alkqueue_queuestat", sql)]
     assert len(stat_reads) >= 2  # the readings and the hour's sums
     with connection.cursor() as cursor:
@@ -102,7 +102,7 @@ def test_on_sqlite_the_scrapes_stat_reads_search_an_index_on_120k_stat_rows(root
         pytest.skip("SQLite's plans")
     now = timezone.now()
     fill_stat_minutes(1000, 120, now)
-    QueueStatWriter("default").run_once(now)
+    QueueStatCountService("default").run_once(now)
     stat_reads = [sql for sql in scrape_queries(root) if reads_rows_of("alkqueue_queuestat", sql)]
     assert len(stat_reads) >= 2  # the readings and the hour's sums
     with connection.cursor() as cursor:

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from django_alkqueue.models import PeriodicTick, QueueMessage
-from django_alkqueue.periodic import Scheduler, latest_tick
+from django_alkqueue.periodic import PeriodicService, latest_tick
 from tests.clocks import FakeClock
 from tests.conftest import run_threads
 
@@ -33,7 +33,7 @@ def test_latest_tick_is_the_most_recent_at_or_before_now():
 @override_settings(ALKQUEUE={"PERIODIC": PING})
 def test_a_tick_is_enqueued_once():
     clock = at(12, 7)
-    scheduler = Scheduler("default", clock)
+    scheduler = PeriodicService("default", clock)
     assert scheduler.run_once() == ["ping"]
     assert scheduler.run_once() == []
     clock.advance(60)  # 12:08: same tick
@@ -46,7 +46,7 @@ def test_a_tick_is_enqueued_once():
 @override_settings(ALKQUEUE={"PERIODIC": PING})
 def test_a_tick_is_not_enqueued_again_after_its_job_ran():
     clock = at(12, 7)
-    scheduler = Scheduler("default", clock)
+    scheduler = PeriodicService("default", clock)
     scheduler.run_once()
     QueueMessage.objects.all().delete()  # the job ran and left the table
     assert scheduler.run_once() == []
@@ -60,9 +60,9 @@ def test_a_tick_is_not_enqueued_again_after_its_job_ran():
 @override_settings(ALKQUEUE={"PERIODIC": PING})
 def test_missed_ticks_collapse_into_the_most_recent_one():
     clock = at(12, 7)
-    Scheduler("default", clock).run_once()
+    PeriodicService("default", clock).run_once()
     clock.advance(hours=2)  # 24 ticks missed while no worker ran
-    assert Scheduler("default", clock).run_once() == ["ping"]
+    assert PeriodicService("default", clock).run_once() == ["ping"]
     assert QueueMessage.objects.count() == 2
     assert PeriodicTick.objects.get(name="ping").last_tick == datetime(
         2030, 1, 1, 14, 5, tzinfo=UTC
@@ -71,7 +71,7 @@ def test_missed_ticks_collapse_into_the_most_recent_one():
 
 @override_settings(ALKQUEUE={"PERIODIC": NIGHTLY})
 def test_a_task_schedule_enqueues_the_task_through_the_backend():
-    Scheduler("default", at(4, 0)).run_once()
+    PeriodicService("default", at(4, 0)).run_once()
     job = QueueMessage.objects.get()
     assert job.payload["task"] == "testproject.shop.tasks.add"
     assert job.payload["args"] == [1, 2]
@@ -82,7 +82,7 @@ def test_three_schedulers_racing_enqueue_each_tick_once(transactional_db):
     clock = at(12, 7)
     ran: list[list[str]] = []
     for _ in range(3):  # three ticks, three racing schedulers each
-        run_threads(3, lambda i: ran.append(Scheduler("default", clock).run_once()))
+        run_threads(3, lambda i: ran.append(PeriodicService("default", clock).run_once()))
         clock.advance(minutes=5)
     assert QueueMessage.objects.count() == 3
     assert sum(len(names) for names in ran) == 3
@@ -136,7 +136,7 @@ def test_next_tick_follows_the_project_time_zone():
 def test_one_failing_schedule_does_not_hold_up_the_others(caplog):
     broken = {"a-broken": {"cron": "*/5 * * * *", "queue": "health", "payload": {1, 2}}}
     with override_settings(ALKQUEUE={"PERIODIC": {**broken, **PING}}):
-        assert Scheduler("default", at(12, 7)).run_once() == ["ping"]
+        assert PeriodicService("default", at(12, 7)).run_once() == ["ping"]
     assert "a-broken" in caplog.text
 
 

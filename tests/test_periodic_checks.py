@@ -11,7 +11,7 @@ from django.core import checks
 from django.core.management import call_command
 from django.test import override_settings
 
-from django_alkqueue.periodic import Scheduler
+from django_alkqueue.periodic import PeriodicService
 from tests.clocks import FakeClock
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +50,7 @@ def test_alk_periodic_shows_never_for_a_cron_that_never_fires(capsys):
 
 
 def test_the_scheduler_skips_a_cron_that_never_fires_and_logs_it_once(caplog):
-    scheduler = Scheduler("default", FakeClock(datetime(2030, 1, 1, 12, 7, tzinfo=UTC)))
+    scheduler = PeriodicService("default", FakeClock(datetime(2030, 1, 1, 12, 7, tzinfo=UTC)))
     with (
         override_settings(ALKQUEUE={"PERIODIC": {**FEB_30, **PING}}),
         caplog.at_level(logging.INFO, logger="django_alkqueue"),

@@ -13,7 +13,7 @@ import pytest
 from django.test import override_settings
 
 from django_alkqueue.models import QueueMessage
-from django_alkqueue.periodic import Scheduler, latest_tick, next_tick
+from django_alkqueue.periodic import PeriodicService, latest_tick, next_tick
 from tests.clocks import FakeClock
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ def utc(day: datetime, hour: int, minute: int, days: int = 0) -> datetime:
 def ticks_enqueued(cron: str, start: datetime, end: datetime) -> list[datetime]:
     """Run one scheduler every 5 minutes from `start` to `end`; the ticks it enqueued (UTC)."""
     clock = FakeClock(start)
-    scheduler = Scheduler("default", clock)
+    scheduler = PeriodicService("default", clock)
     entry = {"cron": cron, "queue": "health", "payload": {}}
     with override_settings(TIME_ZONE=BERLIN, ALKQUEUE={"PERIODIC": {"s": entry}}):
         while clock.now <= end:

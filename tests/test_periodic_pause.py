@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from django_alkqueue.models import PeriodicTick, QueueMessage
-from django_alkqueue.periodic import Scheduler, ensure_rows, set_paused
+from django_alkqueue.periodic import PeriodicService, ensure_rows, set_paused
 from tests.admin_helpers import client_for, make_user
 from tests.clocks import FakeClock
 
@@ -39,14 +39,14 @@ def at(hour: int, minute: int) -> FakeClock:
 def test_a_paused_schedule_enqueues_nothing_at_its_tick():
     set_paused("default", ["ping"], True)
 
-    assert Scheduler("default", at(12, 7)).run_once() == ["nightly"]
+    assert PeriodicService("default", at(12, 7)).run_once() == ["nightly"]
     assert pings() == 0
 
 
 @override_settings(ALKQUEUE={"PERIODIC": PERIODIC})
 def test_a_resumed_schedule_does_not_fire_the_ticks_missed_while_paused():
     clock = at(12, 7)
-    scheduler = Scheduler("default", clock)
+    scheduler = PeriodicService("default", clock)
     scheduler.run_once()  # 12:05 enqueued
     set_paused("default", ["ping"], True)
     clock.advance(minutes=10)  # 12:17: the 12:10 and 12:15 ticks pass while paused
@@ -64,7 +64,7 @@ def test_a_listed_schedule_that_never_ticked_ticks_like_a_new_one():
     ensure_rows("default", ["ping"])
     assert PeriodicTick.objects.get(name="ping").last_tick is None
 
-    assert "ping" in Scheduler("default", at(12, 7)).run_once()
+    assert "ping" in PeriodicService("default", at(12, 7)).run_once()
     assert PeriodicTick.objects.get(name="ping").last_tick == datetime(
         2030, 1, 1, 12, 5, tzinfo=UTC
     )
@@ -72,7 +72,7 @@ def test_a_listed_schedule_that_never_ticked_ticks_like_a_new_one():
 
 @override_settings(ALKQUEUE={"PERIODIC": PERIODIC})
 def test_the_admin_lists_every_configured_schedule_with_its_ticks(root):
-    Scheduler("default", at(12, 7)).run_once()
+    PeriodicService("default", at(12, 7)).run_once()
     PeriodicTick.objects.filter(name="nightly").delete()  # configured, not ticked yet
 
     page = root.get(SCHEDULES).content.decode()

@@ -267,7 +267,7 @@ def _settings() -> dict[str, str]:
 
 
 @pytest.mark.django_db(transaction=True)  # autocommit, as the worker's claims and acks run
-def test_in_autocommit_the_claim_ack_and_renewal_are_never_planned_again(q):
+def test_in_autocommit_the_claim_ack_and_heartbeat_are_never_planned_again(q):
     q.enqueue_many(list(range(12)))
     for _ in range(12):
         handle = q.claim_one("w")

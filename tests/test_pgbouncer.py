@@ -1,5 +1,5 @@
 """Through a real PgBouncer in transaction pooling mode, set up as docs/worker.md (PgBouncer)
-says: claims, acks, retries and lease renewals through the pooler, LISTEN on a direct alias.
+says: claims, acks, retries and heartbeats through the pooler, LISTEN on a direct alias.
 The pooler has one server connection, so every client's transactions share one backend:
 session state a statement left behind would reach the next client right there.
 

@@ -16,7 +16,7 @@ from django_alkqueue.consumers import ConsumerSpec, registry
 from django_alkqueue.models import Consumer, DeadLetter
 from django_alkqueue.privacy import is_sensitive, sensitive_queues
 from django_alkqueue.worker.consumer_table import sync_consumers
-from tests.admin_helpers import DEAD, JOBS, VIEW_PERMS, bury, client_for, make_user
+from tests.admin_helpers import DEAD, JOBS, VIEW_PERMS, client_for, dead_lettered, make_user
 from tests.workers import run_worker
 
 CARD = "4111111111111111"
@@ -82,7 +82,7 @@ def test_where_this_process_declares_the_consumer_its_code_wins_over_the_row():
 @pytest.mark.django_db
 def test_the_admin_masks_a_stored_sensitive_queue_whose_module_it_never_imported():
     stored_row("cards", sensitive=True)
-    job_id = bury("cards", {"card": CARD}, "DeclinedError: declined")
+    job_id = dead_lettered("cards", {"card": CARD}, "DeclinedError: declined")
     viewer = client_for(make_user("viewer", *VIEW_PERMS))
 
     for url in (f"{JOBS}?q={job_id}", f"{DEAD}{DeadLetter.objects.get(job_id=job_id).pk}/change/"):

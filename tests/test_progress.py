@@ -1,5 +1,5 @@
 """Progress (docs/running-jobs.md): job.progress(done, total, note) is kept in memory and
-written with the next lease renewal, at most once a second per job; get_job reads it back as
+written with the next heartbeat, at most once a second per job; get_job reads it back as
 Job.progress, the admin shows a bar for claimed jobs and alk_status lists running jobs."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from django_alkqueue import InvalidOption, queue
 from django_alkqueue.running import running_job
+from django_alkqueue.worker.heartbeats import HeartbeatService
 from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.lease_keeper import LeaseKeeper
 from tests.admin_helpers import JOBS
 from tests.conftest import RUNNING_CONSUMERS, wait_until
 from tests.workers import Watched, run_manage, start_worker, stop
@@ -26,13 +26,13 @@ CONSUMERS = RUNNING_CONSUMERS
 
 @pytest.fixture
 def held(q):
-    """A claimed job held by an InFlight, its handler's job, and a lease keeper over both."""
+    """A claimed job held by an InFlight, its handler's job, and a heartbeat service over both."""
     q.enqueue({"n": 1})
     (handle,) = q.claim("w1")
     inflight = InFlight()
     inflight.add(handle)
     job = running_job(handle.job, inflight.run_of(handle))
-    return handle, job, LeaseKeeper(inflight, q.using)
+    return handle, job, HeartbeatService(inflight, q.using)
 
 
 def test_the_handlers_job_reads_the_claimed_fields_and_leaves_the_claimed_job_as_it_was(held):
@@ -46,35 +46,35 @@ def test_the_handlers_job_reads_the_claimed_fields_and_leaves_the_claimed_job_as
     assert job.progress.done == 1 and not job.cancelled
 
 
-def test_progress_is_written_by_the_next_lease_renewal_and_read_back_by_get_job(q, held, clock):
-    handle, job, keeper = held
+def test_progress_is_written_by_the_next_heartbeat_and_read_back_by_get_job(q, held, clock):
+    handle, job, heartbeats = held
     job.progress(3, 10, "three of ten")
     assert q.get_job(handle.job.id).progress is None  # nothing written by the call itself
 
-    keeper.run_once(clock())
+    heartbeats.run_once(clock())
 
     progress = q.get_job(handle.job.id).progress
     assert (progress.done, progress.total, progress.note) == (3, 10, "three of ten")
     assert progress.updated_at is not None
 
 
-def test_a_second_report_within_a_second_waits_for_a_later_renewal(q, held, clock):
-    handle, job, keeper = held
+def test_a_second_report_within_a_second_waits_for_a_later_heartbeat(q, held, clock):
+    handle, job, heartbeats = held
     job.progress(1, 10)
-    keeper.run_once(clock())
+    heartbeats.run_once(clock())
     job.progress(2, 10)
 
-    keeper.run_once(clock())  # at once: the last write is less than a second old
+    heartbeats.run_once(clock())  # at once: the last write is less than a second old
 
     assert q.get_job(handle.job.id).progress.done == 1
 
 
-def test_the_first_report_wakes_the_lease_keeper(held):
-    _, job, keeper = held
+def test_the_first_report_wakes_the_heartbeat_service(held):
+    _, job, heartbeats = held
 
     job.progress(1)
 
-    assert keeper.inflight.reported.is_set()
+    assert heartbeats.inflight.reported.is_set()
 
 
 def test_a_handler_reads_its_last_report_back(held):
@@ -104,27 +104,27 @@ def test_a_note_with_an_unpaired_surrogate_is_refused_at_the_call(held, note):
     _, job, _ = held
     with pytest.raises(InvalidOption, match="unpaired surrogate"):
         job.progress(1, 2, note)
-    assert job.progress.done is None  # nothing kept for the renewal
+    assert job.progress.done is None  # nothing kept for the heartbeat
 
 
 def test_a_note_with_a_nul_is_written_and_read_back(q, held, clock):
-    handle, job, keeper = held
+    handle, job, heartbeats = held
     job.progress(1, 2, "a\x00b")
-    keeper.run_once(clock())
+    heartbeats.run_once(clock())
     assert q.get_job(handle.job.id).progress.note == "a\x00b"
 
 
-def test_a_report_the_renewal_cannot_write_is_dropped_and_the_lease_still_renewed(q, held, clock):
-    """No value may stop the lease keeper: a report that reached the Run unchecked (as one
-    crossing from a process-pool child could) is logged and dropped, the leases renewed."""
-    handle, job, keeper = held
+def test_a_report_the_heartbeat_cannot_write_is_dropped_and_the_lease_extended(q, held, clock):
+    """No value may stop the heartbeat service: a report that reached the Run unchecked (as one
+    crossing from a process-pool child could) is logged and dropped, the leases extended."""
+    handle, job, heartbeats = held
     job._run.report(1, None, "\ud800", clock())
     before = handle.lease_expires_at
     clock.advance(5)
 
-    renewed = keeper.run_once(clock())
+    extended = heartbeats.run_once(clock())
 
-    assert renewed == {handle.claim}
+    assert extended == {handle.claim}
     assert handle.lease_expires_at > before
     assert q.get_job(handle.job.id).progress is None
     assert job._run.progress_due(float("inf")) is None  # dropped: not tried again
@@ -162,9 +162,9 @@ def _done(job_id: int) -> float | None:
 
 
 def test_the_job_list_shows_a_progress_bar_for_a_claimed_job(q, held, clock, root):
-    _, job, keeper = held
+    _, job, heartbeats = held
     job.progress(3, 10, "three of ten")
-    keeper.run_once(clock())
+    heartbeats.run_once(clock())
 
     page = root.get(JOBS).content.decode()
 
@@ -172,9 +172,9 @@ def test_the_job_list_shows_a_progress_bar_for_a_claimed_job(q, held, clock, roo
 
 
 def test_the_job_page_shows_a_progress_bar_for_a_claimed_job(q, held, clock, root):
-    handle, job, keeper = held
+    handle, job, heartbeats = held
     job.progress(3, 10, "three of ten")
-    keeper.run_once(clock())
+    heartbeats.run_once(clock())
 
     page = root.get(f"{JOBS}{handle.job.id}/change/").content.decode()
 

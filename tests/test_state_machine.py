@@ -160,7 +160,7 @@ class QueueMachine(RuleBasedStateMachine):
             and rec.lease_expires_at > self.now
         )
 
-    def bury(self, rec: Rec, reason: str, error: str) -> None:
+    def dead_letter(self, rec: Rec, reason: str, error: str) -> None:
         rec.dead, rec.reason, rec.last_error, rec.died_at = True, reason, error, self.now
         rec.token, rec.lease_expires_at = None, None
 
@@ -216,7 +216,7 @@ class QueueMachine(RuleBasedStateMachine):
         alive = [r for r in self.live(name) if not r.expired(now)]
         for r in alive:  # a lapsed claim with no attempts left dies when a claim meets it
             if r.lapsed(now) and r.attempts >= r.max_attempts:
-                self.bury(r, MAX, MAX)
+                self.dead_letter(r, MAX, MAX)
         due = [
             r
             for r in alive
@@ -268,7 +268,7 @@ class QueueMachine(RuleBasedStateMachine):
         if not expected:
             return
         if rec.attempts >= rec.max_attempts:
-            self.bury(rec, MAX, MAX if error is None else error)
+            self.dead_letter(rec, MAX, MAX if error is None else error)
         else:
             rec.token, rec.claimed_by, rec.lease_expires_at = None, None, None
             rec.run_at = self.now + timedelta(seconds=delay)
@@ -282,7 +282,7 @@ class QueueMachine(RuleBasedStateMachine):
         expected = self.valid(rec, token)
         assert real.fail(error) is expected, f"fail of {real} should return {expected}"
         if expected:
-            self.bury(rec, FAILED, FAILED if error is None else error)
+            self.dead_letter(rec, FAILED, FAILED if error is None else error)
 
     @rule(handle=handles, extend=st.sampled_from([None, 1, 5, 60]))
     def heartbeat(self, handle, extend):
@@ -343,7 +343,7 @@ class QueueMachine(RuleBasedStateMachine):
     def sweep_expired(self, name):
         moved = [r for r in self.live(name) if r.expired(self.now)]
         for rec in moved:
-            self.bury(rec, EXPIRED, EXPIRED)
+            self.dead_letter(rec, EXPIRED, EXPIRED)
         retention = QUEUES[name]["retention"]
         if retention is not None:
             cutoff = self.now - timedelta(seconds=retention)

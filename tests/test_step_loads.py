@@ -20,7 +20,7 @@ from django_alkqueue import operations, queue
 from django_alkqueue.consumers import registry
 from django_alkqueue.models import JobStep, QueueMessage
 from django_alkqueue.queues import JobHandle
-from django_alkqueue.worker.acker import Acker
+from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.served import resolve_specs
@@ -54,7 +54,7 @@ class Worker:
         specs = {spec.queue: spec for spec in resolve_specs(QUEUES)}
         self.inflight = InFlight()
         stats = WorkerStats()
-        self.acker = Acker("default", self.inflight, stats, window=0)
+        self.acker = AckService("default", self.inflight, stats, window=0)
         self.executor = Executor(specs, self.acker, self.inflight, stats, "default")
 
     def hold(self, handles: list[JobHandle]) -> None:
@@ -177,14 +177,14 @@ def test_a_job_asking_once_its_lease_lapsed_reads_its_own_again(worker):
     assert notes([late]) == got_own([late])
 
 
-def test_a_job_whose_lease_was_renewed_still_gets_the_claims_read(worker):
+def test_a_job_whose_lease_was_extended_still_gets_the_claims_read(worker):
     clock = FakeClock()
     first, late = handles = claim("own-step", 2, clock=clock)
     worker.hold(handles)
     worker.run([first])
     clock.advance(50)
     assert late.heartbeat()
-    clock.advance(20)  # past the lease it was claimed with, within the renewed one
+    clock.advance(20)  # past the lease it was claimed with, within the extended one
 
     with CaptureQueriesContext(connection) as captured:
         worker.run([late])

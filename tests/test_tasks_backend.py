@@ -25,7 +25,7 @@ from django_alkqueue.tasks_compat import (
     task_finished,
     task_started,
 )
-from django_alkqueue.worker.maintenance import Reclaimer, Sweeper
+from django_alkqueue.worker.maintenance import ReclaimService, SweepService
 from testproject.shop import tasks
 from testproject.shop.models import HandlerRun
 from tests.clocks import FakeClock
@@ -263,7 +263,7 @@ def test_retained_results_are_pruned_after_retention(transactional_db):
     record = TaskResultRecord.objects.get(job_id=int(result.id))
     clock = FakeClock(record.finished_at + timedelta(seconds=86400))
     assert task_backends["default"].get_result(result.id).status == TaskResultStatus.SUCCESSFUL
-    Sweeper("default").run_once(clock())
+    SweepService("default").run_once(clock())
     assert not TaskResultRecord.objects.exists()
     with pytest.raises(TaskResultDoesNotExist):
         task_backends["default"].get_result(result.id)
@@ -295,9 +295,9 @@ def test_results_of_jobs_that_left_without_closing_them_are_closed_by_the_sweepe
     QueueMessage.objects.filter(pk=int(crashed.id)).update(max_attempts=1)
     queue("default").claim("w", 1)  # its last attempt: the worker then crashes
     clock = FakeClock(timezone.now() + timedelta(minutes=5))
-    Reclaimer("default").run_once(clock())  # the crashed worker's job is dead-lettered
+    ReclaimService("default").run_once(clock())  # the crashed worker's job is dead-lettered
     queue("default").cancel(int(cancelled.id))
-    Sweeper("default").run_once(clock())
+    SweepService("default").run_once(clock())
     record = TaskResultRecord.objects.get(job_id=int(crashed.id))
     assert record.status == "FAILED" and record.expires_at is not None
     assert not TaskResultRecord.objects.filter(job_id=int(cancelled.id)).exists()

@@ -19,7 +19,7 @@ from django_alkqueue.tasks_compat import (
     task_backends,
     task_started,
 )
-from django_alkqueue.worker.maintenance import Sweeper
+from django_alkqueue.worker.maintenance import SweepService
 from testproject.shop import tasks
 
 pytestmark = pytest.mark.django_db
@@ -149,7 +149,7 @@ def test_a_requeued_tasks_reused_result_row_does_not_expire_while_it_runs():
     seen = []
 
     def mid_run(sender, task_result, **kwargs):
-        Sweeper("default").run_once(timezone.now() + timedelta(minutes=1))
+        SweepService("default").run_once(timezone.now() + timedelta(minutes=1))
         seen.append(task_backends["default"].get_result(enqueued.id))
 
     task_started.connect(mid_run)

@@ -20,7 +20,7 @@ from django_alkqueue.testing import Drained, drain
 from django_alkqueue.worker.exits import EXIT_STUCK
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.pool import ThreadPool
-from django_alkqueue.worker.time_limits import TimeLimits
+from django_alkqueue.worker.time_limits import TimeLimitService
 from testproject.shop.models import HandlerRun
 from tests.conftest import RUNNING_CONSUMERS, wait_until
 from tests.workers import Watched, start_worker, stop
@@ -202,7 +202,7 @@ def test_a_bad_task_queue_timeout_is_refused_with_its_setting_named():
         read_settings({"QUEUES": {"tasks": {"timeout": -5}}})
 
 
-def test_the_time_limits_settle_an_overdue_job_and_its_lease_is_renewed_no_more(q, clock):
+def test_the_time_limits_settle_an_overdue_job_and_its_lease_is_extended_no_more(q, clock):
     q.enqueue({})
     (handle,) = q.claim("w1")
     inflight = InFlight()
@@ -210,7 +210,7 @@ def test_the_time_limits_settle_an_overdue_job_and_its_lease_is_renewed_no_more(
     run = inflight.run_of(handle)
     run.start(clock, 1.0, time.monotonic())
     settled = []
-    limits = TimeLimits(inflight, ThreadPool(1, lambda unit: None),
+    limits = TimeLimitService(inflight, ThreadPool(1, lambda unit: None),
                         lambda h, r: settled.append(h), on_stuck=lambda n: None)  # fmt: skip
 
     assert limits.run_once(clock() + timedelta(seconds=0.5)) == 0
@@ -218,7 +218,7 @@ def test_the_time_limits_settle_an_overdue_job_and_its_lease_is_renewed_no_more(
 
     assert settled == [handle]
     assert run.cancelled and run.timed_out
-    assert inflight.renewable() == []
+    assert inflight.to_heartbeat() == []
     assert limits.run_once(clock() + timedelta(seconds=2)) == 0  # once only
 
 
@@ -238,7 +238,9 @@ def test_a_stuck_thread_past_max_stuck_recycles_the_worker_once(q, clock):
     pool.start()
     pool.submit([handle])
     recycles = []
-    limits = TimeLimits(inflight, pool, lambda h, r: None, recycles.append, max_stuck=0, grace=0)
+    limits = TimeLimitService(
+        inflight, pool, lambda h, r: None, recycles.append, max_stuck=0, grace=0
+    )
     try:
         assert started.wait(10)
         assert limits.run_once(clock() + timedelta(seconds=1)) == 1

@@ -20,7 +20,7 @@ from django.utils import translation
 
 from django_alkqueue import queue
 from django_alkqueue.models import DeadLetter
-from django_alkqueue.worker.report import StatusReporter
+from django_alkqueue.worker.report import StatusReportService
 from django_alkqueue.worker.stats import WorkerStats
 from tests.admin_helpers import DEAD, JOBS, OVERVIEW, add_worker, client_for, make_user, queue_url
 
@@ -200,7 +200,7 @@ def test_alk_health_says_its_problem_in_german_and_its_json_in_english():
 
 
 def test_the_logged_summary_stays_english_under_a_german_language(caplog):
-    reporter = StatusReporter(WorkerStats(), lambda: 0, lambda: 0, io.StringIO())
+    reporter = StatusReportService(WorkerStats(), lambda: 0, lambda: 0, io.StringIO())
 
     with translation.override("de"), caplog.at_level(logging.INFO, "django_alkqueue"):
         line = reporter.run_once(now=None)  # type: ignore[arg-type]

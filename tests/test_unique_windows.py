@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django_alkqueue import InvalidOption, enqueue, operations, queue
 from django_alkqueue.models import QueueMessage, UniqueWindow
 from django_alkqueue.sql.unique_windows import LOCK
-from django_alkqueue.worker.maintenance import Sweeper
+from django_alkqueue.worker.maintenance import SweepService
 from tests.conftest import run_threads
 
 pytestmark = pytest.mark.django_db
@@ -104,7 +104,7 @@ def test_the_leaders_sweep_deletes_lapsed_windows_only(make_queue, clock):
     q = make_queue("swept")
     q.enqueue(1, unique_key="old", unique_for=timedelta(minutes=5))
     q.enqueue(2, unique_key="new", unique_for=HOUR)
-    Sweeper("default").run_once(clock.now + timedelta(minutes=10))
+    SweepService("default").run_once(clock.now + timedelta(minutes=10))
     assert list(UniqueWindow.objects.values_list("unique_key", flat=True)) == ["new"]
 
 

@@ -9,7 +9,7 @@ from django.test.utils import override_settings
 from django_alkqueue.clock import system_clock
 from django_alkqueue.queues import ack_handles
 from django_alkqueue.sql import dialect_for
-from django_alkqueue.worker.vacuumer import Vacuumer
+from django_alkqueue.worker.vacuumer import VacuumService
 from tests.conftest import empty_statistics_with_pages, fill_ten_queues, wait_until
 
 # VACUUM cannot run inside a transaction block: no test-wrapping transaction here.
@@ -52,28 +52,28 @@ def vacuums_before(q) -> int:
 @pytest.mark.postgres_only
 def test_the_live_table_is_vacuumed_once_dead_rows_pass_the_threshold(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 300}):
-        assert Vacuumer("default").run_once(system_clock()) is True
+        assert VacuumService("default").run_once(system_clock()) is True
     wait_until(lambda: _manual_vacuums() == vacuums_before + 1)
 
 
 @pytest.mark.postgres_only
 def test_below_the_threshold_the_table_is_left_alone(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 100_000}):
-        assert Vacuumer("default").run_once(system_clock()) is False
+        assert VacuumService("default").run_once(system_clock()) is False
     assert _manual_vacuums() == vacuums_before
 
 
 @pytest.mark.postgres_only
 def test_vacuum_dead_tuples_none_never_vacuums(vacuums_before):
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": None}):
-        assert Vacuumer("default").run_once(system_clock()) is False
+        assert VacuumService("default").run_once(system_clock()) is False
     assert _manual_vacuums() == vacuums_before
 
 
 @pytest.mark.postgres_only
 def test_while_the_snapshot_that_held_back_the_last_vacuum_is_open_no_vacuum_runs(q):
     held = connections.create_connection("default")
-    leader = Vacuumer("default")
+    leader = VacuumService("default")
     try:
         held.set_autocommit(False)
         with held.cursor() as cursor:  # a report's snapshot: no transaction id of its own
@@ -115,7 +115,7 @@ def test_statistics_that_say_empty_while_the_table_holds_rows_are_taken_again(q,
     assert planner_rows() == 0
 
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 10**9}):
-        Vacuumer("default").run_once(system_clock())
+        VacuumService("default").run_once(system_clock())
 
     assert planner_rows() > 50_000
     assert not dialect_for(connection).statistics_say_empty(connection)
@@ -126,4 +126,4 @@ def test_sqlite_has_nothing_to_vacuum(q, is_postgres):
         pytest.skip("SQLite behaviour")
     _churn(q, 10)
     with override_settings(ALKQUEUE={"VACUUM_DEAD_TUPLES": 1}):
-        assert Vacuumer("default").run_once(system_clock()) is False
+        assert VacuumService("default").run_once(system_clock()) is False

@@ -142,10 +142,10 @@ def test_burst_worker_drains_500_jobs_across_three_queues_acking_each_once(worke
         assert name in output, output
 
 
-# -- lease keeper, crash, shutdown -----------------------------------------------------------
+# -- heartbeat service, crash, shutdown -----------------------------------------------------------
 
 
-def test_lease_keeper_keeps_a_job_running_three_times_its_lease_with_one_worker(workers):
+def test_the_heartbeat_service_keeps_a_job_running_three_times_its_lease_with_one_worker(workers):
     job = queue("shop-reports", lease=1).enqueue({"sleep": 3})
     first = workers("--queue", "shop-reports", "--concurrency", "1", "--poll-interval", "0.1")
     second = workers("--queue", "shop-reports", "--concurrency", "1", "--poll-interval", "0.1")
@@ -168,14 +168,14 @@ def test_lease_keeper_keeps_a_job_running_three_times_its_lease_with_one_worker(
     assert len(holders) == 1, f"handed to {holders}{detail}"
     assert attempts <= {0, 1}, detail
     assert not DeadLetter.objects.filter(job_id=job.id).exists()
-    assert "lease renewal refused" not in first.output + second.output
+    assert "heartbeat refused" not in first.output + second.output
     assert first.stop() == 0
     assert second.stop() == 0
 
 
 def test_job_of_a_sigkilled_worker_is_reclaimed_and_completed_by_another(workers):
     # Lease 2 s, handler 1 s: the second worker's run fits in the lease on its own, so this
-    # test is about the crash and the reclaim, not about lease renewal.
+    # test is about the crash and the reclaim, not about heartbeat.
     job = queue("shop-reports", lease=2).enqueue({"sleep": 1})
     crashing = workers("--queue", "shop-reports", "--concurrency", "1")
     wait_until(has_run(job), timeout=15)

@@ -15,7 +15,7 @@ from django_alkqueue.clock import system_clock
 from django_alkqueue.consumers import ConsumerSpec, consumer, registry
 from django_alkqueue.limits import REFRESH_EVERY
 from django_alkqueue.models import Consumer, QueueMessage
-from django_alkqueue.worker.acker import Acker
+from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.flow_state import FlowState
 from django_alkqueue.worker.inflight import InFlight
@@ -99,7 +99,7 @@ def capped(make_queue):
 
 
 def submitted_to_a_long_window(handle, flow):
-    acker = Acker("default", InFlight(), WorkerStats(), window=3600, flow=flow)
+    acker = AckService("default", InFlight(), WorkerStats(), window=3600, flow=flow)
     acker.inflight.add(handle)
     acker.submit_all([handle], 0.0)
     return acker
@@ -127,7 +127,7 @@ def run_by_an_executor(handle, flow):
     """`handle`'s job run by a worker's executor whose acker waits a long window; returns
     the executor's InFlight, whose `changed` is the claimer's wake-up."""
     inflight = InFlight()
-    acker = Acker("default", inflight, WorkerStats(), window=3600, flow=flow)
+    acker = AckService("default", inflight, WorkerStats(), window=3600, flow=flow)
     spec = ConsumerSpec(queue=handle.queue.name, handler=lambda payload, job: None,
                         path="tests.handler", lease=None, max_attempts=None,
                         retry=RetryPolicy(), atomic=False, batch=None)  # fmt: skip

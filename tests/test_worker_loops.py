@@ -10,11 +10,11 @@ import pytest
 from django.db import OperationalError
 
 from django_alkqueue.clock import system_clock
-from django_alkqueue.worker.acker import IDLE_WAIT, Acker
-from django_alkqueue.worker.claimer import Claimer, ClaimLoop, PausedQueues
+from django_alkqueue.worker.acker import IDLE_WAIT, AckService
+from django_alkqueue.worker.claimer import Claimer, ClaimService, PausedQueues
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.leader import Leadership
-from django_alkqueue.worker.maintenance import LeaderLoop
+from django_alkqueue.worker.maintenance import LeaderService
 from django_alkqueue.worker.service import Backoff, Loop
 from django_alkqueue.worker.stats import WorkerStats
 from tests.conftest import wait_until
@@ -108,7 +108,7 @@ def test_any_other_error_ends_the_loop_and_reports_its_death_once(caplog):
 @pytest.mark.django_db(transaction=True)
 def test_the_leader_runs_each_service_when_its_own_interval_has_passed():
     often, seldom = Ticker("often", interval=0.0), Ticker("seldom", interval=3600)
-    leader = LeaderLoop(Leadership("default", "w"), [often, seldom], stale_after=30)
+    leader = LeaderService(Leadership("default", "w"), [often, seldom], stale_after=30)
     for _ in range(3):
         assert leader.run_once(system_clock()) is True
     assert (len(often.ticks), len(seldom.ticks)) == (3, 1)
@@ -118,7 +118,7 @@ def test_the_leader_runs_each_service_when_its_own_interval_has_passed():
 
 @pytest.mark.django_db(transaction=True)
 def test_an_error_in_a_leader_service_escapes_the_leader_tick():
-    leader = LeaderLoop(Leadership("default", "w"), [Ticker(errors=[KeyError("x")])], 30)
+    leader = LeaderService(Leadership("default", "w"), [Ticker(errors=[KeyError("x")])], 30)
     with pytest.raises(KeyError):
         leader.run_once(system_clock())
     leader.leadership.release()
@@ -127,10 +127,10 @@ def test_an_error_in_a_leader_service_escapes_the_leader_tick():
 # -- the claim loop --------------------------------------------------------------------------
 
 
-def claim_loop(queues, burst: bool, max_jobs: int | None = None) -> tuple[ClaimLoop, Claimer]:
+def claim_loop(queues, burst: bool, max_jobs: int | None = None) -> tuple[ClaimService, Claimer]:
     paused = PausedQueues("default", [q.name for q in queues], every=60.0)
     claimer = Claimer(queues, "w", InFlight(), lambda handles: None, 4, None, paused, max_jobs)
-    return ClaimLoop(claimer, lambda: 0, burst, threading.Event()), claimer
+    return ClaimService(claimer, lambda: 0, burst, threading.Event()), claimer
 
 
 @pytest.mark.django_db
@@ -165,7 +165,7 @@ def test_a_claim_that_came_back_full_with_room_left_looks_again_at_once(q):
 def test_the_acker_waits_for_its_window_before_it_acks(q):
     q.enqueue(1)
     inflight = InFlight()
-    acker = Acker("default", inflight, WorkerStats(), window=3600)
+    acker = AckService("default", inflight, WorkerStats(), window=3600)
     assert acker.interval == IDLE_WAIT
     handle = q.claim_one("w")
     inflight.add(handle)

@@ -18,7 +18,7 @@ from django_alkqueue import Job, queue
 from django_alkqueue.clock import system_clock
 from django_alkqueue.jobs import make_job
 from django_alkqueue.worker.report import (
-    StatusReporter,
+    StatusReportService,
     report_outcome,
     report_successes,
     summary_line,
@@ -101,7 +101,9 @@ def test_at_info_a_job_that_did_not_succeed_still_logs_its_line(caplog):
 
 def test_the_live_status_line_rewrites_one_line_through_a_commands_stdout():
     terminal = Terminal()
-    reporter = StatusReporter(stats_of("succeeded"), lambda: 2, lambda: 7, OutputWrapper(terminal))
+    reporter = StatusReportService(
+        stats_of("succeeded"), lambda: 2, lambda: 7, OutputWrapper(terminal)
+    )
 
     reporter.run_once(system_clock())
     reporter.run_once(system_clock())

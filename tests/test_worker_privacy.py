@@ -15,7 +15,7 @@ from django_alkqueue.backoff import RetryPolicy
 from django_alkqueue.consumers import ConsumerSpec
 from django_alkqueue.error_text import WITHHELD
 from django_alkqueue.models import DeadLetter
-from django_alkqueue.worker.acker import Acker
+from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.stats import WorkerStats
@@ -36,7 +36,7 @@ def decline(payload, job):
 def run_handler(q, handler):
     """Claim one job of `q` and run `handler` on it as a worker does."""
     inflight, stats = InFlight(), WorkerStats()
-    acker = Acker("default", inflight, stats, window=0)
+    acker = AckService("default", inflight, stats, window=0)
     spec = ConsumerSpec(
         queue=q.name, handler=handler, path="tests.handler", lease=None, max_attempts=None,
         retry=RetryPolicy(backoff="constant", base=0, jitter=False), atomic=False, batch=None,

@@ -13,7 +13,7 @@ from django_alkqueue import RetryPolicy, queue
 from django_alkqueue.consumers import ConsumerSpec
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.queues import JobHandle, Queue
-from django_alkqueue.worker.acker import Acker
+from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.pool import ThreadPool
@@ -51,7 +51,7 @@ def test_a_handler_thread_never_begins_a_job_that_shutdown_let_go(q: Queue, db):
         lease=None, max_attempts=None, retry=RetryPolicy(), atomic=False,
     )  # fmt: skip
     inflight, stats = InFlight(), WorkerStats()
-    executor = Executor({q.name: spec}, Acker("default", inflight, stats, 0), inflight, stats,
+    executor = Executor({q.name: spec}, AckService("default", inflight, stats, 0), inflight, stats,
                         "default")  # fmt: skip
     q.enqueue(1)
     handle = q.claim_one("w")

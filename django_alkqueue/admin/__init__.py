@@ -1,5 +1,5 @@
 """The operator's pages: the queue overview and detail, live jobs, dead letters, finished jobs
-(the kept history), batches, consumers,
+(the history), batches, consumers,
 workers and periodic schedules. One module per page; docs/admin.md describes them and the
 runbook."""
 

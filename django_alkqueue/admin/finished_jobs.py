@@ -1,4 +1,4 @@
-"""Finished jobs: the kept history of queues with `keep` (docs/running-jobs.md, "Kept history
+"""Finished jobs: the history of queues with `keep` (docs/running-jobs.md, "History
 and recorded output"). A read-only list filtered by queue and outcome, with a date hierarchy
 on finished_at, and a detail page with the output and the timings. Rows go with the leader's
 history sweep, never from here."""
@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from ..history import keeping_queues
-from ..jobs import KEPT_STATES
+from ..jobs import HISTORY_STATES
 from ..models import FinishedJob
 from .base import QueueAdmin
 from .date_links import date_links
@@ -34,7 +34,7 @@ OUTCOME_LABELS = {
 }
 
 
-class KeptQueueFilter(QueueFilter):
+class HistoryQueueFilter(QueueFilter):
     """The queues that keep history, besides those with a consumer, live jobs or dead
     letters: no query reads the history itself for names."""
 
@@ -51,13 +51,13 @@ class OutcomeFilter(admin.SimpleListFilter):
     parameter_name = "outcome"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(state, str(OUTCOME_LABELS[state])) for state in KEPT_STATES]
+        return [(state, str(OUTCOME_LABELS[state])) for state in HISTORY_STATES]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         if not value:
             return queryset
-        if value not in KEPT_STATES:
+        if value not in HISTORY_STATES:
             return queryset.none()
         if value == "succeeded":
             return queryset.filter(outcome=value)
@@ -67,7 +67,7 @@ class OutcomeFilter(admin.SimpleListFilter):
 class FinishedJobAdmin(StepsPanel, WorkflowPanel, PayloadPrivacy, QueueAdmin[FinishedJob]):
     job_id_field = "job_id"
     list_display = ("job_id", "queue", "outcome", "finished", "ran_for", "attempts", "worker_id")
-    list_filter = (KeptQueueFilter, OutcomeFilter, BatchFilter)
+    list_filter = (HistoryQueueFilter, OutcomeFilter, BatchFilter)
     date_hierarchy = "finished_at"
     search_fields = ("job_id", "concurrency_key")
     exact_search = True

@@ -139,7 +139,7 @@ def worker_metrics(out: Exposition, using: str, now: datetime) -> None:
 
 
 def queue_tables() -> list[str]:
-    """Every table of the app: the live table, dead letters, kept history, stats, workers,
+    """Every table of the app: the live table, dead letters, history, stats, workers,
     flow control, workflows, task results; a table a later release adds is among them."""
     models = apps.get_app_config("django_alkqueue").get_models()
     return sorted(model._meta.db_table for model in models)
@@ -147,7 +147,7 @@ def queue_tables() -> list[str]:
 
 def table_metrics(out: Exposition, using: str) -> None:
     """Dead row versions of each queue table where the server counts them (PostgreSQL's
-    statistics, the one the leader's vacuum reads among them; the kept history's day
+    statistics, the one the leader's vacuum reads among them; the history's day
     partitions as one figure): one query of the statistics, no table read."""
     connection = connections[using]
     dead = dialect_for(connection).table_dead_tuples(connection, queue_tables())

@@ -13,11 +13,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import payload as payload_codec
 from ..conf import get_settings
-from ..jobs import Finish, Job, Progress, Stamps, State, live_state, make_job
+from ..jobs import HistoryEntry, Job, Progress, Stamps, State, live_state, make_job
 from ..limit_values import Limits
 from ..models import (
     DEAD_LETTER_TABLE,
-    FINISHED_TABLE,
+    HISTORY_TABLE,
     MESSAGE_TABLE,
     SIGNAL_TABLE,
     STEP_TABLE,
@@ -32,7 +32,7 @@ from . import (
     unique_windows,
     workflow_rows,
 )
-from .kept_rows import kept_job, row_of
+from .history_rows import history_job, row_of
 from .locks import SessionLock
 
 # One row shape for live jobs and dead letters alike; `Job` is built from it.
@@ -57,8 +57,8 @@ DEAD_LETTER_FIELDS = (
     "concurrency_key", "trace_context", "requeued_at", "fair_key",
 )  # fmt: skip
 
-# The columns of a kept job (models.FinishedJob), in the order the acks write them.
-KEPT_FIELDS = (
+# The columns of a job in the history (models.FinishedJob), in the order the acks write them.
+HISTORY_FIELDS = (
     "job_id", "queue", "payload", "priority", "attempts", "max_attempts", "backoff_base",
     "lease", "unique_key", "concurrency_key", "last_error", "enqueued_at", "started_at",
     "finished_at", "duration", "worker_id", "outcome", "output", "output_error", "delete_after",
@@ -211,7 +211,7 @@ class Dialect:
 
     #: LISTEN/NOTIFY wake-ups, which reach every host and carry cancels; elsewhere the
     #: workers of the enqueuing host are woken through sockets (sql/local_wakeups.py), the
-    #: others poll, and a cancel reaches its worker at the next lease renewal.
+    #: others poll, and a cancel reaches its worker at the next heartbeat.
     supports_notify = False
     #: Session-level advisory locks, which the server frees when the session ends (leader):
     #: true where the dialect has a session_lock.
@@ -373,7 +373,7 @@ class Dialect:
 
     def notify_cancel(self, connection: BaseDatabaseWrapper, worker_id: str, job_id: int) -> None:
         """Tell `worker_id` at once that the job it runs was cancelled (PostgreSQL NOTIFY, sent
-        at commit; nothing elsewhere, where the worker's next lease renewal finds out)."""
+        at commit; nothing elsewhere, where the worker's next heartbeat finds out)."""
 
     def dead_tuples(self, connection: BaseDatabaseWrapper) -> int | None:
         """Dead row versions in the live table, as the server counts them; None where the
@@ -549,7 +549,7 @@ class Dialect:
 
     def sweep_steps(self, connection: BaseDatabaseWrapper, batch: int) -> int:
         """Delete the steps, then the signals, of up to `batch` jobs gone each: no live row
-        (primary key), no dead letter (alkqueue_deadletter's job_id) and no kept row
+        (primary key), no dead letter (alkqueue_deadletter's job_id) and no history row
         (alkqueue_finishedjob's job_id). A job's steps and signals leave with its ack when
         it recorded steps; these are those of jobs cancelled, purged, expired as dead
         letters or past their keep in the history. Returns the rows deleted."""
@@ -560,7 +560,7 @@ class Dialect:
                     f"SELECT DISTINCT s.job_id FROM {table} s WHERE "
                     f"NOT EXISTS (SELECT 1 FROM {MESSAGE_TABLE} m WHERE m.id = s.job_id) AND "
                     f"NOT EXISTS (SELECT 1 FROM {DEAD_LETTER_TABLE} d WHERE d.job_id = s.job_id) "
-                    f"AND NOT EXISTS (SELECT 1 FROM {FINISHED_TABLE} f WHERE f.job_id = s.job_id) "
+                    f"AND NOT EXISTS (SELECT 1 FROM {HISTORY_TABLE} f WHERE f.job_id = s.job_id) "
                     f"LIMIT {int(batch)}"
                 )
                 gone = [row[0] for row in cursor.fetchall()]
@@ -722,13 +722,13 @@ class Dialect:
         connection: BaseDatabaseWrapper,
         claims: Sequence[Claim],
         now: datetime,
-        finishes: Sequence[Finish | None] | None = None,
+        entries: Sequence[HistoryEntry | None] | None = None,
         plain_only: bool = False,
     ) -> Acked[Claim]:
         """Delete the jobs whose claims are still valid; returns those claims. Claims, not
         ids: one worker can hold an old lapsed claim and the new claim of the same job.
 
-        `finishes`, when given, holds one entry per claim: each acked job with a Finish is
+        `entries`, when given, holds one entry per claim: each acked job with a HistoryEntry is
         also written to the history (outcome "succeeded") in the same transaction.
 
         `plain_only`: leave the rows marked in_workflow live (their acks settle a workflow,
@@ -737,19 +737,20 @@ class Dialect:
 
     def keep_finished(
         self, connection: BaseDatabaseWrapper, jobs: Sequence[Job], outcome: str,
-        now: datetime, finishes: Sequence[Finish],
+        now: datetime, entries: Sequence[HistoryEntry],
     ) -> None:  # fmt: skip
         """Write each job (its live row gone already) to the history with `outcome`."""
-        rows = [row_of(job, outcome, now, done) for job, done in zip(jobs, finishes, strict=True)]
+        rows = [row_of(job, outcome, now, done) for job, done in zip(jobs, entries, strict=True)]
         FinishedJob.objects.using(connection.alias).bulk_create(rows)
 
-    def select_kept(
+    def select_history(
         self, connection: BaseDatabaseWrapper, job_id: int, queue: str | None
     ) -> Job | None:
-        """The kept job with this id (in this queue, when one is named): the primary key."""
+        """The job in the history with this id (in this queue, when one is named): the
+        primary key."""
         kept = FinishedJob.objects.using(connection.alias).filter(job_id=job_id)
         row = (kept if queue is None else kept.filter(queue=queue)).first()
-        return None if row is None else kept_job(row)
+        return None if row is None else history_job(row)
 
     def prepare_history(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
         """Make room for the history ahead of `now` (PostgreSQL: the day partitions);
@@ -757,8 +758,8 @@ class Dialect:
         return 0
 
     def sweep_history(self, connection: BaseDatabaseWrapper, now: datetime, batch: int) -> int:
-        """Delete kept jobs past their delete_after, `batch` rows per statement (each its own
-        transaction); returns how many were deleted."""
+        """Delete jobs in the history past their delete_after, `batch` rows per statement
+        (each its own transaction); returns how many were deleted."""
         kept = FinishedJob.objects.using(connection.alias)
         size = min(batch, self.ids_per_statement)
         deleted = 0
@@ -773,7 +774,7 @@ class Dialect:
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None, plain_only: bool = False,
+        done: HistoryEntry | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         """Delete the queue's claimed jobs with a live lease, whoever holds them; returns
         the ids deleted. With `done` (the queue keeps), each is also written to the history,
@@ -806,12 +807,12 @@ class Dialect:
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,
-        renewals: Sequence[tuple[Claim, datetime]],
+        heartbeats: Sequence[tuple[Claim, datetime]],
         now: datetime,
         progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
         """Set each valid claim's lease_expires_at, and its progress when `progress` holds
-        a new report for it, in the same statement; returns the claims renewed."""
+        a new report for it, in the same statement; returns the claims extended."""
         raise NotImplementedError
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:

@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Q, QuerySet, TextField, Value
 
-from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, Finish, Job, Progress, Stamps
+from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, HistoryEntry, Job, Progress, Stamps
 from ..models import MESSAGE_TABLE, STEP_TABLE, DeadLetter, QueueMessage
 from . import debounce_rows, fair_claims, innodb, limited_claim, queue_stat_deltas, unique_windows
 from .base import Acked, Claim, CrashRetry, Row, TakenDeadLetter, WriteChunk
@@ -304,11 +304,11 @@ class OrmDialect(limited_claim.OrmClaims):
         connection: BaseDatabaseWrapper,
         claims: Sequence[Claim],
         now: datetime,
-        finishes: Sequence[Finish | None] | None = None,
+        entries: Sequence[HistoryEntry | None] | None = None,
         plain_only: bool = False,
     ) -> Acked[Claim]:
-        kept = {} if finishes is None else {
-            claim: done for claim, done in zip(claims, finishes, strict=True) if done is not None
+        kept = {} if entries is None else {
+            claim: done for claim, done in zip(claims, entries, strict=True) if done is not None
         }  # fmt: skip
         done: Acked[Claim] = Acked([], [])
         with transaction.atomic(using=connection.alias, savepoint=False):
@@ -342,10 +342,10 @@ class OrmDialect(limited_claim.OrmClaims):
         ]
 
     def _keep(
-        self, connection: BaseDatabaseWrapper, claims: list[Claim], kept: dict[Claim, Finish],
+        self, connection: BaseDatabaseWrapper, claims: list[Claim], kept: dict[Claim, HistoryEntry],
         now: datetime,
     ) -> None:  # fmt: skip
-        """Copy the acked rows that have a Finish to the history, before their delete and in
+        """Copy the acked rows that have a HistoryEntry to the history, before their delete and in
         its transaction (the rows are locked by _valid_marked)."""
         if not claims:
             return
@@ -369,7 +369,7 @@ class OrmDialect(limited_claim.OrmClaims):
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None, plain_only: bool = False,
+        done: HistoryEntry | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         acked: Acked[int] = Acked([], [])
         with transaction.atomic(using=connection.alias, savepoint=False):
@@ -453,33 +453,33 @@ class OrmDialect(limited_claim.OrmClaims):
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,
-        renewals: Sequence[tuple[Claim, datetime]],
+        heartbeats: Sequence[tuple[Claim, datetime]],
         now: datetime,
         progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
-        expiry = dict(renewals)
+        expiry = dict(heartbeats)
         reports = progress or {}
-        renewed: list[Claim] = []
+        extended: list[Claim] = []
         with transaction.atomic(using=connection.alias, savepoint=False):
             self._write_lock_first(connection)
-            # Rows an atomic handler's transaction holds are skipped, not waited for: the
-            # keeper must never stall behind a running handler.
+            # Rows an atomic handler's transaction holds are skipped, not waited for: a
+            # heartbeat must never stall behind a running handler.
             ids = [claim.id for claim in expiry]
             for chunk in chunks(ids):
                 valid = self._held(connection, chunk, now)
                 held = [claim for claim in valid if claim in expiry]
-                self._renew(connection, held, expiry, reports)
-                renewed.extend(held)
-        return renewed
+                self._heartbeat(connection, held, expiry, reports)
+                extended.extend(held)
+        return extended
 
-    def _renew(
+    def _heartbeat(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim],
         expiry: Mapping[Claim, datetime], reports: Mapping[Claim, Progress],
     ) -> None:  # fmt: skip
         """Write the new expiry of `claims`, whose rows _held locked: one UPDATE for all
         that share an expiry (one per lease length), one per job with a progress report.
         A statement per job held its locks for thousands of round trips, long enough for
-        the leases to lapse under it (docs/databases.md, "Lease renewals")."""
+        the leases to lapse under it (docs/databases.md, "Heartbeats")."""
         by_expiry: dict[datetime, list[int]] = {}
         for claim in claims:
             if claim in reports:
@@ -616,7 +616,7 @@ class OrmDialect(limited_claim.OrmClaims):
 
 
 def progress_columns(reports: Mapping[Claim, Progress], claim: Claim) -> dict[str, Any]:
-    """The progress columns a renewal writes for `claim`: none when it has no new report."""
+    """The progress columns a heartbeat writes for `claim`: none when it has no new report."""
     report = reports.get(claim)
     if report is None:
         return {}

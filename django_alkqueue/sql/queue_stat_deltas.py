@@ -25,7 +25,7 @@ DELTA_COLUMNS = (
     "finished", "failed", "snoozed", "retried", "duration_count", "duration_sum",
     *(column for _, column in DURATION_BUCKETS), *WAIT_FIELDS,
 )  # fmt: skip
-#: The columns only the leader writes (QueueStatWriter): 0 in a row a worker creates.
+#: The columns only the leader writes (QueueStatCountService): 0 in a row a worker creates.
 _LEADER_COLUMNS = ("pending", "scheduled", "claimed", "dead", "dead_lettered")
 
 #: (queue, the values of DELTA_COLUMNS) of one flush.

@@ -17,15 +17,15 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils.dateparse import parse_datetime
 
 from ..error_groups import fingerprint
-from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, Finish, Job, Progress, Stamps
-from ..models import DEAD_LETTER_TABLE, FINISHED_TABLE, MESSAGE_TABLE, STEP_TABLE
+from ..jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED, HistoryEntry, Job, Progress, Stamps
+from ..models import DEAD_LETTER_TABLE, HISTORY_TABLE, MESSAGE_TABLE, STEP_TABLE
 from . import debounce_rows, limited_claim
 from .base import (
     BY_CLAIM,
     DEAD_COLUMNS,
     DEAD_LETTER_FIELDS,
+    HISTORY_FIELDS,
     INSERT_FIELDS,
-    KEPT_FIELDS,
     LIVE_ROW,
     ROW_FIELDS,
     Acked,
@@ -112,8 +112,8 @@ DELETE FROM {MESSAGE_TABLE}
 WHERE (id, claim_token) IN (VALUES {{pairs}}) AND lease_expires_at > %s{{plain}}
 RETURNING id, claim_token, in_workflow
 """
-# The ack of jobs whose queues keep history returns what their kept rows copy
-# (sql/base.py KEPT_FIELDS), and _KEEP writes them in the ack's transaction. Every ack
+# The ack of jobs whose queues keep history returns what their history rows copy
+# (sql/base.py HISTORY_FIELDS), and _KEEP writes them in the ack's transaction. Every ack
 # returns in_workflow last (Acked: the workflow bookkeeping in the same transaction); with
 # `plain` (_PLAIN_ONLY) they leave the rows marked in_workflow live.
 _ACK_KEEPING = f"""
@@ -125,8 +125,8 @@ RETURNING id, claim_token, queue, payload, priority, attempts, max_attempts, bac
 """
 _PLAIN_ONLY = " AND NOT in_workflow"
 _KEEP = f"""
-INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
-VALUES ({", ".join(["%s"] * len(KEPT_FIELDS))})
+INSERT INTO {HISTORY_TABLE} ({", ".join(HISTORY_FIELDS)})
+VALUES ({", ".join(["%s"] * len(HISTORY_FIELDS))})
 """
 _ACK_BATCH_KEEPING = f"""
 DELETE FROM {MESSAGE_TABLE} WHERE id IN ({{marks}}) AND queue = %s
@@ -332,12 +332,12 @@ class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
         connection: BaseDatabaseWrapper,
         claims: Sequence[Claim],
         now: datetime,
-        finishes: Sequence[Finish | None] | None = None,
+        entries: Sequence[HistoryEntry | None] | None = None,
         plain_only: bool = False,
     ) -> Acked[Claim]:
         at = self.param_datetime(connection, now)
-        kept = {} if finishes is None else {
-            claim: done for claim, done in zip(claims, finishes, strict=True) if done is not None
+        kept = {} if entries is None else {
+            claim: done for claim, done in zip(claims, entries, strict=True) if done is not None
         }  # fmt: skip
         statement = _ACK_KEEPING if kept else _ACK
         plain = _PLAIN_ONLY if plain_only else ""
@@ -358,9 +358,9 @@ class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
 
     def _keep(
         self, connection: BaseDatabaseWrapper, cursor: Any, rows: Sequence[Row],
-        kept: dict[Claim, Finish], now: datetime,
+        kept: dict[Claim, HistoryEntry], now: datetime,
     ) -> None:  # fmt: skip
-        """Write the acked rows that have a Finish to the history (the ack's transaction)."""
+        """Write the acked rows that have a HistoryEntry to the history (the ack's transaction)."""
         at = self.param_datetime(connection, now)
         values = []
         for row in rows:
@@ -376,7 +376,7 @@ class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None, plain_only: bool = False,
+        done: HistoryEntry | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         at = self.param_datetime(connection, now)
         acked: Acked[int] = Acked([], [])
@@ -443,15 +443,15 @@ class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,
-        renewals: Sequence[tuple[Claim, datetime]],
+        heartbeats: Sequence[tuple[Claim, datetime]],
         now: datetime,
         progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
         at = self.param_datetime(connection, now)
-        renewed: list[Claim] = []
+        extended: list[Claim] = []
         reports = progress or {}
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            for claim, expires in renewals:
+            for claim, expires in heartbeats:
                 fence = [claim.id, claim.token.hex, at]
                 report = reports.get(claim)
                 if report is None:
@@ -461,8 +461,8 @@ class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
                         self.param_datetime(connection, expires), report.stored(),
                         self.param_datetime(connection, report.updated_at), *fence,
                     ])  # fmt: skip
-                renewed.extend(returned_claim(row) for row in cursor.fetchall())
-        return renewed
+                extended.extend(returned_claim(row) for row in cursor.fetchall())
+        return extended
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
         # julianday() reads Django's stored text timestamps; retention is in seconds.

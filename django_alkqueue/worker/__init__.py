@@ -1,11 +1,11 @@
-"""The worker: small services around the core API, each run by one Loop, started and stopped
-in one visible order (runner.py).
+"""The worker: small services around the core API (each a ...Service, named for what it does),
+each run by one Loop, started and stopped in one visible order (runner.py).
 
-acker.py          the service that groups the acks of finished jobs into one commit
+acker.py          AckService: groups the acks of finished jobs into one commit
 child.py          a process-pool child: runs the handler calls its worker sends (--pool process)
 child_exits.py    how a child ended mid-job: its death text, and whether its job crashed it
 claim_ahead.py    how many jobs beyond the free threads a claim takes, from the observed pace
-claimer.py        claim up to the free capacity, dispatch; ClaimLoop, the main thread's service
+claimer.py        claim up to the free capacity, dispatch; ClaimService, the main thread's service
 connections.py    connection hygiene for long-lived threads (instead of close_old_connections)
 consumer_table.py write the consumer registry to the Consumer table at start (--takeover)
 event_loop.py     the one asyncio loop on which `async def` handlers run
@@ -13,19 +13,23 @@ executor.py       run one job's handler and turn its outcome into ack / retry / 
 exits.py          the exit statuses (70: a loop died; 78: refused to start) and StartupRefused
 flow_state.py     what this worker knows of its queues' limits, handed to claimer and acker
 forkserver_setup.py imported by the process pool's fork server: Django set up once
-history_sweeper.py the leader's sweep of kept jobs past delete_after, and partitions ahead
+history_sweeper.py HistoryService: the leader's sweep of the history past delete_after, and
+                  its partitions ahead
+heartbeats.py     HeartbeatService: heartbeats the leases of held jobs, every lease/3
 inflight.py       the jobs this worker holds: running, or awaiting their ack
 job_notices.py    the pipe that tells the --processes supervisor which jobs a worker process runs
 leader.py         which worker leads the cluster-wide maintenance (advisory lock on PostgreSQL)
-lease_keeper.py   the service that heartbeats the leases of held jobs, every lease/3
-listener.py       the service that LISTENs for enqueue wake-ups (PostgreSQL)
-maintenance.py    the leader's services (reclaim, lapsed waits, sweep) and LeaderLoop: runs them
+listener.py       ListenService: LISTENs for enqueue wake-ups (PostgreSQL)
+maintenance.py    the leader's services (ReclaimService, WaitReleaseService, SweepService) and
+                  LeaderService, which runs them
 pool.py           the handler threads
 process_pool.py   --pool process: each handler thread's child, terminated, replaced
-presence.py       the service that keeps this worker's row in the Worker table
-queue_stats.py    the QueueStat writers: the leader's minute counts, every worker's deltas
+presence.py       PresenceService: keeps this worker's row in the Worker table
+queue_stats.py    the QueueStat writers: QueueStatCountService, the leader's state counts of
+                  each minute; QueueStatDeltaService, what each worker did in it
 reload.py         --reload: the worker as a child that Django's autoreloader restarts
-report.py         what the worker prints: a line per job, the status line, the --burst table
+report.py         what the worker prints: a line per job, the status line (StatusReportService),
+                  the --burst table
 runner.py         one worker process: its parts built from one settings read, then the
                   start-up and shutdown sequence
 served.py         the consumers a worker serves (@consumer or the Tasks runner), or why none
@@ -35,8 +39,8 @@ stats.py          what this worker did, per queue and outcome
 step_records.py   a claimed job's durable steps, read and written fenced by its claim; one
                   claim's jobs read theirs in one statement
 supervisor.py     --processes P: starts, restarts and stops child worker processes
-time_limits.py    the service that cancels, then abandons, handlers past their timeout
+time_limits.py    TimeLimitService: cancels, then abandons, handlers past their timeout
 units.py          how the jobs of one claim become handler calls (batch consumers)
-vacuumer.py       the leader's VACUUM of the live table when autovacuum falls behind
+vacuumer.py       VacuumService: the leader's VACUUM of the live table when autovacuum falls behind
 wire.py           what crosses the pipe to and from a process-pool child: work, outcomes
 """

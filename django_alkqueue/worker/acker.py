@@ -21,7 +21,7 @@ MAX_BATCH = 1000
 IDLE_WAIT = 1.0
 
 
-class Acker:
+class AckService:
     """The service that acks finished jobs. An ack that finds none pending starts an
     ACK_WINDOW (so does the end of a flush that leaves some); the next flush comes when it
     has passed, with every job finished meanwhile. A job of a queue whose cap (`concurrency`,

@@ -4,7 +4,7 @@ back each outcome (docs/running-jobs.md, process_pool.py for the worker's side).
 Three threads: the main one runs handlers; a reader takes the worker's messages off the
 pipe, so that a cancel reaches the running handler's `job.cancelled` at once; a sender
 passes progress reports up (ProgressSender). The worker gone (the
-pipe at its end), the child exits at once: its job's lease is no longer renewed, and its
+pipe at its end), the child exits at once: its job's lease is no longer extended, and its
 outcome would be refused. SIGTERM (a time limit, an unanswered cancel, shutdown) unwinds the
 running handler (its `finally` blocks run, an atomic consumer's transaction rolls back),
 then the child dies of that SIGTERM. SIGINT is the worker's business: a child ignores it.
@@ -78,7 +78,7 @@ def _set_up_django() -> None:
 
 class ChildRun(Run):
     """A Run whose progress reports also go up the pipe (through ProgressSender), for the
-    worker's lease keeper to write them with its renewals."""
+    worker's heartbeat service to write them with its heartbeats."""
 
     __slots__ = ("_job_id", "_sender")
 
@@ -275,7 +275,7 @@ class Child:
             value = self._call(spec, job.payload, job)
             if work.deadline is not None and system_clock() >= work.deadline:
                 raise TimeLimitExceeded(work.timeout or 0)  # all it did rolls back
-            done = history.finish(work.queue, value, time.monotonic() - started)
+            done = history.entry_for(work.queue, value, time.monotonic() - started)
             acked = operations.ack(self.using, [work.claim], system_clock(), [done])
             if work.claim not in acked:
                 raise LostClaimInChild

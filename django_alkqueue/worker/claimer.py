@@ -147,8 +147,9 @@ class Claimer:
         """How many more jobs this worker may take now. Jobs awaiting their ack take no
         capacity, up to a full ack batch (or the capacity, when larger); beyond it they take
         capacity like running ones: an acker held up (by a slow job_succeeded receiver, which
-        runs on its thread) would otherwise let the held jobs, each under a lease the keeper
-        renews, pile up without bound (docs/worker.md, "Capacity and prefetch")."""
+        runs on its thread) would otherwise let the held jobs, each under a lease the
+        heartbeat service extends, pile up without bound (docs/worker.md, "Capacity and
+        prefetch")."""
         behind = self.inflight.awaiting_ack() - max(MAX_BATCH, self.capacity)
         free = self.capacity + self._ahead - self.inflight.running() - max(behind, 0)
         if self.max_jobs is not None:
@@ -210,7 +211,7 @@ class Claimer:
         wake.clear()
 
 
-class ClaimLoop:
+class ClaimService:
     """The worker's main service: claim and dispatch, then wait for a wake-up (a NOTIFY, a
     handler finishing, a signal) or the next full look. It sets `done` when a `--burst`
     worker finds nothing due with nothing in flight, or a `--max-jobs` worker has claimed

@@ -2,7 +2,7 @@
 
 A handler thread that gets an async handler's job submits the coroutine to this loop and
 waits for it, so `--concurrency` bounds the coroutines running at once exactly as it bounds
-sync handlers, and the lease keeper, the acker and the shutdown see an ordinary running job.
+sync handlers, and the heartbeat service, the acker and the shutdown see an ordinary running job.
 The loop starts with the first async job and stops with the worker.
 
 No handler can end the loop (docs/reliability.md): a coroutine's SystemExit or

@@ -1,6 +1,6 @@
 """Run one claimed job: call its handler, then turn the outcome into ack, retry or fail.
 
-- the handler returns            -> ack (grouped with other acks by the Acker); a queue that
+- the handler returns            -> ack (grouped with other acks by the AckService); a queue that
                                     keeps history records the returned value (history.py)
 - it raises Retry(delay)         -> retry after delay, or the policy's curve
 - it raises Snooze(delay)        -> pending again after delay, the attempt refunded
@@ -36,10 +36,10 @@ from ..exceptions import InvalidOption, TimeLimitExceeded, WorkerChildDied
 from ..jobs import Job
 from ..outcomes import Cancelled, Fail, Retry, Snooze
 from ..privacy import is_sensitive
-from ..queues import JobHandle, record_finish_all
+from ..queues import JobHandle, record_history_all
 from ..running import CANCELLED, CLAIM_LOST, Run, running_job, running_jobs, settle_all, start_all
 from ..steps import IN_ATOMIC, IN_BATCH, Sleeping, Waiting
-from .acker import Acker
+from .acker import AckService
 from .connections import ThreadConnections, ages_connections
 from .event_loop import EventLoopThread
 from .inflight import InFlight
@@ -56,7 +56,7 @@ logger = logging.getLogger("django_alkqueue")
 # is not an Exception is still a failure of that job, not of the worker: SystemExit (a
 # library calling sys.exit), asyncio.CancelledError (a handler running a coroutine that
 # was cancelled), GeneratorExit, a project's own BaseException subclass. Letting one through
-# would kill the handler thread with the job still claimed and its lease renewed for ever.
+# would kill the handler thread with the job still claimed and its lease extended for ever.
 # KeyboardInterrupt alone is passed on (see `run`): it asks to stop, it is not a job's error.
 HANDLER_ERRORS = (BaseException,)
 
@@ -121,7 +121,7 @@ class Executor:
     def __init__(
         self,
         specs: dict[str, ConsumerSpec],
-        acker: Acker,
+        acker: AckService,
         inflight: InFlight,
         stats: WorkerStats,
         using: str,
@@ -217,7 +217,7 @@ class Executor:
 
     def run_batch(self, handles: list[JobHandle]) -> None:
         """Call a batch consumer's handler once with the jobs of `handles` this worker still
-        holds. It returns None: all are acked (grouped by the Acker, like any success). It
+        holds. It returns None: all are acked (grouped by the AckService, like any success). It
         returns a mapping of job id to exception: those jobs settle as if their own handler
         had raised it, the rest are acked. It raises: every job of the call settles with
         that exception. A KeyboardInterrupt lets them all go unsettled, as in `run`."""
@@ -252,8 +252,10 @@ class Executor:
                 acking = [handle for handle in live if handle.job.id not in failures]
             else:
                 unsettled, acking = [], live
-            # A batch handler returns failures, not outputs: one Finish for all its jobs.
-            record_finish_all(acking, history.finish(spec.queue, None, time.monotonic() - started))
+            # A batch handler returns failures, not outputs: one HistoryEntry for all its jobs.
+            record_history_all(
+                acking, history.entry_for(spec.queue, None, time.monotonic() - started)
+            )
             self._to_ack(acking, started)
             for handle in unsettled:
                 self._settle_failure(spec, handle, failures[handle.job.id], started)
@@ -356,7 +358,7 @@ class Executor:
     def _stopped(self, runs: list[Run], handles: list[JobHandle]) -> None:
         """The handler of these jobs has stopped: the cancel requests of those cancelled
         while it ran go (the admin stops showing "cancel requested"), and those jobs are
-        kept as "cancelled" when their queue keeps history. A refused renewal does not tell
+        kept as "cancelled" when their queue keeps history. A refused heartbeat does not tell
         a cancel from a lost claim; the CancelRequest row does."""
         stopped = time.monotonic()
         flagged = {
@@ -379,7 +381,7 @@ class Executor:
     def _keep_cancelled(self, handle: JobHandle, duration: float | None) -> None:
         """Write a job cancelled while it ran to the history, outcome "cancelled", when its
         queue keeps (history.py); its live row is gone already."""
-        done = history.finish(handle.job.queue, None, duration)
+        done = history.entry_for(handle.job.queue, None, duration)
         if done is None:
             return
         job = handle.job
@@ -438,7 +440,7 @@ class Executor:
                     raise TimeLimitExceeded(run.timeout or 0)
                 handle.record(output, time.monotonic() - started)
                 acked = operations.ack(
-                    self.using, [handle.claim], handle.queue.clock(), [handle.kept()]
+                    self.using, [handle.claim], handle.queue.clock(), [handle.history_entry()]
                 )
                 if handle.claim not in acked:
                     raise LostClaim

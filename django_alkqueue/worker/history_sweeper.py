@@ -1,5 +1,5 @@
-"""The leader's history sweep: kept jobs past their delete_after go, and on PostgreSQL the
-coming days' partitions are made ahead (docs/running-jobs.md, "Kept history and recorded
+"""The leader's history sweep: jobs in the history past their delete_after go, and on PostgreSQL the
+coming days' partitions are made ahead (docs/running-jobs.md, "History and recorded
 output")."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class HistorySweep(NamedTuple):
     deleted: int
 
 
-class HistorySweeper:
+class HistoryService:
     """Each tick: make the history's room ahead (PostgreSQL's day partitions), then delete
     what is past its keep (PostgreSQL drops whole day partitions where it can)."""
 
@@ -39,7 +39,7 @@ class HistorySweeper:
         operations.prepare_history(self.using, now)
         deleted = operations.sweep_history(self.using, now, self.batch)
         if deleted:
-            logger.info("history sweep: deleted %d kept jobs past their keep", deleted)
+            logger.info("history sweep: deleted %d jobs in the history past their keep", deleted)
         # Then the durable steps of jobs gone without an ack: cancelled, purged, expired here
         # or from the dead letters (docs/durable-steps.md).
         steps = operations.sweep_steps(self.using, self.batch)

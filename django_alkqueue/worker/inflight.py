@@ -1,7 +1,7 @@
 """The jobs this worker holds: claimed and not yet finished.
 
 A job is *running* from its claim until its handler returns, then *awaiting its ack* until the
-Acker's next commit. Only running jobs take capacity, so claiming goes on during the ack window
+AckService's next commit. Only running jobs take capacity, so claiming goes on during the ack window
 (up to a full ack batch behind: Claimer.room).
 
 Handles are kept as themselves (one handle per claim), not by job id: a job whose lease
@@ -27,7 +27,7 @@ class InFlight:
         self._running: set[JobHandle] = set()
         #: Set whenever a job stops running: the claimer's wake-up.
         self.changed = changed or threading.Event()
-        #: Set when a running job first reports progress: the lease keeper's wake-up.
+        #: Set when a running job first reports progress: the heartbeat service's wake-up.
         self.reported = threading.Event()
         self._first_report = self.reported.set  # one bound method for every Run
 
@@ -55,7 +55,7 @@ class InFlight:
 
     def hold_in_transaction(self, handle: JobHandle) -> None:
         """An atomic handler's transaction is about to lock the job's row until it commits:
-        from now on the lease keeper leaves it alone (nobody else can claim a locked row)."""
+        from now on the heartbeat service leaves it alone (nobody else can claim a locked row)."""
         with self._lock:
             self._atomic.add(handle)
 
@@ -105,9 +105,9 @@ class InFlight:
         with self._lock:
             return len(self._held) - len(self._running)
 
-    def renewable(self) -> list[JobHandle]:
-        """Handles whose lease the keeper renews: all but those held in an atomic transaction
-        and those past their time limit (their lease is let go at once)."""
+    def to_heartbeat(self) -> list[JobHandle]:
+        """Handles whose lease the heartbeat service extends: all but those held in an atomic
+        transaction and those past their time limit (their lease is let go at once)."""
         with self._lock:
             return [
                 h for h, run in self._held.items() if h not in self._atomic and not run.timed_out

@@ -22,7 +22,7 @@ logger = logging.getLogger("django_alkqueue")
 RETRY_AFTER = 30
 
 
-class Listener:
+class ListenService:
     """The service that LISTENs: each tick waits up to half a second for notifications on
     its own connection, opened on the first tick and again after it was lost."""
 

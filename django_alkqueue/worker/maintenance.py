@@ -26,7 +26,7 @@ logger = logging.getLogger("django_alkqueue")
 FAIR_CLAIMS_BATCH = 5_000
 
 
-class Reclaimer:
+class ReclaimService:
     """Lapsed leases -> pending (attempts left) or dead letters ("max attempts exceeded")."""
 
     name = "reclaim"
@@ -45,12 +45,12 @@ class Reclaimer:
         return len(released), len(dead)
 
 
-class WaitReleaser:
+class WaitReleaseService:
     """Waits for a signal past their deadline -> pending, their wait recorded as timed out
     (job.wait_for(name, timeout); docs/durable-steps.md). As often as the reclaim: a timed
     wait resumes within RECLAIM_INTERVAL of its deadline."""
 
-    name = "release waits"
+    name = "release-waits"
 
     def __init__(self, using: str) -> None:
         self.using = using
@@ -66,7 +66,7 @@ class WaitReleaser:
         return resumed
 
 
-class Sweeper:
+class SweepService:
     """Expired jobs -> dead letters; dead letters and task results past their retention,
     long-stale worker rows, the cancel requests of workers gone, lapsed unique windows and
     fair claim buckets older than two hours (up to `fair_claims_batch` a sweep), deleted."""
@@ -95,7 +95,7 @@ class Sweeper:
         return moved
 
 
-class LeaderLoop:
+class LeaderService:
     """The service of every worker that leads or may lead: each tick holds or tries to take
     leadership, and when leading runs each of `services` whose own interval has passed.
 

@@ -12,7 +12,7 @@ from ..models import Worker
 from .stats import WorkerStats
 
 
-class Presence:
+class PresenceService:
     """The service that refreshes this worker's row every WORKER_HEARTBEAT_INTERVAL."""
 
     name = "alk-presence"

@@ -1,7 +1,7 @@
 """The process pool (`alk_worker --pool process`, docs/running-jobs.md): handlers run in
 child processes, which a time limit or a cancel can stop.
 
-The worker itself is unchanged: it claims, renews leases, acks and retries as with threads.
+The worker itself is unchanged: it claims, heartbeats leases, acks and retries as with threads.
 Each of its `--concurrency` handler threads (ProcessPool, a ThreadPool) owns one child
 (`Child`), sends it each handler call (`Work`) and waits for the outcome, meanwhile passing
 the job's cancel flag down and its progress reports up. So the child only runs handlers:

@@ -1,11 +1,12 @@
-"""The QueueStat writers: one row per queue per minute, the data of the admin charts.
+"""The QueueStat writers: one row per queue per minute, the data of the admin charts. Two
+services write into the same rows:
 
-- `QueueStatWriter` (leader only): the state counts read at that minute (waiting and
-  throttled jobs among them), the dead letters that died in it, and the pruning of minutes
-  older than ALKQUEUE["STATS_RETENTION"].
-- `QueueStatDeltas` (every worker): what this worker finished, failed and retried, how
-  long its jobs waited and its handlers took, since its last flush, added to the current
-  minute's row.
+- `QueueStatCountService` ("queue-stat-counts", leader only): the state counts read at
+  that minute (waiting and throttled jobs among them), the dead letters that died in it,
+  and the pruning of minutes older than ALKQUEUE["STATS_RETENTION"].
+- `QueueStatDeltaService` ("alk-queue-stat-deltas", every worker): what this worker
+  finished, failed and retried, how long its jobs waited and its handlers took, since its
+  last flush, added to the current minute's row.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ STATS_INTERVAL = 30.0
 _COUNTS = ("pending", "scheduled", "claimed", "dead", "waiting", "throttled")
 
 
-class QueueStatWriter:
+class QueueStatCountService:
     """The leader's tick: state counts and dead letters of the current minute, then pruning."""
 
-    name = "queue-stats"
+    name = "queue-stat-counts"
     interval = STATS_INTERVAL
 
     def __init__(self, using: str) -> None:
@@ -102,7 +103,7 @@ class QueueStatWriter:
         return Counter({(name, at): n for name, at, n in rows})
 
 
-class QueueStatDeltas:
+class QueueStatDeltaService:
     """Every few seconds, add what this worker did since its last flush to the current minute.
 
     finished = jobs that succeeded (acked); failed = attempts that failed (retried or
@@ -113,7 +114,7 @@ class QueueStatDeltas:
     write keeps the deltas for the next flush.
     """
 
-    name = "alk-queue-stats"
+    name = "alk-queue-stat-deltas"
 
     def __init__(self, using: str, stats: WorkerStats, interval: float) -> None:
         self.using = using

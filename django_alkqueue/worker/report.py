@@ -3,7 +3,7 @@ shutdown (the --burst table).
 
 A success's line is DEBUG (`-v 2`): at the default `-v 1` a draining worker would spend
 about half its time formatting and writing one line per job (docs/benchmarks.md, "Fast by
-default"), so `-v 1` has the periodic summary (StatusReporter) for successes, and a line for
+default"), so `-v 1` has the periodic summary (StatusReportService) for successes, and a line for
 each job that did not succeed (retried, snoozed, dead, cancelled at INFO; lost at WARNING)."""
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def summary_line(stats: WorkerStats, in_flight: int, depth: int) -> str:
     back, refunded: counted apart as `snoozed`); `failed` those that raised (retried or
     dead-lettered, WorkerStats.failed); `dead` those dead-lettered; the rate is of the
     processed. In the active language: the live status line is for a person (the logged
-    summary is English, StatusReporter)."""
+    summary is English, StatusReportService)."""
     totals = stats.totals()
     elapsed = max(time.monotonic() - stats.started, 1e-9)
     processed = stats.finished() - totals["snoozed"]
@@ -220,7 +220,7 @@ def report_shutdown(
     logger.info("worker %s stopped: %s\n%s", worker_id, line, table)
 
 
-class StatusReporter:
+class StatusReportService:
     """Every 10 s a summary line through logging; on a TTY a live status line, rewritten in
     place every second, instead."""
 

@@ -24,37 +24,37 @@ from ..conf import AlkQueueSettings, get_settings
 from ..consumers import ConsumerSpec
 from ..limits import REFRESH_EVERY
 from ..models import QueueMessage
-from ..periodic import Scheduler
+from ..periodic import PeriodicService
 from ..queues import JobHandle, queue
 from ..running import CANCELLED
 from ..sql import dialect_for, follow_up_delay
-from .acker import Acker
+from .acker import AckService
 from .claim_ahead import ClaimAhead, ahead_of
-from .claimer import Claimer, ClaimLoop, PausedQueues
+from .claimer import Claimer, ClaimService, PausedQueues
 from .connections import ThreadConnections
 from .consumer_table import sync_consumers
 from .executor import Executor
 from .exits import EXIT_AT_ONCE, EXIT_SOFTWARE, EXIT_STUCK
 from .flow_state import FlowState
-from .history_sweeper import HistorySweeper
+from .heartbeats import HeartbeatService
+from .history_sweeper import HistoryService
 from .inflight import InFlight
 from .job_notices import JobNotices
 from .leader import Leadership
-from .lease_keeper import LeaseKeeper
-from .listener import Listener
-from .maintenance import LeaderLoop, Reclaimer, Sweeper, WaitReleaser
+from .listener import ListenService
+from .maintenance import LeaderService, ReclaimService, SweepService, WaitReleaseService
 from .pool import ThreadPool
-from .presence import Presence
+from .presence import PresenceService
 from .process_pool import Children, ProcessExecutor, ProcessPool
-from .queue_stats import QueueStatDeltas, QueueStatWriter
-from .report import StatusReporter, Stream, report_shutdown
+from .queue_stats import QueueStatCountService, QueueStatDeltaService
+from .report import StatusReportService, Stream, report_shutdown
 from .served import resolve_specs
 from .service import Loop, Service
 from .signal_relay import SignalRelay
 from .stats import WorkerStats
-from .time_limits import TimeLimits
+from .time_limits import TimeLimitService
 from .units import Dispatch, jobs_per_call, worker_capacity
-from .vacuumer import Vacuumer
+from .vacuumer import VacuumService
 
 logger = logging.getLogger("django_alkqueue")
 
@@ -105,11 +105,11 @@ class Parts:
     stats: WorkerStats
     executor: Executor
     pool: ThreadPool
-    acker: Acker
-    presence: Presence
-    stat_deltas: QueueStatDeltas
-    reporter: StatusReporter
-    listener: Listener | None
+    acker: AckService
+    presence: PresenceService
+    stat_deltas: QueueStatDeltaService
+    reporter: StatusReportService
+    listener: ListenService | None
     #: The main thread's loop: claim and dispatch.
     claim: Loop
     #: The acker's loop, stopped before the others: the last acks come before the release.
@@ -197,7 +197,7 @@ class Worker:
         # The limits in force are read again once per poll interval at least, so that a
         # change (set_limits, the admin's "Set limits") applies within one.
         flow = FlowState(every=min(REFRESH_EVERY, options.poll_interval))
-        acker = Acker(using, inflight, stats, settings.ACK_WINDOW, flow)
+        acker = AckService(using, inflight, stats, settings.ACK_WINDOW, flow)
         executor, pool = _executor_and_pool(options, specs, acker, inflight, stats, using)
         capacity = worker_capacity(options.concurrency, options.batch, specs)
         dispatch = Dispatch(executor.specs, pool.submit, executor.claimed)
@@ -210,41 +210,44 @@ class Worker:
             flow=flow,
         )  # fmt: skip
         heartbeat = settings.WORKER_HEARTBEAT_INTERVAL
-        presence = Presence(using, self.worker_id, names, options.concurrency, stats, heartbeat,
-                            options.health_file)  # fmt: skip
-        stat_deltas = QueueStatDeltas(using, stats, heartbeat)
+        presence = PresenceService(using, self.worker_id, names, options.concurrency, stats,
+                                   heartbeat, options.health_file)  # fmt: skip
+        stat_deltas = QueueStatDeltaService(using, stats, heartbeat)
         # The advisory lock lives on a session: behind a transaction-mode pooler that is the
         # direct LISTEN_DATABASE connection, never a pooled one.
         direct = settings.LISTEN_DATABASE or using
-        leader_services: list[Service] = [Reclaimer(using), WaitReleaser(using), Sweeper(using),
-                                          QueueStatWriter(using), Vacuumer(using),
-                                          HistorySweeper(using)]  # fmt: skip
+        leader_services: list[Service] = [
+            ReclaimService(using), WaitReleaseService(using), SweepService(using),
+            QueueStatCountService(using), VacuumService(using), HistoryService(using),
+        ]  # fmt: skip
         if settings.PERIODIC:
-            leader_services.append(Scheduler(using, clock))
-        leader = LeaderLoop(Leadership(direct, self.worker_id), leader_services,
-                            settings.WORKER_STALE_AFTER)  # fmt: skip
+            leader_services.append(PeriodicService(using, clock))
+        leader = LeaderService(Leadership(direct, self.worker_id), leader_services,
+                              settings.WORKER_STALE_AFTER)  # fmt: skip
         # PostgreSQL's LISTEN also carries cancels; elsewhere a socket hears this host's
-        # enqueues (sql/local_wakeups.py) and a cancel comes with the next lease renewal.
+        # enqueues (sql/local_wakeups.py) and a cancel comes with the next heartbeat.
         cancels = None
         if dialect_for(connections[direct]).supports_notify:
             cancels = (self.worker_id, lambda job_id: inflight.cancel(job_id, CANCELLED))
-        listener = Listener(direct, set(names), self.wake, claimer.notified, cancels)
+        listener = ListenService(direct, set(names), self.wake, claimer.notified, cancels)
         # With --burst too: a long drain reports as it goes, and ends with the table.
-        reporter = StatusReporter(stats, inflight.count, lambda: _depth(using, names), self.stdout)
-        keeper = LeaseKeeper(inflight, using)
+        reporter = StatusReportService(
+            stats, inflight.count, lambda: _depth(using, names), self.stdout
+        )
+        heartbeat_service = HeartbeatService(inflight, using)
 
         def loop(service: Service, **kwargs: Any) -> Loop:
             return Loop(service, clock, self._loop_died, **kwargs)
 
         acking = loop(acker, wake=acker.submitted, refresh=ThreadConnections(watch=False).recycle)
-        loops = [acking, loop(keeper, wake=inflight.reported), loop(presence),
+        loops = [acking, loop(heartbeat_service, wake=inflight.reported), loop(presence),
                  loop(leader, refresh=None), loop(stat_deltas), loop(reporter)]  # fmt: skip
         loops.append(loop(listener))
         if any(spec.timeout is not None for spec in specs):
-            limits = TimeLimits(inflight, pool, executor.settle_overrun, self._recycle,
-                                options.max_stuck)  # fmt: skip
+            limits = TimeLimitService(inflight, pool, executor.settle_overrun, self._recycle,
+                                      options.max_stuck)  # fmt: skip
             loops.append(loop(limits, refresh=ThreadConnections(watch=False).recycle))
-        claim = ClaimLoop(claimer, acker.pending, options.burst, self.stop_claiming)
+        claim = ClaimService(claimer, acker.pending, options.burst, self.stop_claiming)
         return Parts(
             inflight=inflight, stats=stats, executor=executor, pool=pool, acker=acker,
             presence=presence,
@@ -319,7 +322,7 @@ class Worker:
 def _executor_and_pool(
     options: WorkerOptions,
     specs: list[ConsumerSpec],
-    acker: Acker,
+    acker: AckService,
     inflight: InFlight,
     stats: WorkerStats,
     using: str,
@@ -369,7 +372,7 @@ def _stop(loops: list[Loop]) -> None:
         loop.join(5.0)
 
 
-def _flush_acks(acker: Acker) -> None:
+def _flush_acks(acker: AckService) -> None:
     """Ack what the acker still holds, in the main thread: its own loop has stopped (or
     died, when the acker is what broke: then this fails too, and the jobs are released)."""
     while acker.pending():
@@ -396,7 +399,7 @@ def _release(inflight: InFlight, handles: list[JobHandle]) -> int:
 
 def _crash(inflight: InFlight, using: str, clock: Clock) -> None:
     """A loop died while these handlers ran: one of them may be what broke it (a value no
-    renewal can write, ...). Each goes back with its attempt and a crash counted, and a job
+    heartbeat can write, ...). Each goes back with its attempt and a crash counted, and a job
     that crashed its worker twice goes to the dead letters (operations.crashed), so that
     no poison job takes every restarted worker down in turn."""
     crashed = dead = 0

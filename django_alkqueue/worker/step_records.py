@@ -30,7 +30,7 @@ class ClaimStepsLoad:
     The read is fenced by the claims: a job whose claim was no longer valid is left out,
     and reads its own as before. A job's steps change only through the holder of its claim
     (a record is fenced by the claim token), so what was read stays true while the claim
-    does: each job's are handed over only while its lease, as last renewed by this worker,
+    does: each job's are handed over only while its lease, as last extended by this worker,
     has not lapsed; past it the job reads its own again."""
 
     __slots__ = ("_handles", "_loaded", "_lock", "using")

@@ -3,7 +3,7 @@
 A handler past its `timeout` cannot be stopped: Python has no way to end a thread. So, at
 the deadline, this service
 1. raises the job's cancel flag (the handler may see `job.cancelled` and return early), and
-   the lease keeper stops renewing its lease;
+   the heartbeat service stops heartbeating its lease;
 2. fails the attempt with TimeLimitExceeded through the retry policy, as if the handler had
    raised it (retry or dead letter); a later ack from the handler is refused by the claim
    token, since the retry gave the job up;
@@ -36,7 +36,7 @@ logger = logging.getLogger("django_alkqueue")
 INTERVAL = 0.2
 
 
-class TimeLimits:
+class TimeLimitService:
     """The service that fails the attempts of handlers past their time limit, and recycles
     the worker once too many threads are stuck."""
 

@@ -31,7 +31,7 @@ from ..sql import dialect_for
 logger = logging.getLogger("django_alkqueue")
 
 
-class Vacuumer:
+class VacuumService:
     name = "vacuum"
 
     def __init__(self, using: str) -> None:

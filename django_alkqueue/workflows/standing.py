@@ -1,5 +1,5 @@
 """Where jobs stand now, whichever table holds them: a live row (waiting, pending, scheduled,
-claimed), a dead letter, or the kept history (succeeded, cancelled). A job in none of them
+claimed), a dead letter, or the history (succeeded, cancelled). A job in none of them
 finished and was not kept: what the workflow tables remember of it (a met edge means it
 succeeded) is the best left, else it is "gone"."""
 
@@ -24,7 +24,7 @@ class Standing:
     queue: str | None = None
     #: The dead letter's own id (its admin page's), when the job is one.
     dead_letter_id: int | None = None
-    #: The kept history has it (its admin page is the finished job's).
+    #: The history has it (its admin page is the finished job's).
     kept: bool = False
 
 
@@ -32,7 +32,7 @@ def standings(
     using: str, ids: Collection[int], now: datetime, remembered: Mapping[int, str] | None = None
 ) -> dict[int, Standing]:
     """Each of `ids`: one query for the live rows, then one each for the dead letters and
-    the kept history among the rest. `remembered`: states the workflow tables know (a met
+    the history among the rest. `remembered`: states the workflow tables know (a met
     edge's "succeeded", a batch member's outcome) for jobs no table holds."""
     found: dict[int, Standing] = {}
     live = QueueMessage.objects.using(using).filter(id__in=list(ids))

@@ -2,9 +2,9 @@ import os
 
 from django.apps import AppConfig
 
-#: Comma-separated queues whose leases the worker's lease keeper must not renew (scenario 6:
+#: Comma-separated queues whose leases the worker must not heartbeat (scenario 6:
 #: a handler that blocks past its lease with no heartbeat). Set only in worker subprocesses.
-NO_LEASE_KEEPER_ENV = "ALKQUEUE_CHAOS_NO_LEASE_KEEPER"
+NO_HEARTBEATS_ENV = "ALKQUEUE_CHAOS_NO_HEARTBEATS"
 
 
 class ChaosConfig(AppConfig):
@@ -16,6 +16,6 @@ class ChaosConfig(AppConfig):
         from . import faults, receivers
 
         receivers.connect()
-        queues = {q for q in os.environ.get(NO_LEASE_KEEPER_ENV, "").split(",") if q}
+        queues = {q for q in os.environ.get(NO_HEARTBEATS_ENV, "").split(",") if q}
         if queues:
-            faults.stop_lease_keeper_for(queues)
+            faults.stop_heartbeats_for(queues)

@@ -7,8 +7,8 @@ needs, all running `act()`, which the payload drives:
     {"hold": {"1": ["name", 60]}}    on attempt 1, wait until gate "name" opens, at most 60 s
                                      (a null name: just sleep 60 s)
     {"block": {"1": ["name", 60]}}   the same, first marking the execution "blocked": the
-                                     scenario runs the worker with no lease renewal for the
-                                     queue (ALKQUEUE_CHAOS_NO_LEASE_KEEPER), so the handler
+                                     scenario runs the worker with no heartbeat for the
+                                     queue (ALKQUEUE_CHAOS_NO_HEARTBEATS), so the handler
                                      outlives its lease
     {"leave_open": {"1": "atomic"}}  on attempt 1, mark the execution "failed", then leave a
                                      transaction open ("atomic", "nested", "autocommit") with

@@ -9,21 +9,20 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 
-def stop_lease_keeper_for(queues: set[str]) -> None:
-    """The worker's lease keeper stops renewing the leases of jobs on `queues`: a handler that
-    blocks there outlives its lease, as if the keeper had died. Other queues are unaffected."""
+def stop_heartbeats_for(queues: set[str]) -> None:
+    """The worker stops heartbeating the leases of jobs on `queues`: a handler that blocks
+    there outlives its lease, as if the heartbeat service had died. Other queues are
+    unaffected."""
     from django_alkqueue.queues import JobHandle
-    from django_alkqueue.worker import lease_keeper
+    from django_alkqueue.worker import heartbeats
 
-    renew = getattr(lease_keeper, "heartbeat_handles", None)
-    if renew is None:  # the keeper changed shape: fail loudly rather than inject nothing
-        raise ImproperlyConfigured(
-            "chaos: lease_keeper.heartbeat_handles is gone; update faults.py"
-        )
+    heartbeat = getattr(heartbeats, "heartbeat_handles", None)
+    if heartbeat is None:  # the service changed shape: fail loudly rather than inject nothing
+        raise ImproperlyConfigured("chaos: heartbeats.heartbeat_handles is gone; update faults.py")
 
-    def renew_others(
+    def heartbeat_others(
         handles: Sequence[JobHandle], using: str, progress: Mapping[Any, Any] | None = None
     ) -> set[Any]:
-        return renew([h for h in handles if h.job.queue not in queues], using, progress)
+        return heartbeat([h for h in handles if h.job.queue not in queues], using, progress)
 
-    lease_keeper.heartbeat_handles = renew_others
+    heartbeats.heartbeat_handles = heartbeat_others

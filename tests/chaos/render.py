@@ -50,8 +50,8 @@ explains them for handler authors.
 3. **At least once, with duplicates only after a lost claim.** A handler runs again for
    the same job only when the earlier run ended with a retry, or its claim was lost before
    the ack committed: its process was killed or exited, it was cut off from the database,
-   the database was restarted or locked for longer than the lease, or its lease keeper
-   could not renew the lease. Two runs of one job can then overlap in time. Handlers must
+   the database was restarted or locked for longer than the lease, or its heartbeat service
+   could not heartbeat the lease. Two runs of one job can then overlap in time. Handlers must
    be idempotent, or be [atomic consumers](consumers.md#atomic-consumers).
 4. **Every claim counts an attempt.** Attempt numbers of one job's runs strictly increase,
    so two runs with the same number would mean one claim handed out twice; that never
@@ -93,9 +93,9 @@ swallow it; such jobs are counted as "acks unrecorded", and are allowed only whe
 scenario injected such a fault.
 
 Scenario 1 injects no fault, so there every lease must hold: no worker may log a claim lost
-or a lease renewal refused, no completed handler may have its result discarded, and only the
-jobs planned to fail every attempt may end dead. On MariaDB the lease keeper once fell
-behind under that load and completed jobs ran again ([databases.md](databases.md#lease-renewals)).
+or a heartbeat refused, no completed handler may have its result discarded, and only the
+jobs planned to fail every attempt may end dead. On MariaDB the heartbeat service once fell
+behind under that load and completed jobs ran again ([databases.md](databases.md#heartbeats)).
 
 ## What a handler cannot do to its worker
 
@@ -130,8 +130,8 @@ failed attempt.
 - **The loops.** `job.progress(note=...)` refuses a note no database can store (an
   unpaired surrogate, as in a file name read from disk) with `InvalidOption`, at the call;
   a NUL is fine, the stored JSON escapes it. Should a report that cannot be written reach
-  the lease keeper anyway, the keeper logs the error, drops that report and renews the
-  leases without it: no value a handler passes stops the loop that keeps every running
+  the heartbeat service anyway, the service logs the error, drops that report and extends
+  the leases without it: no value a handler passes stops the loop that keeps every running
   job's lease.
 - **The crash count.** A job that takes its worker down has one crash counted in its
   row's `crashes` column, and at its second crash it is dead-lettered with the reason

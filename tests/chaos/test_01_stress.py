@@ -58,10 +58,10 @@ def test_stress_4_processes_x_8_threads_lose_nothing_and_ack_each_job_once(fleet
         [j.id for j in jobs], expect={j.id: "dead" if j.id in doomed else "acked" for j in jobs}
     )
     outputs = fleet.outputs()
-    # No fault is injected, so every lease must hold: a claim lost or a renewal refused
-    # means the lease keeper fell behind (issue 53, on MariaDB) or took a busy row for lost.
+    # No fault is injected, so every lease must hold: a claim lost or a heartbeat refused
+    # means the heartbeat service fell behind (issue 53, on MariaDB) or took a busy row for lost.
     warnings = {
-        "lease_renewal_refused_warnings": outputs.count("lease renewal refused"),
+        "heartbeat_refused_warnings": outputs.count("heartbeat refused"),
         "claim_lost_warnings": outputs.count("claim lost"),
     }
     record(

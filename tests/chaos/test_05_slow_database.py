@@ -1,7 +1,7 @@
 """Scenario 5, slow database: while two workers drain a queue, a side connection first holds
 row locks on some pending jobs (claims skip them: FOR UPDATE SKIP LOCKED), then an exclusive
 lock on the whole queue table (PostgreSQL's ACCESS EXCLUSIVE, MariaDB's LOCK TABLES ... WRITE:
-claims, acks and lease renewals wait). Nothing is claimed twice, the locked jobs run once the
+claims, acks and heartbeats wait). Nothing is claimed twice, the locked jobs run once the
 locks go, and the workers do not crash."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ ROW_LOCKED = 50
 WORKERS, THREADS = 2, 4
 HANDLER_MS = (5, 40)
 ROW_LOCK_SECONDS = pick(short=1.5, long=5.0)
-#: The long version holds the table past the 5 s lease: the lease keeper's renewals wait too.
+#: The long version holds the table past the 5 s lease: the heartbeats wait too.
 TABLE_LOCK_SECONDS = pick(short=2.5, long=8.0)
 SETTLE = 10.0
 

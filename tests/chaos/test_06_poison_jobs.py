@@ -1,7 +1,7 @@
 """Scenario 6, poison jobs, under `alk_worker --processes 2` (the supervisor):
 
 - a handler that raises on every attempt ends dead ("max attempts exceeded") after its two;
-- a handler that never returns, with the lease keeper stopped for its queue, outlives its
+- a handler that never returns, with the heartbeat service stopped for its queue, outlives its
   1 s lease on every attempt: each lapse hands the job out again, and once its attempts are
   spent it is dead-lettered, never acked;
 - a handler that calls os._exit takes its process down; the supervisor counts a crash for
@@ -24,7 +24,7 @@ from django.utils import timezone
 from django_alkqueue import queue
 from django_alkqueue.jobs import CRASHED_ITS_WORKER, MAX_ATTEMPTS_EXCEEDED
 from django_alkqueue.models import DeadLetter, QueueMessage
-from testproject.chaos.apps import NO_LEASE_KEEPER_ENV
+from testproject.chaos.apps import NO_HEARTBEATS_ENV
 from testproject.chaos.models import ExecutionLog, Gate
 
 from .harness import Fleet, serving, wait_for
@@ -92,7 +92,7 @@ def test_poison_jobs_end_dead_or_reclaimed_while_other_jobs_keep_flowing(fleet: 
     clock = Stopwatch()
     started = timezone.now()
     supervisor = fleet.start(
-        *serving(POISON, FLOW, threads=4, processes=2), env={NO_LEASE_KEEPER_ENV: POISON}
+        *serving(POISON, FLOW, threads=4, processes=2), env={NO_HEARTBEATS_ENV: POISON}
     )
 
     poison_ids = [raiser, blocker, exit_once, exit_always]
@@ -118,7 +118,7 @@ def test_poison_jobs_end_dead_or_reclaimed_while_other_jobs_keep_flowing(fleet: 
 
     exits = ExecutionLog.objects.filter(outcome="exited").values_list("worker_id", "finished_at")
     faults = [Fault("process exit", at, at, frozenset({worker})) for worker, at in exits]
-    faults.append(Fault("lease keeper stopped", started, ended, queues=frozenset({POISON})))
+    faults.append(Fault("heartbeat service stopped", started, ended, queues=frozenset({POISON})))
     ids = [*poison_ids, *first_wave, *second_wave]
     others = [raiser, blocker, exit_once, *first_wave, *second_wave]
     beside = crashed_beside(others, len(exits))
@@ -130,7 +130,7 @@ def test_poison_jobs_end_dead_or_reclaimed_while_other_jobs_keep_flowing(fleet: 
         6,
         "Poison jobs",
         "under --processes 2: a job raising on every attempt, one blocking past its 1 s "
-        "lease with the lease keeper stopped, one os._exit-ing once, one on every attempt; "
+        "lease with the heartbeat service stopped, one os._exit-ing once, one on every attempt; "
         f"{2 * FLOW_JOBS:,} ordinary jobs on another queue, half of them enqueued after "
         "the crashes",
         report,
@@ -167,7 +167,7 @@ def test_supervisor_keeps_serving_when_poison_jobs_crash_its_fresh_processes(fle
     crashers = [queue(POISON).enqueue({"exit_on": [1, 2], "n": n}).id for n in range(3)]
     flow = [j.id for j in queue(FLOW).enqueue_many([{"i": i, "ms": 20} for i in range(100)])]
     supervisor = fleet.start(
-        *serving(POISON, FLOW, threads=1, processes=2), env={NO_LEASE_KEEPER_ENV: POISON}
+        *serving(POISON, FLOW, threads=1, processes=2), env={NO_HEARTBEATS_ENV: POISON}
     )
 
     def settled() -> bool:

@@ -3,8 +3,8 @@ registers, GET with random query strings (the declared filters, random field loo
 every spelling int() accepts, date hierarchy years, months and days and date bounds at and
 past datetime's ends, numbers past a C long, NULs, terminal escape codes, hostile text) and
 POST with random action bodies, as anonymous, staff without permissions, view-only staff and
-a superuser. The rows include what issue 48's probe wrote: a kept job, a Consumer row whose
-stored limits do not parse, control characters in a worker's id.
+a superuser. The rows include what issue 48's probe wrote: a job in the history, a Consumer
+row whose stored limits do not parse, control characters in a worker's id.
 
 For every request: no server error; no response over PAGE_BYTES_MAX (docs/security.md,
 "Sizes"); for everyone but the superuser, no row of the queue tables changed (a hash of

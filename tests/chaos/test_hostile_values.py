@@ -44,13 +44,13 @@ from django_alkqueue.models import (
 )
 from django_alkqueue.models import TaskResult as TaskResultRecord
 from django_alkqueue.payload import kept_value
-from django_alkqueue.periodic import Scheduler, entry_errors
+from django_alkqueue.periodic import PeriodicService, entry_errors
 from django_alkqueue.running import MAX_NOTE_CHARS, running_job
 from django_alkqueue.tasks_compat import normalize_json
 from django_alkqueue.validation import clean_error_text, storable_text
 from django_alkqueue.worker.executor import error_text
+from django_alkqueue.worker.heartbeats import HeartbeatService
 from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.lease_keeper import LeaseKeeper
 from testproject.shop import tasks
 from tests.clocks import FakeClock
 
@@ -150,8 +150,8 @@ def printed_safely(output: str) -> bool:
 # -- progress ---------------------------------------------------------------------------------
 
 
-def _held(q: Any) -> tuple[Any, Any, LeaseKeeper]:
-    """A claimed job, its handler's job and a lease keeper over it, as the worker has them."""
+def _held(q: Any) -> tuple[Any, Any, HeartbeatService]:
+    """A claimed job, its handler's job and a heartbeat service over it, as the worker has them."""
     q.enqueue({"n": 1})
     handle = q.claim_one("w")
     inflight = InFlight()
@@ -159,19 +159,19 @@ def _held(q: Any) -> tuple[Any, Any, LeaseKeeper]:
     return (
         handle,
         running_job(handle.job, inflight.run_of(handle)),
-        LeaseKeeper(inflight, "default"),
+        HeartbeatService(inflight, "default"),
     )
 
 
 @PROPERTY
 @given(done=amounts, total=st.one_of(st.none(), amounts), note=storable)
-def test_progress_is_refused_or_written_by_the_next_renewal(done: Any, total: Any, note: str):
+def test_progress_is_refused_or_written_by_the_next_heartbeat(done: Any, total: Any, note: str):
     q = fresh()
 
     def call(held: Any) -> Any:
-        _, job, keeper = held
+        _, job, heartbeats = held
         job.progress(done, total, note)
-        keeper.run_once(NOW)  # the renewal writes it: it must not raise
+        heartbeats.run_once(NOW)  # the heartbeat writes it: it must not raise
 
     def verify(held: Any, _: None) -> None:
         progress = stored(q, held[0].job.id).progress
@@ -184,12 +184,12 @@ def test_progress_is_refused_or_written_by_the_next_renewal(done: Any, total: An
 
 @pytest.mark.parametrize("note", ["file-\udcff.txt", "\ud800"])
 def test_a_progress_note_no_database_can_store_is_refused_or_cleaned(note: str):
-    handle, job, keeper = _held(fresh())
+    handle, job, heartbeats = _held(fresh())
     try:
         job.progress(1, 2, note)
     except InvalidOption:
         return  # refused at the call: documented
-    keeper.run_once(NOW)  # or written, cleaned: the renewal must not raise
+    heartbeats.run_once(NOW)  # or written, cleaned: the heartbeat must not raise
     assert stored(fresh(), handle.job.id).progress is not None
 
 
@@ -370,7 +370,7 @@ def test_a_periodic_entry_fails_the_check_or_its_tick_is_enqueued_or_logged(
 
     def call(_: None) -> list[str]:
         with override_settings(ALKQUEUE={"PERIODIC": {name: entry}}):
-            return Scheduler("default", FakeClock(NOW)).run_once(NOW)
+            return PeriodicService("default", FakeClock(NOW)).run_once(NOW)
 
     def verify(_: None, enqueued: list[str]) -> None:
         jobs = list(QueueMessage.objects.filter(queue=QUEUE))

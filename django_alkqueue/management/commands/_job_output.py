@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy, ngettext, pgettext, pgettext_
 from django_alkqueue.flow_status import source_label
 from django_alkqueue.job_actions import Requeued
 from django_alkqueue.job_filters import ListedJob
-from django_alkqueue.jobs import KEPT_STATES, Job
+from django_alkqueue.jobs import HISTORY_STATES, Job
 from django_alkqueue.limits import NAMES, LimitsInForce
 from django_alkqueue.operations import RequeuedFromStep
 
@@ -68,7 +68,7 @@ def list_json(jobs: Sequence[ListedJob]) -> str:
 
 
 def job_text(job: Job, error_group: str | None, fair_key: str | None) -> str:
-    """One job, a field a line, then its payload, its output (a kept job's) and its last
+    """One job, a field a line, then its payload, its output (a job in the history's) and its last
     error in full; every value escaped. `fair_key` is read beside the job, which lacks it."""
     fields: list[tuple[object, object]] = [
         (_("job"), job.id), (_("queue"), job.queue), (pgettext("worker", "state"), job.state),
@@ -89,7 +89,7 @@ def job_text(job: Job, error_group: str | None, fair_key: str | None) -> str:
     width = max(len(label) for label, _value in shown)
     lines = [f"{label.ljust(width)}  {printable(value)}" for label, value in shown]
     lines += ["", _("payload") + ":", _indented(json.dumps(job.payload, indent=2))]
-    if job.state in KEPT_STATES:
+    if job.state in HISTORY_STATES:
         output = job.output_error or json.dumps(job.output, indent=2)
         lines += ["", _("output") + ":", _indented(output)]
     if job.last_error:

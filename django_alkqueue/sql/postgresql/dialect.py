@@ -19,7 +19,7 @@ from ...error_groups import fingerprint
 from ...jobs import (
     CRASHED_ITS_WORKER,
     MAX_ATTEMPTS_EXCEEDED,
-    Finish,
+    HistoryEntry,
     Job,
     Progress,
     Stamps,
@@ -240,13 +240,13 @@ class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
         connection: BaseDatabaseWrapper,
         claims: Sequence[Claim],
         now: datetime,
-        finishes: Sequence[Finish | None] | None = None,
+        entries: Sequence[HistoryEntry | None] | None = None,
         plain_only: bool = False,
     ) -> Acked[Claim]:
         # The per-job work stays in C (count, map, comprehensions): a batch consumer acks
         # thousands of jobs a second through here.
-        if finishes is not None and finishes.count(None) < len(finishes):
-            return self._ack_keeping(connection, claims, now, finishes, plain_only)
+        if entries is not None and entries.count(None) < len(entries):
+            return self._ack_keeping(connection, claims, now, entries, plain_only)
         statement = sql.ACK_PLAIN if plain_only else sql.ACK
         done: Acked[Claim] = Acked([], [])
         for chunk in chunked(claims, self.ids_per_statement):
@@ -264,7 +264,7 @@ class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
         connection: BaseDatabaseWrapper,
         claims: Sequence[Claim],
         now: datetime,
-        finishes: Sequence[Finish | None],
+        entries: Sequence[HistoryEntry | None],
         plain_only: bool,
     ) -> Acked[Claim]:
         statement = sql.ACK_KEEPING_PLAIN if plain_only else sql.ACK_KEEPING
@@ -272,7 +272,7 @@ class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
         with self.all_or_nothing(connection, len(claims)):
             for start in range(0, len(claims), self.ids_per_statement):
                 chunk = claims[start : start + self.ids_per_statement]
-                kept = finishes[start : start + self.ids_per_statement]
+                kept = entries[start : start + self.ids_per_statement]
                 params = [
                     sql.bigint_array(c.id for c in chunk), sql.uuid_array(c.token for c in chunk),
                     [None if f is None else f.keep for f in kept],
@@ -288,7 +288,7 @@ class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
 
     def ack_batch(
         self, connection: BaseDatabaseWrapper, queue: str, ids: Sequence[int], now: datetime,
-        done: Finish | None = None, plain_only: bool = False,
+        done: HistoryEntry | None = None, plain_only: bool = False,
     ) -> Acked[int]:  # fmt: skip
         acked: Acked[int] = Acked([], [])
         if done is None:
@@ -360,12 +360,12 @@ class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
     def heartbeat(
         self,
         connection: BaseDatabaseWrapper,
-        renewals: Sequence[tuple[Claim, datetime]],
+        heartbeats: Sequence[tuple[Claim, datetime]],
         now: datetime,
         progress: Mapping[Claim, Progress] | None = None,
     ) -> list[Claim]:
-        renewed: list[Claim] = []
-        for chunk in chunked(renewals, self.ids_per_statement):
+        extended: list[Claim] = []
+        for chunk in chunked(heartbeats, self.ids_per_statement):
             ids = [claim.id for claim, _ in chunk]
             tokens = [claim.token for claim, _ in chunk]
             expiries = [expires for _, expires in chunk]
@@ -378,8 +378,8 @@ class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
             else:
                 params, statement = [ids, now, ids, tokens, expiries], sql.HEARTBEAT
             rows = fetch_all(connection, statement, params, generic_plan=True)
-            renewed.extend(returned_claim(row) for row in rows)
-        return renewed
+            extended.extend(returned_claim(row) for row in rows)
+        return extended
 
     def delete_old_dead_letters(self, connection: BaseDatabaseWrapper, now: datetime) -> int:
         with connection.cursor() as cursor:

@@ -1,4 +1,4 @@
-"""The kept history's day partitions on PostgreSQL (migration 0003_finished_jobs makes the table).
+"""The history's day partitions on PostgreSQL (migration 0003_finished_jobs makes the table).
 
 Each day of `finished_at` (UTC) has a partition named alkqueue_finishedjob_pYYYYMMDD, made
 ahead by the leader (`prepare`); rows of a day without one go to the DEFAULT partition, so
@@ -16,7 +16,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from django.db import OperationalError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ...models import FINISHED_TABLE
+from ...models import HISTORY_TABLE
 
 logger = logging.getLogger("django_alkqueue")
 
@@ -25,26 +25,26 @@ DAYS_AHEAD = 3
 #: How long a drop waits for the table's lock before it leaves the partition to the next
 #: sweep: acks wait behind a drop that waits.
 DROP_LOCK_TIMEOUT = "2s"
-DEFAULT_PARTITION = f"{FINISHED_TABLE}_default"
-_DAY_PARTITION = re.compile(rf"{FINISHED_TABLE}_p(\d{{8}})")
+DEFAULT_PARTITION = f"{HISTORY_TABLE}_default"
+_DAY_PARTITION = re.compile(rf"{HISTORY_TABLE}_p(\d{{8}})")
 
 PARTITIONS = f"""
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = '{FINISHED_TABLE}'::regclass
+WHERE i.inhparent = '{HISTORY_TABLE}'::regclass
 """
 # One creator of partitions at a time: the lock ATTACH takes anyway, on the parent alone. Acks
 # (their inserts) and the sweep's deletes do not wait for it.
-_SERIALISE = f"LOCK TABLE ONLY {FINISHED_TABLE} IN SHARE UPDATE EXCLUSIVE MODE"
+_SERIALISE = f"LOCK TABLE ONLY {HISTORY_TABLE} IN SHARE UPDATE EXCLUSIVE MODE"
 # A new day's partition: made apart, given the rows of its day that the default partition
 # took meanwhile, then attached (SHARE UPDATE EXCLUSIVE on the table: acks go on).
-_CREATE = "CREATE TABLE {name} (LIKE " + FINISHED_TABLE + " INCLUDING DEFAULTS)"
+_CREATE = "CREATE TABLE {name} (LIKE " + HISTORY_TABLE + " INCLUDING DEFAULTS)"
 _MOVE = f"""
 WITH moved AS (
     DELETE FROM {DEFAULT_PARTITION} WHERE finished_at >= %s AND finished_at < %s RETURNING *
 )
 INSERT INTO {{name}} SELECT * FROM moved
 """
-_ATTACH = f"ALTER TABLE {FINISHED_TABLE} ATTACH PARTITION {{name}} FOR VALUES FROM (%s) TO (%s)"
+_ATTACH = f"ALTER TABLE {HISTORY_TABLE} ATTACH PARTITION {{name}} FOR VALUES FROM (%s) TO (%s)"
 # The latest delete_after of a partition (alkqueue_finished_expiry_idx, read backwards).
 _LATEST = "SELECT max(delete_after) FROM {name}"
 # Expired rows, a batch at a time (alkqueue_finished_expiry_idx).
@@ -56,7 +56,7 @@ DELETE FROM {name} WHERE ctid = ANY(ARRAY(
 
 
 def partition_name(day: date) -> str:
-    return f"{FINISHED_TABLE}_p{day:%Y%m%d}"
+    return f"{HISTORY_TABLE}_p{day:%Y%m%d}"
 
 
 def _bounds(day: date) -> tuple[datetime, datetime]:

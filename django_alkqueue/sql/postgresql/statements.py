@@ -17,13 +17,13 @@ from ...error_groups import fingerprint
 from ...jobs import MAX_ATTEMPTS_EXCEEDED
 from ...models import (
     DEAD_LETTER_TABLE,
-    FINISHED_TABLE,
+    HISTORY_TABLE,
     MESSAGE_TABLE,
     SIGNAL_TABLE,
     STEP_TABLE,
 )
 from .. import debounce_rows
-from ..base import DEAD_LETTER_FIELDS, INSERT_FIELDS, KEPT_FIELDS, KEYLESS_INSERT_FIELDS
+from ..base import DEAD_LETTER_FIELDS, HISTORY_FIELDS, INSERT_FIELDS, KEYLESS_INSERT_FIELDS
 from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 
 _DEAD_AS_ROW = (
@@ -229,7 +229,7 @@ WITH acked AS (
     WHERE m.id = c.id AND m.claim_token = c.token AND m.lease_expires_at > %s{{plain}}
     RETURNING c.place, c.keep, c.duration, c.output, c.output_error, m.*
 ), kept AS (
-    INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
+    INSERT INTO {HISTORY_TABLE} ({", ".join(HISTORY_FIELDS)})
     SELECT id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
         unique_key, concurrency_key, last_error, enqueued_at, claimed_at, %s, duration,
         claimed_by, 'succeeded', output, output_error, %s + make_interval(secs => keep)
@@ -258,7 +258,7 @@ WITH acked AS (
       AND lease_expires_at > %s{{plain}}
     RETURNING *
 ), kept AS (
-    INSERT INTO {FINISHED_TABLE} ({", ".join(KEPT_FIELDS)})
+    INSERT INTO {HISTORY_TABLE} ({", ".join(HISTORY_FIELDS)})
     SELECT id, queue, payload, priority, attempts, max_attempts, backoff_base, lease,
         unique_key, concurrency_key, last_error, enqueued_at, claimed_at, %s, NULL,
         claimed_by, 'succeeded', NULL, NULL, %s + make_interval(secs => %s)
@@ -310,10 +310,10 @@ RELEASE = _UNCLAIM.format(refund=", attempts = attempts - 1")
 # A snooze is a release to a later run_at.
 SNOOZE = RELEASE
 
-# Rows locked by an atomic handler's transaction are skipped, not waited for: the keeper
+# Rows locked by an atomic handler's transaction are skipped, not waited for: a heartbeat
 # must never stall behind a running handler (the lock already keeps others off that row).
 # The locking read is a CTE, run once: as an IN (subquery) the planner, misled by a table's
-# stale statistics, re-ran it for every row of the table, and one renewal of 2,000 prefetched
+# stale statistics, re-ran it for every row of the table, and one heartbeat of 2,000 prefetched
 # jobs took minutes while the acker's DELETE waited on its row locks (docs/benchmarks.md,
 # "Fast by default").
 HEARTBEAT = f"""
@@ -330,7 +330,7 @@ RETURNING m.id, m.claim_token
 
 # The same, writing running jobs' progress as well (docs/running-jobs.md): a NULL progress_at
 # in the arrays leaves that row's progress as it was. Used only on ticks with progress to
-# write, so the plain renewal keeps its three arrays.
+# write, so the plain heartbeat keeps its three arrays.
 HEARTBEAT_WITH_PROGRESS = f"""
 WITH locked AS (
     SELECT id FROM {MESSAGE_TABLE}
@@ -419,7 +419,7 @@ SELECT x::text FROM (
 ORDER BY age(x) DESC LIMIT 1
 """
 # The same count for each of the tables named by the parameter (a text array), a
-# partitioned table's partitions summed into its own figure (the kept history's day
+# partitioned table's partitions summed into its own figure (the history's day
 # partitions come and go; one series per day would churn). The names are resolved through
 # the search path, as Django's unqualified names are; a missing table is left out.
 TABLE_DEAD_TUPLES = """

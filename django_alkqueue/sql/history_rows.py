@@ -1,6 +1,6 @@
-"""The kept history's rows (models.FinishedJob) through the ORM: the Job a kept row stands
-for, and the kept row of a job whose live row is gone already (Dialect.keep_finished and
-Dialect.select_kept; each dialect's ack writes its own rows in its own statement)."""
+"""The history's rows (models.FinishedJob) through the ORM: the Job a history row stands
+for, and the history row of a job whose live row is gone already (Dialect.keep_finished and
+Dialect.select_history; each dialect's ack writes its own rows in its own statement)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 
 from django.db.models import Value
 
-from ..jobs import Finish, Job, make_job
+from ..jobs import HistoryEntry, Job, make_job
 from ..models import FinishedJob
 
 
-def kept_job(row: FinishedJob) -> Job:
-    """The Job a kept row stands for: state "succeeded" or "cancelled"."""
+def history_job(row: FinishedJob) -> Job:
+    """The Job a history row stands for: state "succeeded" or "cancelled"."""
     return make_job({
         "id": row.job_id, "queue": row.queue, "payload": row.payload, "state": row.outcome,
         "priority": row.priority, "attempts": row.attempts, "max_attempts": row.max_attempts,
@@ -28,8 +28,8 @@ def kept_job(row: FinishedJob) -> Job:
     })  # fmt: skip
 
 
-def row_of(job: Job, outcome: str, now: datetime, done: Finish) -> FinishedJob:
-    """The kept row of a job that finished now with `outcome`, from its Job value (the live
+def row_of(job: Job, outcome: str, now: datetime, done: HistoryEntry) -> FinishedJob:
+    """The history row of a job that finished now with `outcome`, from its Job value (the live
     row is gone already: a job cancelled while running)."""
     return FinishedJob(
         job_id=job.id, queue=job.queue, payload=job.payload, priority=job.priority,

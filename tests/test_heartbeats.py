@@ -1,6 +1,6 @@
-"""Lease renewals under load: what a renewal of many held jobs costs in round trips, that a
+"""Heartbeats under load: what a heartbeat of many held jobs costs in round trips, that a
 worker holding thousands of jobs keeps every lease when each round trip is slow (a loaded
-server), and that a renewal skipping a row another transaction holds is no lost claim."""
+server), and that a heartbeat skipping a row another transaction holds is no lost claim."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from django.db import connection, transaction
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.sql.orm import OrmDialect
 from django_alkqueue.sql.orm_rows import CHUNK
+from django_alkqueue.worker.heartbeats import HeartbeatService
 from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.lease_keeper import LeaseKeeper
 from tests.clocks import FakeClock
 from tests.conftest import run_threads, wait_until
 
-#: More jobs than one chunk of ids holds, so a renewal crosses chunk boundaries.
+#: More jobs than one chunk of ids holds, so a heartbeat crosses chunk boundaries.
 HELD = 3 * CHUNK
 #: What each round trip to the database costs the worker's clock in the slow-server test.
 ROUND_TRIP = 0.01
@@ -45,7 +45,7 @@ def _slow_round_trips(clock: FakeClock) -> Callable[..., Any]:
 
 
 @pytest.mark.django_db
-def test_the_orm_dialects_renewal_takes_a_few_statements_per_chunk_not_one_per_job(
+def test_the_orm_dialects_heartbeat_takes_a_few_statements_per_chunk_not_one_per_job(
     make_queue, clock, django_assert_max_num_queries
 ):
     handles = _claim_all(make_queue("held", lease=10), HELD)
@@ -54,8 +54,10 @@ def test_the_orm_dialects_renewal_takes_a_few_statements_per_chunk_not_one_per_j
     # Per chunk one locking read and one UPDATE for the lease length they share; then the
     # transaction's own statements (and SQLite's write lock first).
     with django_assert_max_num_queries(2 * chunks + 3):
-        renewed = OrmDialect().heartbeat(connection, [(h.claim, expires) for h in handles], clock())
-    assert set(renewed) == {h.claim for h in handles}
+        extended = OrmDialect().heartbeat(
+            connection, [(h.claim, expires) for h in handles], clock()
+        )
+    assert set(extended) == {h.claim for h in handles}
 
 
 @pytest.mark.row_locks
@@ -64,11 +66,11 @@ def test_a_worker_holding_many_jobs_on_a_slow_connection_keeps_every_lease(make_
     q = make_queue("held", lease=10)
     inflight = InFlight()
     inflight.add_all(_claim_all(q, HELD))
-    clock.advance(q.lease / 3)  # the keeper's tick: a third of the lease
+    clock.advance(q.lease / 3)  # the heartbeat service's tick: a third of the lease
     with connection.execute_wrapper(_slow_round_trips(clock)):
-        LeaseKeeper(inflight, "default").run_once(clock())
+        HeartbeatService(inflight, "default").run_once(clock())
     taken: list[int] = []
-    # Another worker, on a connection of its own, claims right after the renewal.
+    # Another worker, on a connection of its own, claims right after the heartbeat.
     run_threads(1, lambda _: taken.append(len(q.claim("other", HELD))))
     assert taken == [0]
 
@@ -92,10 +94,10 @@ def test_a_running_job_whose_row_another_transaction_holds_is_not_taken_for_lost
     holder.start()
     wait_until(locked.is_set, what="the other transaction holds the row")
     try:
-        renewed = LeaseKeeper(inflight, "default").run_once(q.clock())
+        extended = HeartbeatService(inflight, "default").run_once(q.clock())
     finally:
         done.set()
         holder.join()
-    assert renewed == set()  # skipped, not waited for: the next tick renews it
+    assert extended == set()  # skipped, not waited for: the next tick heartbeats it
     assert not inflight.run_of(handle).cancelled
-    assert "lease renewal refused" not in caplog.text
+    assert "heartbeat refused" not in caplog.text
