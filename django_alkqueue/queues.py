@@ -364,7 +364,8 @@ class Queue:
         in_batch: int | None,
     ) -> list[Job]:
         """Inside one transaction: the jobs, waiting (no run_at) while any dependency is live,
-        their edges, and their batch membership. A job a unique key found already live joins nothing."""
+        their edges, and their batch membership. A job a unique key found already live joins
+        nothing."""
         live = dependencies.live_dependencies(self.using, waits_for)
         due = stamps.run_at
         if live:
