@@ -1,7 +1,7 @@
 """A waiting job is a state of its own (issue 49; docs/workflows.md, "How it is stored"): its
 live row has no run_at (NULL) while it waits for its dependencies or a signal, its own run_at
 (or its wait's deadline) in its WaitingJob row. What copies the live row (dead letters) never
-writes a NULL run_at; migration 0019 turns the rows parked in the year 9000 NULL and back."""
+writes a NULL run_at; migration 0021 turns the rows parked in the year 9000 NULL and back."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tests.clocks import FakeClock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MIGRATION = importlib.import_module("django_alkqueue.migrations.0019_waiting_run_at_null")
+MIGRATION = importlib.import_module("django_alkqueue.migrations.0021_waiting_run_at_null")
 PARKED = datetime(9000, 1, 1, tzinfo=UTC)
 
 
@@ -186,13 +186,13 @@ def test_a_waiting_job_is_listed_without_run_at():
     assert (row.id, row.state, row.run_at) == (second.id, "waiting", None)
 
 
-# -- migration 0019 --------------------------------------------------------------------------
+# -- migration 0021 --------------------------------------------------------------------------
 
 
 def migration_apps():
-    """The app registry as of migration 0019, from the migration loader (no schema change)."""
+    """The app registry as of migration 0021, from the migration loader (no schema change)."""
     state = MigrationExecutor(connection).loader.project_state(
-        ("django_alkqueue", "0019_waiting_run_at_null")
+        ("django_alkqueue", "0021_waiting_run_at_null")
     )
     return state.apps
 

@@ -35,7 +35,7 @@ def park_rows(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_alkqueue", "0018_dead_letter_fair_key")]
+    dependencies = [("django_alkqueue", "0020_fair_claims")]
 
     operations = [
         migrations.AlterField(
