@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from django.db.models import Q, QuerySet
 
 from .error_groups import FINGERPRINT_LENGTH
-from .jobs import LIVE_STATES, Job, is_parked, live_state
+from .jobs import LIVE_STATES, Job, live_state
 from .models import DeadLetter, QueueMessage
 from .privacy import masked, masked_key
 
@@ -177,7 +177,7 @@ def _live_row(row: dict[str, Any], now: datetime) -> ListedJob:
         id=row["id"], queue=row["queue"], state=state, priority=row["priority"],
         attempts=row["attempts"], max_attempts=row["max_attempts"],
         enqueued_at=row["enqueued_at"],
-        run_at=None if is_parked(row["run_at"]) else row["run_at"],
+        run_at=row["run_at"],
         claimed_by=row["claimed_by"], died_at=None, reason=None,
         unique_key=row["unique_key"], concurrency_key=row["concurrency_key"],
         fair_key=row["fair_key"], error=_first_line(row["last_error"]), error_group=None,

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, NamedTuple, TypeVar
-
-from django.conf import settings
 
 from .payload import decode, encode
 
 State = Literal["waiting", "pending", "scheduled", "claimed", "dead", "succeeded", "cancelled"]
-#: The states of live rows: "waiting" for its dependencies (docs/workflows.md), then due later,
-#: due now, running.
+#: The states of live rows: "waiting" for its dependencies or a signal (no run_at:
+#: docs/workflows.md), then due later, due now, running.
 LIVE_STATES: tuple[State, ...] = ("waiting", "pending", "scheduled", "claimed")
 STATES: tuple[State, ...] = (*LIVE_STATES, "dead")
 #: The outcomes a job in the history (docs/running-jobs.md, "History") finished with.
@@ -71,7 +69,9 @@ class Job:
     max_attempts: int
     backoff_base: float
     lease: float
-    run_at: datetime
+    #: When the job is due; None while it waits (for its dependencies or a signal) with
+    #: nothing yet to give it one (docs/workflows.md, docs/durable-steps.md).
+    run_at: datetime | None
     enqueued_at: datetime
     expires_at: datetime | None
     unique_key: str | None
@@ -133,7 +133,8 @@ class Stamps(NamedTuple):
     backoff_base: float
     lease: float
     retention: float | None
-    run_at: datetime
+    #: None: the jobs are written waiting (docs/workflows.md).
+    run_at: datetime | None
     enqueued_at: datetime
     expires_at: datetime | None
     unique_key: str | None
@@ -210,24 +211,10 @@ def without_init(cls: type[_FrozenT], fields: dict[str, Any]) -> _FrozenT:  # no
     return value
 
 
-def live_state(claimed: bool, run_at: datetime, now: datetime) -> State:
+def live_state(claimed: bool, run_at: datetime | None, now: datetime) -> State:
+    """A live row's state: a waiting job's row has no run_at until it is released."""
     if claimed:
         return "claimed"
-    if run_at <= now:
-        return "pending"
-    return "waiting" if is_parked(run_at) else "scheduled"
-
-
-#: The year a waiting job's run_at is parked at (workflows/dependencies.py): never due, and
-#: far below 9999-12-31 so that no time zone conversion of it overflows a DATETIME.
-PARKED_YEAR = 9000
-
-
-def parked_at() -> datetime:
-    """The run_at of a waiting job's row: aware or naive as USE_TZ says."""
-    at = datetime(PARKED_YEAR, 1, 1)
-    return at.replace(tzinfo=UTC) if settings.USE_TZ else at
-
-
-def is_parked(run_at: datetime) -> bool:
-    return run_at.year >= PARKED_YEAR
+    if run_at is None:
+        return "waiting"
+    return "pending" if run_at <= now else "scheduled"

@@ -14,7 +14,6 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from .fields import PayloadField
-from .jobs import parked_at
 
 #: Every model's app_label, written out: so that, with the app missing from INSTALLED_APPS,
 #: the models still import and the system check alkqueue.E103 can say what to do instead of
@@ -203,12 +202,13 @@ class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
         return self.unclaimed().filter(run_at__lte=now)
 
     def scheduled(self, now: datetime) -> QueueMessageQuerySet:
-        """Due later: waiting jobs (parked, docs/workflows.md) are not scheduled."""
-        return self.unclaimed().filter(run_at__gt=now, run_at__lt=parked_at())
+        """Due later (waiting jobs, with no run_at, are not: SQL leaves NULL out)."""
+        return self.unclaimed().filter(run_at__gt=now)
 
     def waiting(self) -> QueueMessageQuerySet:
-        """Waiting for their dependencies (workflows/dependencies.py): parked, never due."""
-        return self.unclaimed().filter(run_at__gte=parked_at())
+        """Waiting for their dependencies or a signal (workflows/dependencies.py, waits.py):
+        no run_at until released, so never due."""
+        return self.unclaimed().filter(run_at__isnull=True)
 
     def claimed(self) -> QueueMessageQuerySet:
         return self.filter(claim_token__isnull=False)
@@ -232,7 +232,8 @@ class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
 
 
 class QueueMessage(models.Model):
-    """One live job: pending (due, unclaimed), scheduled (run_at ahead) or claimed."""
+    """One live job: pending (due, unclaimed), scheduled (run_at ahead), waiting (no run_at:
+    workflows/dependencies.py, waits.py) or claimed."""
 
     id = models.BigAutoField(primary_key=True)
     queue = models.CharField(max_length=100, verbose_name=_("queue"))
@@ -248,7 +249,9 @@ class QueueMessage(models.Model):
         help_text=_("seconds a dead letter is kept"),
         verbose_name=_("retention"),
     )
-    run_at = models.DateTimeField(verbose_name=_("run at"))
+    #: When the job is due; NULL while it waits (its own run_at kept in its WaitingJob row):
+    #: `run_at <= now` is never true of NULL, so no claim takes it.
+    run_at = models.DateTimeField(null=True, verbose_name=_("run at"))
     enqueued_at = models.DateTimeField(verbose_name=_("enqueued at"))
     #: When a requeue last brought it back from the dead letters; enqueued_at stays the
     #: first enqueue's, and its lifetime (expires_at) counts from here.
@@ -1020,12 +1023,12 @@ class Dependency(models.Model):
 
 class WaitingJob(models.Model):
     """A live job waiting for its dependencies, or for a signal (`job.wait_for`): its row's
-    run_at is parked at workflows.dependencies.PARKED (never due, so never claimed) and its
-    own run_at is kept here until the release puts it back. For a signal, run_at is the
-    wait's deadline (parked too when it has none) and `signal` names the signal."""
+    run_at is NULL (never due, so never claimed) and its own run_at is kept here until the
+    release puts it back. For a signal, run_at is the wait's deadline (NULL when it has
+    none) and `signal` names the signal."""
 
     job_id = models.BigIntegerField(primary_key=True, verbose_name=_("job id"))
-    run_at = models.DateTimeField(verbose_name=_("run at"))
+    run_at = models.DateTimeField(null=True, verbose_name=_("run at"))
     #: The signal the job waits for (job.wait_for); None: it waits for its dependencies.
     signal = models.CharField(max_length=200, null=True, blank=True, verbose_name=_("signal"))
 

@@ -35,7 +35,6 @@ from .jobs import (
     Progress,
     QueueStats,
     Stamps,
-    parked_at,
     stored_progress,
 )  # fmt: skip
 from .limits import LimitsInForce
@@ -718,14 +717,13 @@ def purge(using: str, queue: str, states: Iterable[str], now: datetime) -> int:
 def stats(using: str, queue: str, now: datetime) -> QueueStats:
     unclaimed = Q(claim_token__isnull=True)
     due = unclaimed & Q(run_at__lte=now)
-    parked = parked_at()
     live = (
         QueueMessage.objects.using(using)
         .filter(queue=queue)
         .aggregate(
             pending=Count("id", filter=due),
-            scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now, run_at__lt=parked)),
-            waiting=Count("id", filter=unclaimed & Q(run_at__gte=parked)),
+            scheduled=Count("id", filter=unclaimed & Q(run_at__gt=now)),
+            waiting=Count("id", filter=unclaimed & Q(run_at__isnull=True)),
             claimed=Count("id", filter=Q(claim_token__isnull=False)),
             oldest=Min("run_at", filter=due),
         )

@@ -44,7 +44,6 @@ from .jobs import (
     Progress,
     QueueStats,
     Stamps,
-    parked_at,
 )  # fmt: skip
 from .limits import Limits, LimitsCache
 from .payload import decode, encode
@@ -364,12 +363,13 @@ class Queue:
         waits_for: list[int],
         in_batch: int | None,
     ) -> list[Job]:
-        """Inside one transaction: the jobs, parked while any dependency is live, their edges,
-        and their batch membership. A job a unique key found already live joins nothing."""
+        """Inside one transaction: the jobs, waiting (no run_at) while any dependency is live,
+        their edges, and their batch membership. A job a unique key found already live joins
+        nothing."""
         live = dependencies.live_dependencies(self.using, waits_for)
         due = stamps.run_at
         if live:
-            stamps = stamps._replace(run_at=parked_at())
+            stamps = stamps._replace(run_at=None)
         jobs = self._write(texts, count, stamps, now, keys)
         written = [job for job in jobs if job.enqueued_at == now]
         if live and written:

@@ -16,7 +16,7 @@ from . import error_groups, flow_status, task_queues, timings
 from .conf import get_settings
 from .consumers import registry
 from .flow_status import FlowFigures, in_force
-from .jobs import Progress, parked_at, stored_progress
+from .jobs import Progress, stored_progress
 from .models import (
     Consumer,
     DeadLetter,
@@ -90,7 +90,6 @@ def live_counts(using: str, now: datetime) -> dict[str, dict[str, Any]]:
     unclaimed rows from alkqueue_pending_idx, the claimed ones from alkqueue_lease_idx;
     then sleeping_counts."""
     due = Q(run_at__lte=now)
-    parked = parked_at()
     live: dict[str, dict[str, Any]] = {
         row["queue"]: {**row, "claimed": 0}
         for row in QueueMessage.objects.using(using)
@@ -98,8 +97,8 @@ def live_counts(using: str, now: datetime) -> dict[str, dict[str, Any]]:
         .values("queue")
         .annotate(
             pending=Count("queue", filter=due),
-            scheduled=Count("queue", filter=Q(run_at__gt=now, run_at__lt=parked)),
-            waiting=Count("queue", filter=Q(run_at__gte=parked)),
+            scheduled=Count("queue", filter=Q(run_at__gt=now)),
+            waiting=Count("queue", filter=Q(run_at__isnull=True)),
             oldest=Min("run_at", filter=due),
         )
         .order_by()
@@ -130,7 +129,7 @@ def sleeping_counts(using: str, now: datetime) -> dict[str, int]:
     rows = (
         QueueMessage.objects.using(using)
         .unclaimed()
-        .filter(run_at__gt=now, run_at__lt=parked_at())
+        .filter(run_at__gt=now)
         .filter(Exists(slept.exclude(Exists(later))))
         .values_list("queue")
         .annotate(n=Count("queue"))

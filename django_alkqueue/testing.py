@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, transaction
+from django.db.models import F
 
 from . import hooks
 from .clock import system_clock
@@ -57,7 +58,8 @@ class Drained:
 
 
 def jobs(queue_name: str, *, using: str | None = None) -> list[Job]:
-    """The live jobs of a queue in handout order (priority, run_at, id), any state."""
+    """The live jobs of a queue in handout order (priority, run_at, id), any state; within a
+    priority the waiting ones (no run_at yet) last, on every database."""
     # App registry: pytest loads this plugin before Django is set up; these import the models.
     from .models import QueueMessage
     from .queues import queue
@@ -66,7 +68,7 @@ def jobs(queue_name: str, *, using: str | None = None) -> list[Job]:
     ids = (
         QueueMessage.objects.using(alias)
         .filter(queue=queue_name)
-        .order_by("-priority", "run_at", "id")
+        .order_by("-priority", F("run_at").asc(nulls_last=True), "id")
         .values_list("id", flat=True)
     )
     q = queue(queue_name, using=alias)

@@ -3,9 +3,9 @@
 
 A signal is a row of JobSignal, one per job and name (the first sent stays), deleted with the
 job as its steps are. A job waiting for one is a waiting job as those of workflows/dependencies
-are: its live row's run_at parked (never due, so never claimed: no slot, no rate token), a
-WaitingJob row naming the signal, with the wait's deadline as its run_at (parked too when it
-has none). What puts it back:
+are: its live row without run_at (NULL: never due, so never claimed: no slot, no rate
+token), a WaitingJob row naming the signal, with the wait's deadline as its run_at (NULL when
+it has none). What puts it back:
 
 - the signal: `send` makes it pending now, in the sender's transaction, and wakes the workers
   of its queue (NOTIFY, or this host's local wake-ups), as an enqueue does;
@@ -27,7 +27,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Exists, OuterRef
 
-from .jobs import Job, parked_at
+from .jobs import Job
 from .models import JobSignal, JobStep, QueueMessage, WaitingJob
 from .payload import encode
 from .sql import Claim, dialect_for
@@ -83,13 +83,15 @@ def wait(using: str, claim: Claim, now: datetime, name: str, deadline: datetime 
     connection = connections[using]
     dialect = dialect_for(connection)
     with transaction.atomic(using=using):
-        if not dialect.snooze(connection, claim, now, parked_at()):
+        # Pending now, the row locked until commit: nobody claims it before it waits, or
+        # it stays pending when the signal is there.
+        if not dialect.snooze(connection, claim, now, now):
             return False
         signals = JobSignal.objects.using(using).filter(job_id=claim.id, name=name)
         if signals.select_for_update().exists():
             dialect.unpark(connection, {claim.id: now})
             return True
-        dialect.park(connection, claim.id, deadline or parked_at(), signal=name)
+        dialect.park(connection, claim.id, deadline, signal=name)
     return True
 
 
@@ -103,10 +105,10 @@ def release_lapsed(using: str, now: datetime) -> int:
     if not ids:
         return 0
     with transaction.atomic(using=using):
-        # Only jobs still parked wait: a requeued dead letter that died waiting leaves a
-        # stale row, which goes without a record.
+        # Only jobs still without run_at wait: a requeued dead letter that died waiting
+        # leaves a stale row, which goes without a record.
         live = QueueMessage.objects.using(using).filter(
-            pk__in=ids, claim_token__isnull=True, run_at__gte=parked_at()
+            pk__in=ids, claim_token__isnull=True, run_at__isnull=True
         )
         rows = dict(live.order_by("pk").select_for_update().values_list("pk", "attempts"))
         waits = WaitingJob.objects.using(using).filter(
@@ -117,7 +119,8 @@ def release_lapsed(using: str, now: datetime) -> int:
         steps = [
             JobStep(job_id=job_id, name=signal, value={TIMED_OUT: deadline.isoformat()},
                     recorded_at=now, attempt=rows[job_id], duration=0.0)
-            for job_id, signal, deadline in held if job_id in rows and signal is not None
+            for job_id, signal, deadline in held
+            if job_id in rows and signal is not None and deadline is not None
         ]  # fmt: skip
         JobStep.objects.using(using).bulk_create(steps, ignore_conflicts=True)
         WaitingJob.objects.using(using).filter(job_id__in=[h[0] for h in held]).delete()
@@ -151,7 +154,7 @@ def _resume(using: str, job_ids: Sequence[int], now: datetime) -> None:
 
 def with_reason(using: str, job: Job) -> Job:
     """A waiting Job, its reason naming the signal it waits for ("waiting for signal
-    'approved'") when it waits for one; its run_at is the wait's deadline (parked: none)."""
+    'approved'") when it waits for one; its run_at is the wait's deadline (None: none)."""
     rows = WaitingJob.objects.using(using).filter(job_id=job.id, signal__isnull=False)
     signal = rows.values_list("signal", flat=True).first()
     if signal is None:

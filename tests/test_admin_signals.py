@@ -67,6 +67,19 @@ def test_a_waiting_jobs_page_names_the_signal_and_its_deadline(root):
     assert 'id="alk-send-signal"' in html
 
 
+def test_a_job_waiting_for_a_signal_runs_when_the_signal_comes_in_the_list_and_on_its_page(
+    root,
+):
+    handle = waiting()
+
+    listed = root.get(JOBS).content.decode()
+    page = root.get(f"{JOBS}{handle.job.id}/change/").content.decode()
+
+    for html in (listed, page):
+        assert "when the signal &#x27;approved&#x27; comes" in html
+        assert "when its dependencies are done" not in html
+
+
 def test_a_pending_job_has_no_signal_section(root):
     job = queue("orders").enqueue({})
     assert 'id="alk-signal"' not in root.get(f"{JOBS}{job.id}/change/").content.decode()

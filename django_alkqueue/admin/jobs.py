@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -24,7 +24,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from .. import audit, operations
 from ..clock import system_clock
 from ..jobs import Progress, live_state, stored_progress
-from ..models import CancelRequest, QueueMessage
+from ..models import CancelRequest, QueueMessage, WaitingJob
 from ..privacy import masked_key
 from ..validation import PRIORITY_MAX, PRIORITY_MIN
 from .audit import actor
@@ -40,7 +40,7 @@ from .signal_form import URL_NAME as SIGNAL_URL_NAME
 from .signal_form import SignalPanel, send_signal_view
 from .steps_panel import StepsPanel
 from .stored_text import preformatted
-from .times import format_age, timestamp, when
+from .times import detail, format_age, timestamp, waiting_words, when
 from .workflow_panel import WorkflowPanel
 
 
@@ -161,8 +161,14 @@ class QueueMessageAdmin(
         return self.get_queryset(request).db
 
     def lean(self, queryset: QuerySet[QueueMessage]) -> QuerySet[QueueMessage]:
-        """The list reads the start of each error, never a whole traceback."""
-        return super().lean(queryset).annotate(error_head=Substr("last_error", 1, 300))
+        """The list reads the start of each error, never a whole traceback, and the signal
+        a waiting job waits for (by the WaitingJob primary key)."""
+        signal = WaitingJob.objects.filter(job_id=OuterRef("pk")).values("signal")[:1]
+        return (
+            super()
+            .lean(queryset)
+            .annotate(error_head=Substr("last_error", 1, 300), waiting_signal=Subquery(signal))
+        )
 
     def get_list_display(self, request: HttpRequest) -> Any:
         shown = super().get_list_display(request)
@@ -185,6 +191,13 @@ class QueueMessageAdmin(
         progress = stored_progress(job.progress, job.progress_at)
         return "-" if progress is None else progress_html(progress)
 
+    @admin.display(description=QueueMessage._meta.get_field("run_at").verbose_name)
+    def run_at_shown(self, job: QueueMessage) -> SafeString | str:
+        """The detail page's run_at: a waiting job has none, but says what it waits for."""
+        if job.run_at is None and job.claim_token is None:
+            return waiting_words(waiting_signal(job))
+        return detail(job.run_at)
+
     @admin.display(description=gettext_lazy("state"))
     def state(self, job: QueueMessage) -> SafeString:
         return state_badge(live_state(job.claim_token is not None, job.run_at, system_clock()))
@@ -195,8 +208,10 @@ class QueueMessageAdmin(
         holding a claimed one and its lease; and a priority other than 0."""
         state = live_state(job.claim_token is not None, job.run_at, system_clock())
         details: list[SafeString | str] = []
-        if state in ("scheduled", "waiting"):
+        if state == "scheduled":
             details.append(when(job.run_at))
+        elif state == "waiting":
+            details.append(waiting_words(waiting_signal(job)))
         elif state == "claimed":
             details += [job.claimed_by or "-", lease_words(job)]
         if job.priority:
@@ -335,6 +350,16 @@ class QueueMessageAdmin(
         )
         self.message_user(request, text % {"n": changed, "p": priority} + more_note(more))
         return None
+
+
+def waiting_signal(job: QueueMessage) -> str | None:
+    """The signal a waiting job waits for; None: it waits for its dependencies. The list
+    annotates it (lean); the detail page reads it (one query)."""
+    if hasattr(job, "waiting_signal"):
+        annotated: str | None = getattr(job, "waiting_signal")  # noqa: B009 (an annotation)
+        return annotated
+    rows = WaitingJob.objects.using(job._state.db or "default").filter(job_id=job.id)
+    return rows.values_list("signal", flat=True).first()
 
 
 def lease_words(job: QueueMessage) -> SafeString | str:

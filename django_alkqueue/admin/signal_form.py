@@ -24,7 +24,6 @@ from .. import job_actions
 from ..clock import system_clock
 from ..conf import get_settings
 from ..exceptions import InvalidOption, PayloadError
-from ..jobs import is_parked
 from ..models import QueueMessage, WaitingJob
 from ..payload import decode, encode
 from ..steps import check_name
@@ -68,8 +67,8 @@ class SignalForm(forms.Form):
 
 
 def waited_signal(using: str, job: QueueMessage) -> WaitingJob | None:
-    """The wait for a signal of a waiting job, or None (one query, for parked jobs only)."""
-    if job.claim_token is not None or not is_parked(job.run_at):
+    """The wait for a signal of a waiting job, or None (one query, for waiting jobs only)."""
+    if job.claim_token is not None or job.run_at is not None:
         return None
     rows = WaitingJob.objects.using(using).filter(job_id=job.id, signal__isnull=False)
     return rows.first()
@@ -83,7 +82,7 @@ def signal_panel(request: HttpRequest, using: str, job: QueueMessage) -> SafeStr
         return None
     context = {
         "signal": wait.signal,
-        "deadline": None if is_parked(wait.run_at) else when(wait.run_at),
+        "deadline": None if wait.run_at is None else when(wait.run_at),
         "send_url": signal_url(job.id) if has_perm(request, QueueMessage, PERMISSION) else None,
     }
     return render_to_string("admin/django_alkqueue/signal_panel.html", context, request)

@@ -16,7 +16,6 @@ from django.utils.timezone import localtime
 from django.utils.translation import gettext as _
 
 from ..clock import system_clock
-from ..jobs import is_parked
 
 #: The one format of a time (strftime), in the current time zone.
 FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -53,25 +52,24 @@ def when(at: datetime | None, now: datetime | None = None) -> SafeString | str:
     """A list's time: its age, with the time itself (and its zone) as the title."""
     if at is None:
         return "-"
-    if is_parked(at):
-        return parked_words()
     local = localtime(at)
     title = f"{local.strftime(FORMAT)} {local.tzname()}"
     text = age(at, now or system_clock())
     return format_html('<time datetime="{}" title="{}">{}</time>', at.isoformat(), title, text)
 
 
-def parked_words() -> str:
-    """What a waiting job's run_at (parked in the year 9000, jobs.parked_at) means."""
-    return _("when its dependencies are done")
+def waiting_words(signal: str | None) -> str:
+    """When a waiting job (no run_at) runs: once its dependencies are done, or once the
+    `signal` it waits for comes."""
+    if signal is None:
+        return _("when its dependencies are done")
+    return _("when the signal %(name)s comes") % {"name": repr(signal)}
 
 
 def detail(at: datetime | None, now: datetime | None = None) -> SafeString | str:
     """A detail page's time: the time, then its age."""
     if at is None:
         return "-"
-    if is_parked(at):
-        return parked_words()
     local = localtime(at)
     return format_html(
         '<time datetime="{}" title="{}">{}</time> ({})',

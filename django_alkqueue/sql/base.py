@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
-from typing import Any, Generic, NamedTuple, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -56,6 +56,16 @@ DEAD_LETTER_FIELDS = (
     "retention", "run_at", "enqueued_at", "expires_at", "unique_key", "claimed_by", "claimed_at",
     "concurrency_key", "trace_context", "requeued_at", "fair_key",
 )  # fmt: skip
+
+
+def dead_letter_values(died_at: str) -> str:
+    """The values of DEAD_LETTER_FIELDS, in order, from the live row being taken, with
+    `died_at` the SQL (a placeholder) of the time it dies: a job that dies waiting has no
+    run_at, and its dead letter takes that time instead (docs/workflows.md)."""
+    return ", ".join(
+        f"COALESCE(run_at, {died_at})" if name == "run_at" else name for name in DEAD_LETTER_FIELDS
+    )
+
 
 # The columns of a job in the history (models.FinishedJob), in the order the acks write them.
 HISTORY_FIELDS = (
@@ -264,8 +274,7 @@ class Dialect:
             trace_context, requeued_at,
         ) = row  # fmt: skip
         read = self.read_datetime
-        # run_at and enqueued_at are NOT NULL columns.
-        run_at = cast(datetime, read(run_at))
+        run_at = read(run_at)  # NULL: the job waits
         died_at = read(died_at)
         state: State
         if died_at is not None:
@@ -838,17 +847,20 @@ class Dialect:
         self,
         connection: BaseDatabaseWrapper,
         job_id: int,
-        run_at: datetime,
+        run_at: datetime | None,
         signal: str | None = None,
     ) -> None:
-        """A live job waits (jobs.parked_at()): never due until unparked, `run_at` kept in
-        its WaitingJob row, with the `signal` it waits for (waits.py), if any."""
+        """A live job waits (its run_at NULL): never due until released, `run_at` kept in
+        its WaitingJob row (None: a wait for a signal with no deadline), with the `signal`
+        it waits for (waits.py), if any."""
         workflow_rows.park(connection, job_id, run_at, signal)
 
-    def unpark(self, connection: BaseDatabaseWrapper, waiting: Mapping[int, datetime]) -> set[str]:
+    def unpark(
+        self, connection: BaseDatabaseWrapper, waiting: Mapping[int, datetime | None]
+    ) -> set[str]:
         """These waiting jobs (id -> run_at, their WaitingJob rows locked) wait no more:
-        each parked live row gets its run_at back, the WaitingJob rows go. Returns the
-        queues of the rows unparked."""
+        each waiting live row gets its run_at back, the WaitingJob rows go. Returns the
+        queues of the rows released."""
         return workflow_rows.unpark(connection, waiting)
 
     def mark_in_workflow(self, connection: BaseDatabaseWrapper, ids: Sequence[int]) -> None:

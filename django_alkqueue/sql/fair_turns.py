@@ -103,6 +103,7 @@ def candidates(
         Candidate(job_id, priority, start, _rounded(place), run_at,
                   NO_KEY if fair_key is None else fair_key, concurrency_key)
         for job_id, priority, start, place, run_at, fair_key, concurrency_key in ranked
+        if run_at is not None  # due rows all have one: a waiting row has none
     ]  # fmt: skip
 
 

@@ -135,7 +135,8 @@ def as_dead_letter(
         payload=Value(fields["payload"], output_field=TextField()),
         priority=fields["priority"], attempts=fields["attempts"],
         max_attempts=fields["max_attempts"], backoff_base=fields["backoff_base"],
-        lease=fields["lease"], retention=fields["retention"], run_at=fields["run_at"],
+        lease=fields["lease"], retention=fields["retention"],
+        run_at=now if fields["run_at"] is None else fields["run_at"],  # it died waiting
         enqueued_at=fields["enqueued_at"], expires_at=fields["expires_at"],
         unique_key=fields["unique_key"], claimed_by=fields["claimed_by"],
         claimed_at=fields["claimed_at"], died_at=now, reason=reason, last_error=error,
@@ -146,5 +147,8 @@ def as_dead_letter(
 
 
 def as_dead_row(row: Row, now: datetime, reason: str, error: str) -> Row:
-    """A live row as the dead letter it became: no token, no lease; its error, death, reason."""
-    return (*row[:13], None, row[14], row[15], None, error, now, reason, *row[20:])
+    """A live row as the dead letter it became: no token, no lease; its error, death, reason;
+    the time it died as its run_at when it died waiting (as_dead_letter)."""
+    run_at = now if row[9] is None else row[9]
+    return (*row[:9], run_at, *row[10:13], None, row[14], row[15], None, error, now, reason,
+            *row[20:])  # fmt: skip

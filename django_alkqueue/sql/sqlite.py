@@ -34,6 +34,7 @@ from .base import (
     Row,
     WriteChunk,
     chunked,
+    dead_letter_values,
     insert_values,
     returned_claim,
 )
@@ -186,9 +187,10 @@ WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 RETURNING id, claim_token
 """
 
-# A dead letter: the live rows taken, then their dead letters written (SqliteDialect.dead_letter).
+# A dead letter: the live rows taken, then their dead letters written (SqliteDialect.dead_letter);
+# the parameters the predicate's, then the time of death (a waiting job's run_at).
 _TAKE_FOR_DEAD_LETTER = (
-    f"DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING id, {_DEAD_LETTER_COLUMNS}"
+    f"DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING id, {dead_letter_values('%s')}"
 )
 
 _INSERT_DEAD = f"""
@@ -562,7 +564,7 @@ class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
         with writes, connection.cursor() as cursor:
             cursor.execute(
                 _TAKE_FOR_DEAD_LETTER.format(predicate=predicate),
-                [self._param(connection, p) for p in params],
+                [*(self._param(connection, p) for p in params), died_at],
             )
             taken = cursor.fetchall()
             if not taken:

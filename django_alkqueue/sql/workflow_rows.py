@@ -2,8 +2,8 @@
 through the dialect: `Dialect.highest_job_id`, `Dialect.finish_batch_members`,
 `Dialect.park`, `Dialect.unpark`, `Dialect.mark_in_workflow`).
 
-A waiting job is a live row parked at jobs.parked_at() (never due), its own run_at kept in
-its WaitingJob row until it is unparked."""
+A waiting job is a live row with no run_at (NULL: never due), its own run_at kept in its
+WaitingJob row until it is released."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from datetime import datetime
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..jobs import parked_at
 from ..models import BATCH_MEMBER_TABLE, BatchMember, QueueMessage, WaitingJob
 
 #: Ids per statement: well under every database's limit on bound parameters.
@@ -68,26 +67,33 @@ def finish_batch_members(
 
 
 def park(
-    connection: BaseDatabaseWrapper, job_id: int, run_at: datetime, signal: str | None = None
+    connection: BaseDatabaseWrapper,
+    job_id: int,
+    run_at: datetime | None,
+    signal: str | None = None,
 ) -> None:
-    """The live row waits (parked_at()), from `run_at` once unparked (its WaitingJob row,
-    which names the `signal` it waits for, if any)."""
-    QueueMessage.objects.using(connection.alias).filter(pk=job_id).update(run_at=parked_at())
+    """The live row waits (run_at NULL), from `run_at` once released (its WaitingJob row,
+    which names the `signal` it waits for, if any; None: a wait with no deadline)."""
+    QueueMessage.objects.using(connection.alias).filter(pk=job_id).update(run_at=None)
     WaitingJob.objects.using(connection.alias).update_or_create(
         job_id=job_id, defaults={"run_at": run_at, "signal": signal}
     )
 
 
-def unpark(connection: BaseDatabaseWrapper, waiting: Mapping[int, datetime]) -> set[str]:
-    """Each parked live row of `waiting` (id -> run_at) gets its run_at back (one UPDATE per
-    run_at and chunk), and the WaitingJob rows go. Returns the queues of those rows."""
+def unpark(connection: BaseDatabaseWrapper, waiting: Mapping[int, datetime | None]) -> set[str]:
+    """Each waiting live row of `waiting` (id -> run_at) gets its run_at back (one UPDATE
+    per run_at and chunk), and the WaitingJob rows go. Returns the queues of those rows. A
+    None (a wait with no deadline) leaves its row without run_at: only a death does that,
+    and the dead letter takes the time it died (Dialect.dead_letter)."""
     live = QueueMessage.objects.using(connection.alias)
     by_run_at: dict[datetime, list[int]] = {}
     for job_id in sorted(waiting):
-        by_run_at.setdefault(waiting[job_id], []).append(job_id)
+        run_at = waiting[job_id]
+        if run_at is not None:
+            by_run_at.setdefault(run_at, []).append(job_id)
     for run_at, job_ids in by_run_at.items():
         for chunk in _chunks(job_ids):
-            live.filter(pk__in=chunk, run_at__gte=parked_at()).update(run_at=run_at)
+            live.filter(pk__in=chunk, run_at__isnull=True).update(run_at=run_at)
     queues: set[str] = set()
     for chunk in _chunks(sorted(waiting)):
         WaitingJob.objects.using(connection.alias).filter(job_id__in=chunk).delete()

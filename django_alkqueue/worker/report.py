@@ -96,6 +96,8 @@ def wait_and_run(job: Job, started: float, now: float, wall: float) -> tuple[flo
     """The job's wait (from its run_at, when it was due, to its handler's start) and run
     (from that start to `now`) in seconds; `now` is monotonic, `wall` the epoch time."""
     run = now - started
+    if job.run_at is None:  # never so for a claimed job: a waiting one is not due
+        return 0.0, run
     return max(wall - run - job.run_at.timestamp(), 0.0), run
 
 

@@ -1,7 +1,7 @@
 """Jobs that wait for others: `enqueue(..., after=[...])`.
 
-A waiting job is a live row whose run_at is parked (jobs.parked_at(): never due), so the
-claim statements and their index (alkqueue_pending_idx) need no new condition; its own
+A waiting job is a live row with no run_at (NULL: `run_at <= now` is never true of it), so
+the claim statements and their index (alkqueue_pending_idx) need no new condition; its own
 run_at waits in WaitingJob. Each dependency is an edge (Dependency), met when that job is
 acked; the ack's own transaction meets the edges, and where it meets a job's last edge puts
 its run_at back: the release. The job rows themselves are written by the dialect only
@@ -17,21 +17,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db import connections, transaction
 
 from .. import signals
 from ..exceptions import InvalidOption
-from ..jobs import PARKED_YEAR, Job, is_parked, parked_at
+from ..jobs import Job
 from ..models import DeadLetter, Dependency, FinishedJob, QueueMessage, WaitingJob
 from ..sql import Row, chunked, dialect_for
 from ..validation import job_id as checked_job_id
 
-__all__ = ["DEPENDENCY_FAILED", "PARKED", "is_parked", "parked_at"]
+__all__ = ["DEPENDENCY_FAILED"]
 
-#: The run_at of a waiting job's row with USE_TZ on (parked_at() follows the setting).
-PARKED = datetime(PARKED_YEAR, 1, 1, tzinfo=UTC)
 #: The dead letter reason of a job whose dependency died or was cancelled.
 DEPENDENCY_FAILED = "dependency failed"
 #: Edges per statement: well under every database's limit on bound parameters.
@@ -92,9 +90,11 @@ def mark_in_workflow(using: str, ids: Sequence[int]) -> None:
     dialect_for(connection).mark_in_workflow(connection, ids)
 
 
-def wait_for(using: str, jobs: Sequence[Job], dependencies: Sequence[int], due: datetime) -> None:
-    """Inside the enqueue's transaction: the new jobs (written parked) wait for each of
-    `dependencies`, then run from `due`."""
+def wait_for(
+    using: str, jobs: Sequence[Job], dependencies: Sequence[int], due: datetime | None
+) -> None:
+    """Inside the enqueue's transaction: the new jobs (written waiting, with no run_at) wait
+    for each of `dependencies`, then run from `due`."""
     edges = [Dependency(job_id=job.id, depends_on=d) for job in jobs for d in dependencies]
     Dependency.objects.using(using).bulk_create(edges, batch_size=_CHUNK)
     waiting = [WaitingJob(job_id=job.id, run_at=due) for job in jobs]
@@ -110,9 +110,9 @@ def dependents_of(using: str, ids: Sequence[int]) -> dict[int, int]:
     return found
 
 
-def _lock_waiting(using: str, job_ids: Iterable[int]) -> dict[int, datetime]:
+def _lock_waiting(using: str, job_ids: Iterable[int]) -> dict[int, datetime | None]:
     """Lock the WaitingJob rows of these jobs, in id order; returns each one's run_at."""
-    locked: dict[int, datetime] = {}
+    locked: dict[int, datetime | None] = {}
     for chunk in chunked(sorted(set(job_ids)), _CHUNK):
         rows = WaitingJob.objects.using(using).filter(job_id__in=chunk).order_by("job_id")
         locked.update(rows.select_for_update().values_list("job_id", "run_at"))
@@ -131,8 +131,8 @@ def succeeded(using: str, ids: Sequence[int]) -> list[int]:
     return _release(using, waiting)
 
 
-def _release(using: str, waiting: dict[int, datetime]) -> list[int]:
-    """Of the locked waiting jobs, those with no unmet edge left are unparked."""
+def _release(using: str, waiting: dict[int, datetime | None]) -> list[int]:
+    """Of the locked waiting jobs, those with no unmet edge left get their run_at back."""
     blocked: set[int] = set()
     for chunk in chunked(sorted(waiting), _CHUNK):
         edges = Dependency.objects.using(using).filter(job_id__in=chunk, met=False)
@@ -166,7 +166,7 @@ def failed(using: str, causes: dict[int, str], now: datetime) -> list[Job]:
 
 def _dead_letter_and_announce(
     using: str,
-    waiting: dict[int, datetime],
+    waiting: dict[int, datetime | None],
     dependents: dict[int, int],
     causes: dict[int, str],
     now: datetime,
@@ -188,12 +188,12 @@ def _announce(jobs: Sequence[Job]) -> None:
 
 def _dead_letter(
     using: str,
-    waiting: dict[int, datetime],
+    waiting: dict[int, datetime | None],
     dependents: dict[int, int],
     causes: dict[int, str],
     now: datetime,
 ) -> list[Row]:
-    """The locked waiting jobs -> dead letters "dependency failed", unparked first so that
+    """The locked waiting jobs -> dead letters "dependency failed", released first so that
     each dead letter keeps its own run_at; one Dialect.dead_letter per error text (one per
     failed dependency). Returns the dead rows in id order."""
     connection = connections[using]
@@ -244,7 +244,8 @@ def died_for(using: str, job_id: int) -> list[int]:
 
 
 def restore_run_at(using: str, job: Job) -> Job:
-    """A waiting Job with the run_at it will get once released, for the caller to read."""
+    """A waiting Job with the run_at it will get once released, for the caller to read
+    (its WaitingJob's; None for a wait for a signal with no deadline)."""
     if job.state != "waiting":
         return job
     kept = WaitingJob.objects.using(using).filter(job_id=job.id).values_list("run_at", flat=True)

@@ -472,5 +472,5 @@ class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
         """dead_letter() for the live rows `statement` (a form of statements._DEAD_LETTER)
         picks with `params`, in that one statement."""
         with connection.cursor() as cursor:
-            cursor.execute(statement, [*params, now, reason, error, fingerprint(error)])
+            cursor.execute(statement, [*params, now, now, reason, error, fingerprint(error)])
             return list(cursor.fetchall())

@@ -23,7 +23,13 @@ from ...models import (
     STEP_TABLE,
 )
 from .. import debounce_rows
-from ..base import DEAD_LETTER_FIELDS, HISTORY_FIELDS, INSERT_FIELDS, KEYLESS_INSERT_FIELDS
+from ..base import (
+    DEAD_LETTER_FIELDS,
+    HISTORY_FIELDS,
+    INSERT_FIELDS,
+    KEYLESS_INSERT_FIELDS,
+    dead_letter_values,
+)
 from . import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 
 _DEAD_AS_ROW = (
@@ -159,7 +165,7 @@ WITH due AS (
     RETURNING m.*
 ), dead AS (
     {_DEAD_LETTER_INSERT}
-    SELECT id, {_DEAD_LETTER_COLUMNS}, %(now)s, %(reason)s::text, %(reason)s::text,
+    SELECT id, {dead_letter_values("%(now)s")}, %(now)s, %(reason)s::text, %(reason)s::text,
         %(fingerprint)s::text
     FROM taken
     RETURNING {_DEAD_AS_CLAIMED}
@@ -347,13 +353,15 @@ RETURNING m.id, m.claim_token
 """
 
 # Live rows to the dead letters in one statement, with the error text's group
-# (error_groups.py): PostgresDialect.dead_letter. Each use names its rows' index.
+# (error_groups.py): PostgresDialect.dead_letter, its parameters the predicate's, then the
+# time of death twice (a waiting job's run_at, then died_at), the reason, the error and its
+# group. Each use names its rows' index.
 _DEAD_LETTER = f"""
 WITH taken AS (
     DELETE FROM {MESSAGE_TABLE} WHERE {{predicate}} RETURNING *
 )
 {_DEAD_LETTER_INSERT}
-SELECT id, {_DEAD_LETTER_COLUMNS}, %s, %s, %s, %s FROM taken
+SELECT id, {dead_letter_values("%s")}, %s, %s, %s, %s FROM taken
 RETURNING {_DEAD_AS_ROW}
 """
 # dead_letter: live rows by id (alkqueue_message_pkey).
