@@ -564,9 +564,10 @@ def requeue(using: str, job_id: int, now: datetime, queue: str | None = None) ->
             dialect.notify(connection, dead.queue)
             for dependent in finishing.requeued(using, dead, now):
                 requeue(using, dependent, now)  # the jobs that died for it wait again
+            # Read before the commit: once committed, a worker may claim and finish it at once.
+            job = get_job(using, job_id, now)
     except _KeyTaken as taken:
         return get_job(using, taken.holder, now)
-    job = get_job(using, job_id, now)
     if job is not None:
         signals.announce(signals.job_enqueued, Job, job=job)
     return job

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 
 from django_alkqueue import InvalidOption, QueueStats
 from django_alkqueue.jobs import Job
@@ -98,6 +99,26 @@ def test_requeue_brings_a_dead_letter_back_with_attempts_reset(q, clock):
     assert again.run_at == clock.now
     assert not DeadLetter.objects.exists()
     assert q.claim_one("w").job.id == job.id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requeue_returns_the_job_even_when_a_worker_finishes_it_as_soon_as_it_commits(q):
+    """The live job is read inside the requeue's transaction: a worker that claims and acks
+    it between the commit and a later read would have left requeue() saying None."""
+    job = q.enqueue({"p": 1})
+    q.claim_one("w").fail("x")
+    live = QueueMessage.objects.filter(pk=job.id)
+
+    def finish_at_commit(execute, sql, params, many, context):
+        if "INSERT" in sql.upper() and QueueMessage._meta.db_table in sql:
+            transaction.on_commit(live.delete)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(finish_at_commit):
+        again = q.requeue(job.id)
+
+    assert again is not None and again.id == job.id
+    assert not live.exists() and not DeadLetter.objects.exists()
 
 
 def test_requeue_of_an_unknown_id_returns_none(q):
