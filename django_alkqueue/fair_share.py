@@ -17,7 +17,7 @@ here is kept per process.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -89,8 +89,11 @@ class FairShareCache:
     (worker/flow_state.py, on the monotonic clock).
     """
 
-    def __init__(self, every: float = REFRESH_EVERY) -> None:
+    def __init__(
+        self, every: float = REFRESH_EVERY, read: Callable[..., FairShare | None] | None = None
+    ) -> None:
         self.every = every
+        self._read_now = in_force if read is None else read  # called as in_force() is
         self._read: dict[tuple[str, str], tuple[float, FairShare | None]] = {}
 
     def get(self, queue: str, using: str, at: float) -> FairShare | None:
@@ -99,7 +102,7 @@ class FairShareCache:
         cached = self._read.get((using, queue))
         if cached is not None and cached[0] <= at < cached[0] + self.every:
             return cached[1]
-        found = in_force(queue, using=using)
+        found = self._read_now(queue, using=using)
         self._read[(using, queue)] = (at, found)
         return found
 

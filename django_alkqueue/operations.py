@@ -901,6 +901,15 @@ def reset_limits(queue: str, *, using: str = "default") -> LimitsInForce:
 # -- fair share: the operator's weights ----------------------------------------------------
 
 
+def fair_share_in_force(queue: str, *, using: str = "default") -> FairShare | None:
+    """fair_share.in_force(), its probe the dialect's (a prepared statement on PostgreSQL):
+    Queue.claim reads it before each claim."""
+    dialect, connection = _dialect_and_connection(using)
+    if not dialect.uses_fair_keys(connection, queue):
+        return None
+    return FairShare(fair_share.weights_in_force(queue, using=using))
+
+
 def set_fair_weight(queue: str, key: str, weight: int | None, *, using: str = "default") -> int:
     """Set the weight of a fair key of the queue on its Consumer row (None: drop it, so the
     settings' weight, else 1, applies again). It wins over ALKQUEUE["QUEUES"][queue]

@@ -16,7 +16,6 @@ from django.db import transaction
 
 from . import (
     debounce,
-    fair_share,
     history,
     hooks,
     operations,
@@ -452,7 +451,7 @@ class Queue:
         return self._claim(worker_id, n, self._now(), limits, fair)
 
     def _fair_share(self) -> FairShare | None:
-        return fair_share.in_force(self.name, using=self.using)
+        return operations.fair_share_in_force(self.name, using=self.using)
 
     def _claim(
         self, worker_id: str, n: int, now: datetime, limits: Limits, fair: FairShare | None

@@ -22,6 +22,7 @@ from django_alkqueue.conf import read_settings
 from django_alkqueue.consumers import consumer, registry
 from django_alkqueue.exceptions import InvalidOption
 from django_alkqueue.models import ClaimGate, Consumer, QueueMessage
+from django_alkqueue.operations import fair_share_in_force
 from django_alkqueue.queues import Queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -115,6 +116,15 @@ def test_settings_refuse_a_bad_fair_weight() -> None:
 
 
 # -- the turns -----------------------------------------------------------------------------
+
+
+def test_the_dialects_probe_sees_only_unclaimed_jobs_with_a_fair_key(fq: Queue) -> None:
+    fq.enqueue({"i": 0})
+    assert fair_share_in_force(QUEUE) is None
+    fq.enqueue({"i": 1}, fair_key="a")
+    assert fair_share_in_force(QUEUE) == fair_share.FairShare({})
+    fq.claim("w", 2)
+    assert fair_share_in_force(QUEUE) is None
 
 
 def test_claims_take_turns_between_keys(fq: Queue) -> None:

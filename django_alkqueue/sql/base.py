@@ -11,6 +11,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from .. import fair_share
 from .. import payload as payload_codec
 from ..conf import get_settings
 from ..jobs import HistoryEntry, Job, Progress, Stamps, State, live_state, make_job
@@ -664,7 +665,11 @@ class Dialect:
         """Delete the lapsed unique windows; returns how many."""
         return unique_windows.sweep(connection, now)
 
-    # -- fair claims per key and bucket (sql/fair_claims.py) --------------------------------
+    # -- fair share (fair_share.py) and fair claims per key and bucket (sql/fair_claims.py) -
+
+    def uses_fair_keys(self, connection: BaseDatabaseWrapper, queue: str) -> bool:
+        """Whether the queue has an unclaimed job with a fair key (alkqueue_fair_key_idx)."""
+        return fair_share.uses_fair_keys(queue, using=connection.alias)
 
     def add_fair_claims(
         self, connection: BaseDatabaseWrapper, queue: str, at: datetime, counts: Mapping[str, int]

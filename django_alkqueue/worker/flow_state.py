@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .. import fair_share
+from .. import fair_share, operations
 from ..limits import REFRESH_EVERY, LimitsCache
 from ..queues import JobHandle, Queue
 
@@ -31,7 +31,7 @@ class FlowState:
         fair_every: float = fair_share.REFRESH_EVERY,
     ) -> None:
         self.limits = LimitsCache(every)
-        self.fair_share = fair_share.FairShareCache(fair_every)
+        self.fair_share = fair_share.FairShareCache(fair_every, operations.fair_share_in_force)
         self.monotonic = monotonic
         self._held_back: set[tuple[str, str]] = set()
         self._limited: set[tuple[str, str]] = set()

@@ -190,6 +190,10 @@ class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
             row = cursor.fetchone()
         return None if row is None else str(row[0])
 
+    def uses_fair_keys(self, connection: BaseDatabaseWrapper, queue: str) -> bool:
+        # Queue.claim asks before each claim: a prepared statement, not a compiled queryset.
+        return bool(fetch_all(connection, sql.USES_FAIR_KEYS, [queue])[0][0])
+
     def claim(
         self, connection: BaseDatabaseWrapper, queue: str, worker_id: str, n: int, now: datetime
     ) -> tuple[list[tuple[Job, Claim]], list[Job]]:

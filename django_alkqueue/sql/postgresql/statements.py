@@ -95,6 +95,13 @@ RETURNING id
 # The sequence is looked up once, in a MATERIALIZED CTE: written inside nextval() the lookup
 # would run per row, and cost more than the nextval itself. The ids come back as one array,
 # not a row each.
+# alkqueue_fair_key_idx: (queue, fair_key) WHERE claim_token IS NULL AND fair_key IS NOT NULL.
+USES_FAIR_KEYS = f"""
+SELECT EXISTS (
+    SELECT 1 FROM {MESSAGE_TABLE}
+    WHERE queue = %s AND fair_key IS NOT NULL AND claim_token IS NULL
+)"""
+
 RESERVE_IDS = f"""
 WITH sequence AS MATERIALIZED (
     SELECT pg_get_serial_sequence('{MESSAGE_TABLE}', 'id')::regclass AS id
