@@ -6,8 +6,9 @@ the last hour's fair claims (keys_with_jobs; the claims per key and 5-minute buc
 FairClaims rows, which each fair claim adds to).
 
 A queue takes turns while it has an unclaimed job with a fair key. A claim is told whether
-it does (`in_force()`, a FairShare or None) before it chooses its statement. Queue.claim reads
-that for each claim: one indexed probe (alkqueue_fair_key_idx), and the weights when it does.
+it does (operations.fair_share_in_force(), a FairShare or None) before it chooses its
+statement. Queue.claim reads that for each claim: one indexed probe
+(alkqueue_fair_key_idx), and the weights when it does.
 A worker keeps the answer in its own flow state (a FairShareCache in worker/flow_state.py),
 read again once REFRESH_EVERY seconds have passed, so that a queue without fair keys costs
 its claims a dict lookup and one probe a second, and keeps its one-statement claim. Nothing
@@ -28,8 +29,9 @@ from .conf import get_settings
 from .exceptions import InvalidOption
 from .models import NO_FAIR_KEY, Consumer, FairClaims, QueueMessage
 
-#: Seconds a worker keeps an answer of in_force() (as limits.REFRESH_EVERY): jobs with a fair
-#: key enqueued after a worker's read take turns from its claims after this long at most.
+#: Seconds a worker keeps a reading of whether a queue takes turns (as limits.REFRESH_EVERY):
+#: jobs with a fair key enqueued after a worker's read take turns from its claims after this
+#: long at most.
 REFRESH_EVERY = 1.0
 
 
@@ -74,26 +76,18 @@ def uses_fair_keys(queue: str, *, using: str = "default") -> bool:
     return rows.unclaimed().exists()
 
 
-def in_force(queue: str, *, using: str = "default") -> FairShare | None:
-    """The queue's FairShare while it takes turns, else None, read now."""
-    if not uses_fair_keys(queue, using=using):
-        return None
-    return FairShare(weights_in_force(queue, using=using))
-
-
 class FairShareCache:
-    """in_force() per (alias, queue), each read again once `every` seconds have passed by the
+    """A reading per (alias, queue) (`read`, operations.fair_share_in_force for a worker),
+    each read again once `every` seconds have passed by the
     time the caller gives (or that time is before the last reading: a clock set back).
 
     Never shared between owners: each worker keeps one in its flow state
     (worker/flow_state.py, on the monotonic clock).
     """
 
-    def __init__(
-        self, every: float = REFRESH_EVERY, read: Callable[..., FairShare | None] | None = None
-    ) -> None:
+    def __init__(self, read: Callable[..., FairShare | None], every: float = REFRESH_EVERY) -> None:
         self.every = every
-        self._read_now = in_force if read is None else read  # called as in_force() is
+        self._read_now = read  # read(queue, using=alias)
         self._read: dict[tuple[str, str], tuple[float, FairShare | None]] = {}
 
     def get(self, queue: str, using: str, at: float) -> FairShare | None:

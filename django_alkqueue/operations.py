@@ -902,8 +902,9 @@ def reset_limits(queue: str, *, using: str = "default") -> LimitsInForce:
 
 
 def fair_share_in_force(queue: str, *, using: str = "default") -> FairShare | None:
-    """fair_share.in_force(), its probe the dialect's (a prepared statement on PostgreSQL):
-    Queue.claim reads it before each claim."""
+    """The queue's FairShare while it takes turns, else None, read now; the probe is the
+    dialect's (a prepared statement on PostgreSQL). Queue.claim reads it before each claim,
+    a worker once a second (fair_share.FairShareCache)."""
     dialect, connection = _dialect_and_connection(using)
     if not dialect.uses_fair_keys(connection, queue):
         return None

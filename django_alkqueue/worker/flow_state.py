@@ -31,7 +31,7 @@ class FlowState:
         fair_every: float = fair_share.REFRESH_EVERY,
     ) -> None:
         self.limits = LimitsCache(every)
-        self.fair_share = fair_share.FairShareCache(fair_every, operations.fair_share_in_force)
+        self.fair_share = fair_share.FairShareCache(operations.fair_share_in_force, fair_every)
         self.monotonic = monotonic
         self._held_back: set[tuple[str, str]] = set()
         self._limited: set[tuple[str, str]] = set()
