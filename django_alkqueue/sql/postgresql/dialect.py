@@ -323,11 +323,8 @@ class PostgresDialect(debounce_rows.UpdateInPlace, orm_limited_claim.OrmClaims):
         self, connection: BaseDatabaseWrapper, claim: Claim, now: datetime, name: str,
         value: str, duration: float,
     ) -> bool:  # fmt: skip
-        with connection.cursor() as cursor:
-            cursor.execute(
-                sql.RECORD_STEP, [name, value, now, duration, claim.id, claim.token, now]
-            )
-            return bool(cursor.rowcount == 1)
+        params = [name, value, now, duration, claim.id, claim.token, now]
+        return bool(fetch_all(connection, sql.RECORD_STEP, params))
 
     def load_claimed_steps(
         self, connection: BaseDatabaseWrapper, claims: Sequence[Claim], now: datetime

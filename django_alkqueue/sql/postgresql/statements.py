@@ -292,12 +292,14 @@ WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 # A durable step's record (docs/durable-steps.md): inserted only while the row carries the
 # claim, which FOR UPDATE holds until the commit, so a reclaim waits for it or it finds the
 # claim gone. The row by its primary key (or alkqueue_lease_idx, where few rows are
-# claimed); the step's uniqueness by alkqueue_jobstep_name.
+# claimed); the step's uniqueness by alkqueue_jobstep_name. A hot statement (prepared, its
+# parameters bound on the server): a job of many steps sends it once per step.
 RECORD_STEP = f"""
 INSERT INTO {STEP_TABLE} (job_id, name, value, recorded_at, attempt, duration)
 SELECT id, %s, %s, %s, attempts, %s FROM {MESSAGE_TABLE}
 WHERE id = %s AND claim_token = %s AND lease_expires_at > %s
 FOR UPDATE
+RETURNING job_id
 """
 # The steps of a claim's jobs, read when the first of them asks (worker/step_records.py):
 # the jobs still validly claimed by alkqueue_message_pkey (or alkqueue_lease_idx, where few
