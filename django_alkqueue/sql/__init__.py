@@ -57,4 +57,7 @@ def _dialect(name: str, vendor: str) -> Dialect:
     if name == "sqlite":
         return SqliteDialect()
     mysql = vendor == "mysql"  # MariaDB too
-    return OrmDialect(SESSION_LOCKS.get(vendor), innodb_metrics=mysql, on_duplicate_key=mysql)
+    return OrmDialect(
+        SESSION_LOCKS.get(vendor), innodb_metrics=mysql, on_duplicate_key=mysql,
+        innodb_inserts=mysql,
+    )  # fmt: skip

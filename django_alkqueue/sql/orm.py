@@ -62,6 +62,7 @@ class OrmDialect(limited_claim.OrmClaims):
         session_lock: SessionLock | None = None,
         innodb_metrics: bool = False,
         on_duplicate_key: bool = False,
+        innodb_inserts: bool = False,
     ) -> None:
         self.session_lock = session_lock
         self.supports_advisory_locks = session_lock is not None
@@ -69,6 +70,8 @@ class OrmDialect(limited_claim.OrmClaims):
         #: MariaDB and MySQL spell an upsert INSERT ... ON DUPLICATE KEY UPDATE; PostgreSQL and
         #: SQLite, which this dialect serves too under DIALECT "orm", ON CONFLICT.
         self.on_duplicate_key = on_duplicate_key
+        #: MariaDB and MySQL enqueue through the hand-written statements of innodb.py.
+        self.innodb_inserts = innodb_inserts
 
     def undo_history_length(self, connection: BaseDatabaseWrapper) -> int | None:
         return innodb.history_length(connection) if self.supports_undo_history else None
@@ -146,6 +149,8 @@ class OrmDialect(limited_claim.OrmClaims):
         with transaction.atomic(using=connection.alias):
 
             def write(texts: Sequence[str]) -> list[int]:
+                if returns_ids and self.innodb_inserts:  # MariaDB 10.5+: INSERT ... RETURNING
+                    return innodb.insert_many(connection, queue, texts, stamps)
                 rows = [self._message(queue, text, stamps) for text in texts]
                 if returns_ids:
                     for group in insert_groups(texts):
@@ -160,6 +165,8 @@ class OrmDialect(limited_claim.OrmClaims):
     def insert_one(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
     ) -> int:
+        if self.innodb_inserts:
+            return innodb.insert_one(connection, queue, text, stamps)
         row = self._message(queue, text, stamps)
         row.save(using=connection.alias, force_insert=True)  # one INSERT, no savepoint
         return int(row.pk)

@@ -26,6 +26,7 @@ from .base import (
     DEAD_LETTER_FIELDS,
     HISTORY_FIELDS,
     INSERT_FIELDS,
+    KEYLESS_INSERT_FIELDS,
     LIVE_ROW,
     ROW_FIELDS,
     Acked,
@@ -48,6 +49,14 @@ _INSERT = f"""
 INSERT INTO {MESSAGE_TABLE} ({", ".join(INSERT_FIELDS)})
 VALUES {{values}}
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING id
+"""
+
+# Without a unique key (the one-job enqueue): the column left out (NULL), and ON CONFLICT with
+# it, as PostgreSQL's INSERT_KEYLESS does.
+_INSERT_KEYLESS = f"""
+INSERT INTO {MESSAGE_TABLE} ({", ".join(KEYLESS_INSERT_FIELDS)})
+VALUES ({", ".join(["%s"] * len(KEYLESS_INSERT_FIELDS))})
 RETURNING id
 """
 
@@ -238,17 +247,15 @@ class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
         self, connection: BaseDatabaseWrapper, queue: str, stamps: Stamps, count: int
     ) -> Iterator[WriteChunk]:
         placeholders = "(" + ", ".join(["%s"] * len(INSERT_FIELDS)) + ")"
+        # Every column after queue and payload, the same in each row: bound once.
+        stamped = [self._param(connection, v) for v in insert_values(queue, "", stamps)][2:]
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
 
             def write(texts: Sequence[str]) -> list[int]:
                 ids: list[int] = []
                 for start in range(0, len(texts), _INSERT_CHUNK):
                     chunk = texts[start : start + _INSERT_CHUNK]
-                    params = [
-                        self._param(connection, value)
-                        for text in chunk
-                        for value in insert_values(queue, text, stamps)
-                    ]
+                    params = [value for text in chunk for value in (queue, text, *stamped)]
                     sql = _INSERT.format(values=", ".join([placeholders] * len(chunk)))
                     cursor.execute(sql, params)
                     # RETURNING order is unspecified; rowids grow in insertion order.
@@ -256,6 +263,15 @@ class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
                 return ids
 
             yield write
+
+    def insert_one(
+        self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
+    ) -> int:
+        assert stamps.unique_key is None
+        values = insert_values(queue, text, stamps)[: len(KEYLESS_INSERT_FIELDS)]
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT_KEYLESS, [self._param(connection, v) for v in values])
+            return int(cursor.fetchone()[0])
 
     def insert_unique(
         self, connection: BaseDatabaseWrapper, queue: str, text: str, stamps: Stamps
