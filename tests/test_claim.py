@@ -31,6 +31,17 @@ def test_claim_hands_out_at_most_n(q):
     assert q.claim("w", 100) == []
 
 
+def test_a_claim_of_a_thousand_hands_out_each_job_once_stamped_with_its_claim(q):
+    # More rows than one stamp statement takes on SQLite (its claim stamps them in slices).
+    ids = [job.id for job in q.enqueue_many(range(1000))]
+    handles = q.claim("w", 1000)
+    assert [h.job.id for h in handles] == ids
+    rows = QueueMessage.objects.filter(id__in=ids)
+    assert {(row.id, row.claim_token) for row in rows} == {tuple(h.claim) for h in handles}
+    assert all(h.lease_expires_at == handles[0].lease_expires_at for h in handles)
+    assert all(row.attempts == 1 and row.claimed_by == "w" for row in rows)
+
+
 def test_claim_one_returns_none_on_an_empty_queue(q):
     assert q.claim_one("w") is None
 

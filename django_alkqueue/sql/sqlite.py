@@ -100,13 +100,19 @@ SELECT EXISTS (
 )
 """
 
+# The claim's stamp of its chosen rows: one statement for them all (UPDATE ... FROM, SQLite
+# 3.33+), each row with its own token and its own lease's end from the VALUES list (column1:
+# the id, by the primary key; column2: the token; column3: the lease's end).
 _STAMP_CLAIM = f"""
 UPDATE {MESSAGE_TABLE}
-SET attempts = attempts + 1, claim_token = %s, claimed_by = %s, claimed_at = %s,
-    lease_expires_at = %s, debounce_key = NULL
-WHERE id = %s
+SET attempts = attempts + 1, claim_token = chosen.column2, claimed_by = %s, claimed_at = %s,
+    lease_expires_at = chosen.column3, debounce_key = NULL
+FROM (VALUES {{rows}}) AS chosen
+WHERE {MESSAGE_TABLE}.id = chosen.column1
 RETURNING {_ROW_FROM_LIVE}
 """
+#: Rows per claim stamp: three bound parameters each, under SQLite's limit of 999 in all.
+_STAMP_CHUNK = 300
 
 # A durable step's record (docs/durable-steps.md): one statement, which takes the write lock,
 # so no reclaim comes between its check of the claim and its insert. The row by its primary
@@ -325,11 +331,14 @@ class SqliteDialect(debounce_rows.UpdateInPlace, limited_claim.OrmClaims):
                      *_fetch(cursor, _LAPSED, [queue, at, at, n])], n
                 )  # fmt: skip
                 claimed = []
-                for job_id, lease in chosen:
-                    expires = self.param_datetime(connection, _plus(now, lease))
-                    token = uuid.uuid4().hex
-                    cursor.execute(_STAMP_CLAIM, [token, worker_id, at, expires, job_id])
-                    claimed.append(cursor.fetchone())
+                for start in range(0, len(chosen), _STAMP_CHUNK):
+                    part = chosen[start : start + _STAMP_CHUNK]
+                    rows = ", ".join(["(%s, %s, %s)"] * len(part))
+                    params: list[Any] = [worker_id, at]
+                    for job_id, lease in part:
+                        expires = self.param_datetime(connection, _plus(now, lease))
+                        params += [job_id, uuid.uuid4().hex, expires]
+                    claimed += _fetch(cursor, _STAMP_CLAIM.format(rows=rows), params)
         return self._handed_out(claimed, now), [self.to_job(row, now) for row in dead]
 
     def _handed_out(self, rows: Sequence[Row], now: datetime) -> list[tuple[Job, Claim]]:
