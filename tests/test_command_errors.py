@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from django_alkqueue import health
+from django_alkqueue.reports import health
 from tests.workers import run_manage
 
 pytestmark = pytest.mark.django_db

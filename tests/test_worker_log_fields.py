@@ -10,7 +10,7 @@ import pytest
 
 from django_alkqueue import queue
 from django_alkqueue.models import QueueMessage
-from django_alkqueue.worker.report import JOB_FIELDS, JobFieldDefaults
+from django_alkqueue.reports.worker_report import JOB_FIELDS, JobFieldDefaults
 from tests.conftest import RUNNING_CONSUMERS, wait_until
 from tests.workers import Watched, run_worker, start_worker, stop
 

@@ -22,8 +22,8 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from ..status import StatPoint
-from .base import grouped
+from ..reports.formats import grouped
+from ..reports.status import StatPoint
 
 
 @dataclasses.dataclass(frozen=True)

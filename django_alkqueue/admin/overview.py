@@ -23,17 +23,18 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from .. import flow_status, history, operations, status
+from .. import history, operations
 from ..clock import system_clock
 from ..conf import get_settings
 from ..models import Consumer, DeadLetter, FinishedJob, QueueMessage, QueueStat, Worker
+from ..reports import database_health, flow_status, status
+from ..reports.formats import format_age
 from ..sql import dialect_for
-from . import charts, fair_weights, health, queue_charts
+from . import charts, fair_weights, queue_charts
 from .base import LIVE_SECONDS, NUL, ModelAdmin, reload_without_scripts
 from .links import changelist_url, queue_page_url
 from .masking import flows_as_seen
 from .permissions import has_perm, may_view
-from .times import format_age
 
 #: A pending job waiting longer than this is highlighted.
 SLOW_PENDING_AGE = 300.0
@@ -201,7 +202,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "live_workers": sum(1 for w in workers if not w.stale),
             "stale_workers": sum(1 for w in workers if w.stale),
             "leader": next((w.worker_id for w in workers if w.is_leader and not w.stale), None),
-            "checks": health.run_checks(
+            "checks": database_health.run_checks(
                 using, now, session_sql=has_perm(request, QueueStat, "view_session_sql")
             ),
             "catalog_health": dialect_for(connections[using]).supports_catalog_health,

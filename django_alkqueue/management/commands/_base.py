@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connections
 from django.utils.translation import gettext as _
 
-from django_alkqueue import health
 from django_alkqueue.conf import get_settings
+from django_alkqueue.reports import health
 
 #: The app whose migrations a command needs.
 APP_LABEL = "django_alkqueue"

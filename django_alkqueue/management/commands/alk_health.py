@@ -12,9 +12,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from django_alkqueue import defaults, health
+from django_alkqueue import defaults
 from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
+from django_alkqueue.reports import health
 
 from ._arguments import database_alias, positive_seconds, seconds
 

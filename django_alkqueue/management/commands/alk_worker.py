@@ -13,9 +13,9 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext as _
 
 from django_alkqueue import defaults
+from django_alkqueue.reports.worker_report import default_job_fields
 from django_alkqueue.validation import MAX_CLAIM
 from django_alkqueue.worker.reload import run_with_reload
-from django_alkqueue.worker.report import default_job_fields
 from django_alkqueue.worker.runner import Worker, WorkerOptions
 from django_alkqueue.worker.supervisor import Supervisor
 

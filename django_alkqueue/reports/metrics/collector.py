@@ -22,9 +22,9 @@ from django.apps import apps
 from django.db import connections
 from django.db.models import Count, Q
 
-from ..conf import get_settings
-from ..models import DURATION_BUCKETS, Consumer, Worker
-from ..sql import dialect_for
+from ...conf import get_settings
+from ...models import DURATION_BUCKETS, Consumer, Worker
+from ...sql import dialect_for
 from ..status import latest_readings
 from .exposition import Exposition, label
 from .hour_sums import hour_sums
