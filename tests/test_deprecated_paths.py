@@ -1,0 +1,91 @@
+"""The old paths of the reports (docs/architecture.md, "reports/"): each still imports, warns
+once with a DeprecationWarning that names its new path, and gives the new module's objects."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from types import ModuleType, SimpleNamespace
+
+import pytest
+from django.test import Client, override_settings
+from django.urls import include, path
+
+from django_alkqueue.reports import health, status, worker_report
+from django_alkqueue.reports.metrics import hour_sums, views
+
+#: Each old path, and the module it is an alias of now.
+MOVED = {
+    "django_alkqueue.status": "django_alkqueue.reports.status",
+    "django_alkqueue.flow_status": "django_alkqueue.reports.flow_status",
+    "django_alkqueue.health": "django_alkqueue.reports.health",
+    "django_alkqueue.metrics.urls": "django_alkqueue.reports.metrics.urls",
+    "django_alkqueue.metrics.views": "django_alkqueue.reports.metrics.views",
+    "django_alkqueue.metrics.hour_sums": "django_alkqueue.reports.metrics.hour_sums",
+    "django_alkqueue.worker.report": "django_alkqueue.reports.worker_report",
+    "django_alkqueue.admin.health": "django_alkqueue.reports.database_health",
+}
+TOKEN = "s3cret-token-of-the-scraper"
+
+
+def first_import(old: str, monkeypatch: pytest.MonkeyPatch) -> list[warnings.WarningMessage]:
+    """The warnings of importing `old` as if for the first time (put back as it was after the
+    test)."""
+    parent, _, leaf = old.rpartition(".")
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    monkeypatch.delattr(sys.modules[parent], leaf, raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        importlib.import_module(old)
+    return caught
+
+
+def alias(old: str) -> ModuleType:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return importlib.import_module(old)
+
+
+@pytest.mark.parametrize("old", MOVED)
+def test_an_old_path_warns_once_naming_its_new_path(old, monkeypatch):
+    caught = first_import(old, monkeypatch)
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (DeprecationWarning, f"{old} is deprecated; use {MOVED[old]}")
+    ]
+    assert caught[0].filename == __file__  # the import that named the old path, not the alias
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        importlib.import_module(old)
+    assert again == []
+
+
+@pytest.mark.parametrize("old", MOVED)
+def test_an_old_path_gives_the_new_modules_public_objects(old):
+    new = importlib.import_module(MOVED[old])
+    public = [name for name in vars(new) if not name.startswith("_")]
+    assert public
+    assert [
+        name for name in public if getattr(alias(old), name, None) is not getattr(new, name)
+    ] == []
+
+
+def test_the_documented_names_read_through_the_old_paths_are_the_new_ones():
+    assert alias("django_alkqueue.status").READINGS_WITHIN is status.READINGS_WITHIN
+    assert alias("django_alkqueue.status").WorkerRow is status.WorkerRow
+    assert alias("django_alkqueue.status").RunningRow is status.RunningRow
+    assert alias("django_alkqueue.health").HEALTHY is health.HEALTHY
+    assert alias("django_alkqueue.metrics.views").PERMISSION == views.PERMISSION
+    assert alias("django_alkqueue.metrics.hour_sums").SETTLED is hour_sums.SETTLED
+    assert alias("django_alkqueue.worker.report").JobFieldDefaults is worker_report.JobFieldDefaults
+
+
+@pytest.mark.django_db
+@override_settings(ALKQUEUE={"METRICS_TOKEN": TOKEN})
+def test_a_urlconf_that_includes_the_old_metrics_urls_still_serves_the_scrape():
+    alias("django_alkqueue.metrics.urls")
+    urlconf = SimpleNamespace(urlpatterns=[path("old/", include("django_alkqueue.metrics.urls"))])
+    with override_settings(ROOT_URLCONF=urlconf):
+        response = Client().get("/old/", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200
+    assert b"alkqueue_workers" in response.content
