@@ -45,7 +45,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         from prometheus_client import CONTENT_TYPE_LATEST
     except ImportError:
         raise ImproperlyConfigured(
-            "django_alkqueue.metrics needs prometheus_client: "
+            "django_alkqueue.reports.metrics needs prometheus_client: "
             "pip install 'django-alkqueue[metrics]'"
         ) from None
     # App-registry timing: a URLconf loads this view even where the app is missing (E103),
