@@ -11,7 +11,7 @@ _ = object()
 _.heading  # charts.Chart
 _.estimated, _.at_least  # counts: the paginator's count
 _.handler_name, _.slow  # overview's rows
-_.first_seen, _.last_seen, _.group_query  # reports/status.ErrorGroup
+_.first_seen, _.last_seen, _.group_query  # reports/frequent_errors.ErrorGroup
 _.keys_masked  # reports/flow_status
 _.share_percent  # admin/fair_weights.KeyRow
 
@@ -19,7 +19,7 @@ _.share_percent  # admin/fair_weights.KeyRow
 # --json, the overview's context).
 _.subject  # reports/health.Problem
 _.served, _.limit_sources  # reports/status.QueueRow
-_.finished_5m, _.failed_5m, _.finished_1h, _.failed_1h, _.snoozed_1h  # reports/status.Throughput
+_.finished_5m, _.failed_5m, _.finished_1h, _.failed_1h, _.snoozed_1h  # reports/queue_stats.Throughput
 _.dead_lettered
 
 # Loaded by Django by name: the AppConfig (INSTALLED_APPS), the pytest plugin's fixture (the

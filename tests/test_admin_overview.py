@@ -16,7 +16,7 @@ from django_alkqueue import queue
 from django_alkqueue.admin.charts import WINDOWS, bucketize
 from django_alkqueue.models import DeadLetter, QueueMessage, QueueStat
 from django_alkqueue.reports import database_health
-from django_alkqueue.reports.status import history, hourly_history, minute_of
+from django_alkqueue.reports.queue_stats import history, hourly_history, minute_of
 from tests.admin_helpers import (
     CONSUMERS,
     DEAD,

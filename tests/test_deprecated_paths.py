@@ -12,19 +12,28 @@ import pytest
 from django.test import Client, override_settings
 from django.urls import include, path
 
-from django_alkqueue.reports import health, status, worker_report
+from django_alkqueue.reports import health, queue_stats, status, worker_report
 from django_alkqueue.reports.metrics import hour_sums, views
 
-#: Each old path, and the module it is an alias of now.
+REPORTS = "django_alkqueue.reports"
+#: Each old path: how its warning names the new path, and the modules it re-exports.
 MOVED = {
-    "django_alkqueue.status": "django_alkqueue.reports.status",
-    "django_alkqueue.flow_status": "django_alkqueue.reports.flow_status",
-    "django_alkqueue.health": "django_alkqueue.reports.health",
-    "django_alkqueue.metrics.urls": "django_alkqueue.reports.metrics.urls",
-    "django_alkqueue.metrics.views": "django_alkqueue.reports.metrics.views",
-    "django_alkqueue.metrics.hour_sums": "django_alkqueue.reports.metrics.hour_sums",
-    "django_alkqueue.worker.report": "django_alkqueue.reports.worker_report",
-    "django_alkqueue.admin.health": "django_alkqueue.reports.database_health",
+    "django_alkqueue.status": (
+        f"{REPORTS} (status, queue_stats, frequent_errors)",
+        (f"{REPORTS}.status", f"{REPORTS}.queue_stats", f"{REPORTS}.frequent_errors"),
+    ),
+    **{
+        old: (new, (new,))
+        for old, new in {
+            "django_alkqueue.flow_status": f"{REPORTS}.flow_status",
+            "django_alkqueue.health": f"{REPORTS}.health",
+            "django_alkqueue.metrics.urls": f"{REPORTS}.metrics.urls",
+            "django_alkqueue.metrics.views": f"{REPORTS}.metrics.views",
+            "django_alkqueue.metrics.hour_sums": f"{REPORTS}.metrics.hour_sums",
+            "django_alkqueue.worker.report": f"{REPORTS}.worker_report",
+            "django_alkqueue.admin.health": f"{REPORTS}.database_health",
+        }.items()
+    },
 }
 TOKEN = "s3cret-token-of-the-scraper"
 
@@ -51,7 +60,7 @@ def alias(old: str) -> ModuleType:
 def test_an_old_path_warns_once_naming_its_new_path(old, monkeypatch):
     caught = first_import(old, monkeypatch)
     assert [(w.category, str(w.message)) for w in caught] == [
-        (DeprecationWarning, f"{old} is deprecated; use {MOVED[old]}")
+        (DeprecationWarning, f"{old} is deprecated; use {MOVED[old][0]}")
     ]
     assert caught[0].filename == __file__  # the import that named the old path, not the alias
     with warnings.catch_warnings(record=True) as again:
@@ -62,16 +71,17 @@ def test_an_old_path_warns_once_naming_its_new_path(old, monkeypatch):
 
 @pytest.mark.parametrize("old", MOVED)
 def test_an_old_path_gives_the_new_modules_public_objects(old):
-    new = importlib.import_module(MOVED[old])
-    public = [name for name in vars(new) if not name.startswith("_")]
-    assert public
-    assert [
-        name for name in public if getattr(alias(old), name, None) is not getattr(new, name)
-    ] == []
+    old_module = alias(old)
+    for new in map(importlib.import_module, MOVED[old][1]):
+        public = [name for name in vars(new) if not name.startswith("_")]
+        assert public
+        assert [
+            name for name in public if getattr(old_module, name) is not getattr(new, name)
+        ] == []
 
 
 def test_the_documented_names_read_through_the_old_paths_are_the_new_ones():
-    assert alias("django_alkqueue.status").READINGS_WITHIN is status.READINGS_WITHIN
+    assert alias("django_alkqueue.status").READINGS_WITHIN is queue_stats.READINGS_WITHIN
     assert alias("django_alkqueue.status").WorkerRow is status.WorkerRow
     assert alias("django_alkqueue.status").RunningRow is status.RunningRow
     assert alias("django_alkqueue.health").HEALTHY is health.HEALTHY

@@ -23,7 +23,8 @@ from django.utils.translation import ngettext
 
 from ..models import Consumer, Worker
 from ..sql import ping
-from .status import known_queues, latest_readings, oldest_pending_ages
+from .queue_stats import latest_readings
+from .status import known_queues, oldest_pending_ages
 
 # The exit statuses, one per kind of problem; 1 and 2 stay Django's (an error, bad usage).
 HEALTHY = 0
@@ -208,7 +209,7 @@ def behind_suspects(
     using: str, now: datetime, max_age: float, queues: Collection[str] = ()
 ) -> Collection[str] | None:
     """The queues (of `queues`, or all) whose oldest pending job may have waited more than
-    `max_age` now, from the leader's last readings (status.latest_readings): its age then
+    `max_age` now, from the leader's last readings (queue_stats.latest_readings): its age then
     plus the time since, or the time since for a queue it read no due job in. A queue named
     in `queues` that the leader has not read is a suspect; None (every queue) when there is
     no recent reading at all (no live leader: that check reports it)."""

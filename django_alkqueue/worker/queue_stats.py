@@ -24,7 +24,8 @@ from .. import timings
 from ..conf import get_settings
 from ..models import DeadLetter, QueueStat
 from ..reports.flow_status import throttled_counts
-from ..reports.status import minute_of, queue_overview
+from ..reports.queue_stats import minute_of
+from ..reports.status import queue_overview
 from ..reports.worker_stats import BOUNDS, WorkerStats
 from ..sql import dialect_for
 from ..sql.queue_stat_deltas import DELTA_COLUMNS, Delta
