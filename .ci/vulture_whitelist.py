@@ -19,7 +19,8 @@ _.share_percent  # admin/fair_weights.KeyRow
 # --json, the overview's context).
 _.subject  # reports/health.Problem
 _.served, _.limit_sources  # reports/status.QueueRow
-_.finished_5m, _.failed_5m, _.finished_1h, _.failed_1h, _.snoozed_1h  # reports/queue_stats.Throughput
+# reports/queue_stats.Throughput
+_.finished_5m, _.failed_5m, _.finished_1h, _.failed_1h, _.snoozed_1h
 _.dead_lettered
 
 # Loaded by Django by name: the AppConfig (INSTALLED_APPS), the pytest plugin's fixture (the
