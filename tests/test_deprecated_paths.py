@@ -6,12 +6,14 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from types import ModuleType, SimpleNamespace
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 from django.test import Client, override_settings
 from django.urls import include, path
 
+import django_alkqueue
 from django_alkqueue.reports import health, queue_stats, status, worker_report
 from django_alkqueue.reports.metrics import hour_sums, views
 
@@ -43,7 +45,7 @@ def first_import(old: str, monkeypatch: pytest.MonkeyPatch) -> list[warnings.War
     test)."""
     parent, _, leaf = old.rpartition(".")
     monkeypatch.delitem(sys.modules, old, raising=False)
-    monkeypatch.delattr(sys.modules[parent], leaf, raising=False)
+    monkeypatch.delattr(importlib.import_module(parent), leaf, raising=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         importlib.import_module(old)
@@ -62,7 +64,8 @@ def test_an_old_path_warns_once_naming_its_new_path(old, monkeypatch):
     assert [(w.category, str(w.message)) for w in caught] == [
         (DeprecationWarning, f"{old} is deprecated; use {MOVED[old][0]}")
     ]
-    assert caught[0].filename == __file__  # the import that named the old path, not the alias
+    # It names the import of the old path (here pytest's import hook), not the alias.
+    assert not caught[0].filename.startswith(str(Path(django_alkqueue.__file__).parent))
     with warnings.catch_warnings(record=True) as again:
         warnings.simplefilter("always")
         importlib.import_module(old)
@@ -94,7 +97,8 @@ def test_the_documented_names_read_through_the_old_paths_are_the_new_ones():
 @override_settings(ALKQUEUE={"METRICS_TOKEN": TOKEN})
 def test_a_urlconf_that_includes_the_old_metrics_urls_still_serves_the_scrape():
     alias("django_alkqueue.metrics.urls")
-    urlconf = SimpleNamespace(urlpatterns=[path("old/", include("django_alkqueue.metrics.urls"))])
+    urlconf = ModuleType("a_project_urls")
+    urlconf.urlpatterns = [path("old/", include("django_alkqueue.metrics.urls"))]
     with override_settings(ROOT_URLCONF=urlconf):
         response = Client().get("/old/", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200
