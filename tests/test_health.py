@@ -1,5 +1,5 @@
-"""`manage.py alk_health` and its checks (health.py): one line per problem, one exit status per
-kind of problem, the database and migrations first."""
+"""`manage.py alk_health` and its checks (reports/health.py): one line per problem, one exit
+status per kind of problem, the database and migrations first."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ def burst() -> tuple[list[int], list[dict[str, object]]]:
     """A burst worker that ran one job to each outcome: the jobs' ids and its records."""
     reports = queue("shop-reports")
     ids = [reports.enqueue(payload).id for payload in ({}, {"fail_times": 1}, {"fail": "no"})]
-    # -v 2: a success's line is DEBUG (worker/report.py).
+    # -v 2: a success's line is DEBUG (reports/worker_report.py).
     output = run_worker("--queue", "shop-reports", "--burst", "--worker-id", "logs-1", "-v", "2",
                         env={"ALKQUEUE_JSON_LOGS": "1"})  # fmt: skip
     return ids, json_records(output)

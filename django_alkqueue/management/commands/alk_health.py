@@ -1,5 +1,5 @@
-"""`manage.py alk_health`: parse the options, run the checks (health.py), print one line per
-problem and exit with the status of the most fundamental one (docs/operations.md)."""
+"""`manage.py alk_health`: parse the options, run the checks (reports/health.py), print one
+line per problem and exit with the status of the most fundamental one (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ class Command(QueueCommand):
             run_with_reload(sys.argv)
             return
         # -v 0: warnings only; -v 1: start-up, a summary every 10 s, a line per job that did
-        # not succeed; -v 2 and up: debug, with a line per success (worker/report.py).
+        # not succeed; -v 2 and up: debug, with a line per success (reports/worker_report.py).
         levels = {0: logging.WARNING, 1: logging.INFO}
         logger = logging.getLogger("django_alkqueue")
         logger.setLevel(levels.get(options["verbosity"], logging.DEBUG))
