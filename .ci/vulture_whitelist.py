@@ -11,15 +11,16 @@ _ = object()
 _.heading  # charts.Chart
 _.estimated, _.at_least  # counts: the paginator's count
 _.handler_name, _.slow  # overview's rows
-_.first_seen, _.last_seen, _.group_query  # status.ErrorGroup
-_.keys_masked  # flow_status
+_.first_seen, _.last_seen, _.group_query  # reports/frequent_errors.ErrorGroup
+_.keys_masked  # reports/flow_status
 _.share_percent  # admin/fair_weights.KeyRow
 
 # Fields of dataclasses written out whole (dataclasses.asdict: alk_status --json, alk_health
 # --json, the overview's context).
-_.subject  # health.Problem
-_.served, _.limit_sources  # status.QueueStatus
-_.finished_5m, _.failed_5m, _.finished_1h, _.failed_1h, _.snoozed_1h  # status
+_.subject  # reports/health.Problem
+_.served, _.limit_sources  # reports/status.QueueRow
+# reports/queue_stats.Throughput
+_.finished_5m, _.failed_5m, _.finished_1h, _.failed_1h, _.snoozed_1h
 _.dead_lettered
 
 # Loaded by Django by name: the AppConfig (INSTALLED_APPS), the pytest plugin's fixture (the

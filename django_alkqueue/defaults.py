@@ -65,5 +65,5 @@ JOBS_LISTED = 50
 #: Most characters of error text stored per job or task attempt (error_text.py).
 MAX_ERROR_CHARS = 64 * 1024
 #: Most characters of an error's first line in the worker's line for a job that did not
-#: succeed (worker/report.py).
+#: succeed (reports/worker_report.py).
 LOGGED_ERROR_CHARS = 200

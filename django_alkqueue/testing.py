@@ -143,11 +143,11 @@ class _Runner:
     def __init__(self, names: tuple[str, ...], using: str) -> None:
         # App registry: pytest loads this plugin before Django is set up; these import the models.
         from .queues import queue
+        from .reports.worker_stats import WorkerStats
         from .worker.acker import AckService
         from .worker.executor import Executor
         from .worker.inflight import InFlight
         from .worker.served import resolve_specs
-        from .worker.stats import WorkerStats
 
         try:
             specs = resolve_specs(names)

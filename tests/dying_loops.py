@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from django_alkqueue.reports.worker_report import StatusReportService
 from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.claimer import ClaimService
 from django_alkqueue.worker.heartbeats import HeartbeatService
@@ -20,7 +21,6 @@ from django_alkqueue.worker.listener import ListenService
 from django_alkqueue.worker.maintenance import ReclaimService
 from django_alkqueue.worker.presence import PresenceService
 from django_alkqueue.worker.queue_stats import QueueStatDeltaService
-from django_alkqueue.worker.report import StatusReportService
 
 
 class MadeToDie(RuntimeError):

@@ -23,7 +23,7 @@ from django.utils import timezone
 from django_alkqueue import queue
 from django_alkqueue.admin.compat import DETAIL_PAGE_ACTIONS
 from django_alkqueue.models import Consumer, QueueMessage, QueueStat
-from django_alkqueue.status import minute_of
+from django_alkqueue.reports.queue_stats import minute_of
 from testproject.shop.models import HandlerRun
 from tests.admin_helpers import add_worker, dead_lettered, make_user
 from tests.workers import ROOT, run_worker

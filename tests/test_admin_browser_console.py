@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from django_alkqueue.models import DeadLetter, QueueMessage, QueueStat
-from django_alkqueue.status import minute_of
+from django_alkqueue.reports.queue_stats import minute_of
 from tests import test_admin_browser as browser
 from tests.admin_helpers import dead_lettered
 from tests.test_admin_browser import seed_incident, shot

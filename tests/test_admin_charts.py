@@ -19,7 +19,7 @@ from django_alkqueue.admin.charts import (
     window_from,
 )
 from django_alkqueue.admin.queue_charts import depth_chart, throughput_chart, timing_chart
-from django_alkqueue.status import StatPoint
+from django_alkqueue.reports.queue_stats import StatPoint
 
 NOW = datetime(2030, 1, 1, 12, 0, 30, tzinfo=UTC)
 ONE_HOUR = WINDOWS["1h"]

@@ -15,7 +15,7 @@ from django_alkqueue import operations, queue
 from django_alkqueue.error_groups import fingerprint
 from django_alkqueue.jobs import EXPIRED, MAX_ATTEMPTS_EXCEEDED
 from django_alkqueue.models import DeadLetter, QueueMessage
-from django_alkqueue.status import frequent_errors
+from django_alkqueue.reports.frequent_errors import frequent_errors
 from tests.admin_helpers import DEAD, OVERVIEW, client_for, dead_lettered, make_user, queue_url
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection, connections
 
-from django_alkqueue.admin import health
+from django_alkqueue.reports import database_health
 from django_alkqueue.sql import dialect_for
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -42,50 +42,57 @@ def slot(name="standby", active=True, xmin=None):
 
 
 def test_dead_tuples_under_the_threshold_are_fine():
-    assert health.judge_tables([table(dead=health.DEAD_TUPLES_WARN - 1)], NOW).warning is None
+    assert (
+        database_health.judge_tables(
+            [table(dead=database_health.DEAD_TUPLES_WARN - 1)], NOW
+        ).warning
+        is None
+    )
 
 
 def test_dead_tuples_over_the_threshold_warn_with_the_last_vacuum():
-    check = health.judge_tables(
-        [table(dead=health.DEAD_TUPLES_WARN, vacuumed=NOW - timedelta(hours=2))], NOW
+    check = database_health.judge_tables(
+        [table(dead=database_health.DEAD_TUPLES_WARN, vacuumed=NOW - timedelta(hours=2))], NOW
     )
     assert "alkqueue_message has 50,000 dead tuples (last vacuum 2 h 0 min ago)" in check.warning
 
 
 def test_a_transaction_open_past_the_threshold_names_its_session():
-    young = health.judge_sessions([session(age=health.OLD_TRANSACTION_WARN - 1)])
+    young = database_health.judge_sessions([session(age=database_health.OLD_TRANSACTION_WARN - 1)])
     assert young.warning is None
-    old = health.judge_sessions([session(pid=7, age=health.OLD_TRANSACTION_WARN)])
+    old = database_health.judge_sessions([session(pid=7, age=database_health.OLD_TRANSACTION_WARN)])
     assert "Session pid 7 (app, psql) has had a transaction open for 5 min" in old.warning
     assert "pg_terminate_backend(7)" in old.warning
 
 
 def test_the_session_holding_back_vacuum_is_named_in_the_status():
-    check = health.judge_sessions([session(pid=1, xmin=5), session(pid=2, age=None, xmin=900)])
+    check = database_health.judge_sessions(
+        [session(pid=1, xmin=5), session(pid=2, age=None, xmin=900)]
+    )
     assert "vacuum is held back by pid 2 (900 xids)" in check.status
 
 
 def test_no_open_transaction_is_fine():
-    check = health.judge_sessions([])
+    check = database_health.judge_sessions([])
     assert (check.status, check.warning) == ("no open transaction", None)
 
 
 def test_an_inactive_slot_holding_xmin_warns():
-    assert health.judge_slots([slot(active=True, xmin=10)]).warning is None
-    assert health.judge_slots([slot(active=False, xmin=None)]).warning is None
-    check = health.judge_slots([slot(name="old", active=False, xmin=10)])
+    assert database_health.judge_slots([slot(active=True, xmin=10)]).warning is None
+    assert database_health.judge_slots([slot(active=False, xmin=None)]).warning is None
+    check = database_health.judge_slots([slot(name="old", active=False, xmin=10)])
     assert "Replication slot old (inactive) holds xmin back by 10" in check.warning
 
 
 def test_an_active_slot_far_behind_warns():
-    check = health.judge_slots([slot(xmin=health.SLOT_XMIN_AGE_WARN)])
+    check = database_health.judge_slots([slot(xmin=database_health.SLOT_XMIN_AGE_WARN)])
     assert "pg_drop_replication_slot('standby')" in check.warning
 
 
 @pytest.mark.postgres_only
 @pytest.mark.django_db
 def test_the_catalog_reads_run_on_postgresql():
-    checks = health.run_checks("default", NOW)
+    checks = database_health.run_checks("default", NOW)
     assert [c.title for c in checks] == [
         "Dead tuples and autovacuum",
         "Oldest transaction",
@@ -98,14 +105,14 @@ def test_the_catalog_reads_run_on_postgresql():
 @pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_a_real_long_transaction_is_found(monkeypatch):
-    monkeypatch.setattr(health, "OLD_TRANSACTION_WARN", 0.0)
+    monkeypatch.setattr(database_health, "OLD_TRANSACTION_WARN", 0.0)
     other = connections.create_connection("default")
     try:
         other.set_autocommit(False)
         with other.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid(), txid_current()")
             pid = cursor.fetchone()[0]
-        check = health.judge_sessions(dialect_for(connection).open_sessions(connection))
+        check = database_health.judge_sessions(dialect_for(connection).open_sessions(connection))
         assert f"Session pid {pid}" in check.warning
         assert str(pid) in [row[0] for row in check.rows]
     finally:
@@ -126,7 +133,7 @@ def test_a_held_snapshot_that_wrote_nothing_is_named_as_holding_vacuum_back():
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cursor.execute("SELECT pg_backend_pid()")
             pid = cursor.fetchone()[0]
-        check = health.judge_sessions(dialect_for(connection).open_sessions(connection))
+        check = database_health.judge_sessions(dialect_for(connection).open_sessions(connection))
         assert f"vacuum is held back by pid {pid} (" in check.status
     finally:
         other.rollback()

@@ -13,10 +13,10 @@ from django.utils import timezone
 
 import django_alkqueue
 from django_alkqueue import queue
-from django_alkqueue.admin import health
 from django_alkqueue.admin.charts import WINDOWS, bucketize
 from django_alkqueue.models import DeadLetter, QueueMessage, QueueStat
-from django_alkqueue.status import history, hourly_history, minute_of
+from django_alkqueue.reports import database_health
+from django_alkqueue.reports.queue_stats import history, hourly_history, minute_of
 from tests.admin_helpers import (
     CONSUMERS,
     DEAD,
@@ -280,10 +280,10 @@ def test_stale_claims_judgement_flags_lapsed_leases_nobody_reclaims():
             "first_lapse": now - timedelta(minutes=5),
         }
     ]
-    check = health.judge_claims(claims, {"host:9": now - timedelta(minutes=10)}, now)
+    check = database_health.judge_claims(claims, {"host:9": now - timedelta(minutes=10)}, now)
     assert "2 jobs are claimed by workers that stopped heartbeating" in check.warning
     assert "no worker is reclaiming" in check.warning
-    fresh = health.judge_claims(
+    fresh = database_health.judge_claims(
         [{**claims[0], "lapsed": 0, "first_lapse": None}], {"host:9": now}, now
     )
     assert fresh.warning is None

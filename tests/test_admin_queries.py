@@ -15,8 +15,8 @@ from django.utils import timezone
 from django_alkqueue import queue
 from django_alkqueue.admin.counts import EstimatedCountPaginator
 from django_alkqueue.models import Consumer, DeadLetter, Worker
+from django_alkqueue.reports.status import known_queues
 from django_alkqueue.sql.queue_scans import KNOWN_QUEUES_SQL
-from django_alkqueue.status import known_queues
 from tests.admin_helpers import (
     CONSUMERS,
     DEAD,

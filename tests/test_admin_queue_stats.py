@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from django_alkqueue import queue, timings
 from django_alkqueue.models import QueueStat
-from django_alkqueue.status import minute_of
+from django_alkqueue.reports.queue_stats import minute_of
+from django_alkqueue.reports.worker_report import TIMED_PER_BATCH, sampled_times
+from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.worker.queue_stats import QueueStatCountService, QueueStatDeltaService
-from django_alkqueue.worker.report import TIMED_PER_BATCH, sampled_times
-from django_alkqueue.worker.stats import WorkerStats
 from testproject.shop.models import HandlerRun
 from tests.admin_helpers import queue_url
 from tests.workers import run_worker

@@ -15,7 +15,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from django_alkqueue import health
+import django_alkqueue
+from django_alkqueue.reports import health
 from tests.workers import run_manage
 
 pytestmark = pytest.mark.django_db
@@ -128,7 +129,7 @@ def test_a_database_never_migrated_says_run_migrate_and_exits_4(command, fresh_d
 
     assert result.returncode == health.MIGRATIONS_UNAPPLIED, result.stderr
     line = the_line(result.stderr)
-    ours = len(list((Path(health.__file__).parent / "migrations").glob("0*.py")))
+    ours = len(list((Path(django_alkqueue.__file__).parent / "migrations").glob("0*.py")))
     assert line.startswith(f"{ours} unapplied migrations: django_alkqueue.0001_initial, ")
     assert line.endswith("; run `python manage.py migrate`")
 

@@ -20,11 +20,11 @@ from django.db.utils import load_backend
 from django.test import override_settings
 
 from django_alkqueue import queue
-from django_alkqueue.admin import health
 from django_alkqueue.checks import check_database, sqlite_journal
 from django_alkqueue.conf import read_settings
 from django_alkqueue.exceptions import UnsupportedDatabase
 from django_alkqueue.models import QueueMessage
+from django_alkqueue.reports import database_health
 from django_alkqueue.sql import dialect_for, dialect_name
 from django_alkqueue.sql.locks import SESSION_LOCKS
 from django_alkqueue.sql.orm import OrmDialect
@@ -210,22 +210,22 @@ def test_e102_the_tasks_backend_without_the_app_installed_stops_check_with_its_i
 
 
 def test_a_long_innodb_history_list_is_a_warning_that_names_the_open_transaction():
-    assert health.judge_history_length(12).warning is None
-    check = health.judge_history_length(health.HISTORY_LENGTH_WARN)
+    assert database_health.judge_history_length(12).warning is None
+    check = database_health.judge_history_length(database_health.HISTORY_LENGTH_WARN)
     assert check.warning is not None and "INNODB_TRX" in check.warning
 
 
 def test_an_unreadable_history_list_says_which_privilege_is_missing():
-    assert "PROCESS" in health.judge_history_length(None).status
+    assert "PROCESS" in database_health.judge_history_length(None).status
 
 
 def test_the_health_section_reads_the_history_list_length_where_the_database_keeps_one(clock):
-    titles = [check.title for check in health.run_checks("default", clock())]
+    titles = [check.title for check in database_health.run_checks("default", clock())]
     has_it = dialect_for(connection).supports_undo_history
     assert ("InnoDB history list length" in titles) == has_it
     assert has_it == (connection.vendor == "mysql")
     if has_it:
-        [check] = [c for c in health.run_checks("default", clock()) if "InnoDB" in c.title]
+        [check] = [c for c in database_health.run_checks("default", clock()) if "InnoDB" in c.title]
         assert "undo records not yet purged" in check.status
 
 

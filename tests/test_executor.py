@@ -9,11 +9,11 @@ import pytest
 from django_alkqueue import Fail, Retry, RetryPolicy
 from django_alkqueue.consumers import ConsumerSpec
 from django_alkqueue.jobs import Job
+from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.signals import job_dead_lettered, job_retried, job_started, job_succeeded
 from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.stats import WorkerStats
 from testproject.shop.models import LedgerEntry
 
 pytestmark = pytest.mark.django_db

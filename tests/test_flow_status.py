@@ -14,10 +14,11 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_alkqueue import flow_status, queue
+from django_alkqueue import queue
 from django_alkqueue.limits import Limits, Rate
 from django_alkqueue.models import ClaimLedger, Consumer, QueueMessage
 from django_alkqueue.queues import Queue
+from django_alkqueue.reports import flow_status
 from tests.clocks import FakeClock
 
 pytestmark = pytest.mark.django_db

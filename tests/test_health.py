@@ -1,5 +1,5 @@
-"""`manage.py alk_health` and its checks (health.py): one line per problem, one exit status per
-kind of problem, the database and migrations first."""
+"""`manage.py alk_health` and its checks (reports/health.py): one line per problem, one exit
+status per kind of problem, the database and migrations first."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
-from django_alkqueue import health
 from django_alkqueue.models import Consumer, QueueMessage, Worker
 from django_alkqueue.queues import Queue
+from django_alkqueue.reports import health
+from django_alkqueue.reports.status import oldest_pending_ages
 from django_alkqueue.sql.queue_scans import oldest_unclaimed_sql
-from django_alkqueue.status import oldest_pending_ages
 from django_alkqueue.worker.queue_stats import QueueStatCountService
 from tests.clocks import FakeClock
 from tests.conftest import fill_ten_queues

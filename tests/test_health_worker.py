@@ -10,10 +10,11 @@ import time
 import pytest
 from django.utils import timezone
 
-from django_alkqueue import health, queue
+from django_alkqueue import queue
 from django_alkqueue.models import Worker
+from django_alkqueue.reports import health
+from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.worker.presence import PresenceService
-from django_alkqueue.worker.stats import WorkerStats
 from tests.clocks import FakeClock
 from tests.conftest import wait_until
 from tests.workers import Watched, run_manage, start_worker, stop

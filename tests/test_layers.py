@@ -27,10 +27,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("values and settings", (
         "exceptions", "defaults", "validation", "clock", "payload", "fields", "jobs",
         "limit_values", "conf", "backoff", "consumers", "models", "limits", "fair_share",
-        "error_groups",
-        "error_text", "outcomes", "timings", "signals", "hooks", "history", "privacy",
-        "running", "steps", "tracing", "tasks_compat", "check_hints", "workflows.specs",
-        "workflows.graph",
+        "error_groups", "error_text", "outcomes", "timings", "signals", "hooks", "history",
+        "privacy", "running", "steps", "tracing", "tasks_compat", "check_hints",
+        "workflows.specs", "workflows.graph", "deprecation",
     )),
     # The drivers: each dialect takes values and returns rows.
     ("sql", ("sql",)),
@@ -43,16 +42,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     # The public API: the queue, the Django Tasks backend and its runner.
     ("the public API", ("queues", "backend", "task_runner", "task_queues")),
-    # Features built on the API and the reports: chains, periodic jobs, flow status, status
-    # and health, the operator's actions and their audit.
+    # Features built on the API, the operator's actions and their audit; and reports/, all
+    # that reports on queues and workers (status, health, flow status, statistics, the
+    # worker's report, the metrics and their view), read by the worker, the admin and the
+    # commands above. The old paths of the reports (status, flow_status, health, metrics)
+    # are deprecated aliases of them, in their layer.
     ("features and reports", (
-        "workflows", "periodic", "flow_status", "status", "health", "audit", "job_filters",
-        "job_actions",
+        "workflows", "periodic", "audit", "job_filters", "job_actions", "reports", "status",
+        "flow_status", "health", "metrics",
     )),
     # The processes and the pages that use all of the above.
-    ("worker, admin, commands, metrics, testing", (
-        "worker", "admin", "admin_site", "management", "metrics", "templatetags", "testing",
-        "checks", "apps", "migrations", "",
+    ("worker, admin, commands, testing", (
+        "worker", "admin", "admin_site", "management", "templatetags", "testing", "checks",
+        "apps", "migrations", "",
     )),
 )  # fmt: skip
 #: Function-level imports of the library, each with why: an import at call time hides a
@@ -65,7 +67,7 @@ FUNCTION_LEVEL = {
     ),
     ("apps.py", "django_alkqueue.checks"): "app registry: the checks import the models",
     ("apps.py", "django_alkqueue.queues"): "app registry: the queue API imports the models",
-    ("metrics/views.py", "django_alkqueue.metrics.collector"): (
+    ("reports/metrics/views.py", "django_alkqueue.reports.metrics.collector"): (
         "app registry: a URLconf loads the view where the app is missing (E103), and the "
         "collector imports the Tasks backend, which refuses to load then (E102)"
     ),
@@ -76,7 +78,7 @@ FUNCTION_LEVEL = {
         )
         for name in (
             "models", "queues", "operations", "worker.acker", "worker.executor",
-            "worker.inflight", "worker.served", "worker.stats",
+            "worker.inflight", "worker.served", "reports.worker_stats",
         )
     },
 }  # fmt: skip
@@ -324,3 +326,13 @@ def test_a_lower_layer_wins_for_a_module_of_a_package_above() -> None:
     assert LAYERS[layer_of("workflows.specs")][0] == "values and settings"
     assert LAYERS[layer_of("workflows.batches")][0] == "operations"
     assert LAYERS[layer_of("workflows.chains")][0] == "features and reports"
+
+
+def test_the_reports_sit_below_the_worker_and_the_admin_that_read_them() -> None:
+    # reports/ holds the metrics' view too: it imports only the settings, the clock and the
+    # collector, so nothing of it looks up.
+    for report in ("reports.worker_stats", "reports.worker_report", "reports.database_health",
+                   "reports.metrics.views", "reports.metrics.urls"):  # fmt: skip
+        assert LAYERS[layer_of(report)][0] == "features and reports"
+    for reader in ("worker.runner", "admin.overview", "management.commands.alk_status"):
+        assert layer_of(reader) > layer_of("reports")

@@ -9,6 +9,7 @@ from django.db import connections
 
 from django_alkqueue.clock import system_clock
 from django_alkqueue.models import Consumer, DeadLetter, Worker
+from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.sql import dialect_for, dialect_name
 from django_alkqueue.worker.consumer_table import sync_consumers
 from django_alkqueue.worker.heartbeats import HeartbeatService
@@ -16,7 +17,6 @@ from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.leader import LEADER_LOCK_KEY, Leadership
 from django_alkqueue.worker.maintenance import ReclaimService, SweepService
 from django_alkqueue.worker.presence import PresenceService
-from django_alkqueue.worker.stats import WorkerStats
 
 pytestmark = pytest.mark.django_db
 

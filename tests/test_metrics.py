@@ -1,5 +1,5 @@
-"""The Prometheus view (django_alkqueue.metrics): who may scrape it, and that what it exposes
-is what the tables hold, parsed with prometheus_client's own parser."""
+"""The Prometheus view (django_alkqueue.reports.metrics): who may scrape it, and that what it
+exposes is what the tables hold, parsed with prometheus_client's own parser."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_alkqueue import queue
-from django_alkqueue.metrics.collector import hour_of
-from django_alkqueue.metrics.hour_sums import hour_sums
 from django_alkqueue.models import Consumer, FinishedJob, QueueStat, Worker
+from django_alkqueue.reports.metrics.collector import hour_of
+from django_alkqueue.reports.metrics.hour_sums import hour_sums
 from django_alkqueue.sql import dialect_name
 from django_alkqueue.worker.queue_stats import QueueStatCountService
 from tests.admin_helpers import Seeded, add_worker, client_for, make_user

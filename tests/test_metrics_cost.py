@@ -12,10 +12,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_alkqueue import health
-from django_alkqueue.metrics.collector import HISTOGRAM_COLUMNS, hour_of
-from django_alkqueue.metrics.hour_sums import HourSums, hour_sums
 from django_alkqueue.models import QueueStat
+from django_alkqueue.reports import health
+from django_alkqueue.reports.metrics.collector import HISTOGRAM_COLUMNS, hour_of
+from django_alkqueue.reports.metrics.hour_sums import HourSums, hour_sums
 from django_alkqueue.worker.queue_stats import QueueStatCountService
 from tests.conftest import fill_ten_queues
 

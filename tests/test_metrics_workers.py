@@ -8,8 +8,8 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_alkqueue import queue
-from django_alkqueue.metrics.collector import hour_of
-from django_alkqueue.metrics.hour_sums import hour_sums
+from django_alkqueue.reports.metrics.collector import hour_of
+from django_alkqueue.reports.metrics.hour_sums import hour_sums
 from tests.admin_helpers import client_for, make_user
 from tests.workers import run_worker
 

@@ -14,7 +14,7 @@ from django.test import override_settings
 from django_alkqueue import InvalidOption, consumer, queue
 from django_alkqueue.consumers import registry
 from django_alkqueue.privacy import MASK, is_sensitive, masked
-from django_alkqueue.status import QueueRow, WorkerRow
+from django_alkqueue.reports.status import QueueRow, WorkerRow
 
 SECRET = "4111-1111-1111-1111"
 

@@ -20,11 +20,11 @@ from django_alkqueue import operations, queue
 from django_alkqueue.consumers import registry
 from django_alkqueue.models import JobStep, QueueMessage
 from django_alkqueue.queues import JobHandle
+from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.served import resolve_specs
-from django_alkqueue.worker.stats import WorkerStats
 from testproject.shop.models import HandlerRun
 from tests.clocks import FakeClock
 from tests.conftest import fill_ten_queues

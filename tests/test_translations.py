@@ -20,8 +20,8 @@ from django.utils import translation
 
 from django_alkqueue import queue
 from django_alkqueue.models import DeadLetter
-from django_alkqueue.worker.report import StatusReportService
-from django_alkqueue.worker.stats import WorkerStats
+from django_alkqueue.reports.worker_report import StatusReportService
+from django_alkqueue.reports.worker_stats import WorkerStats
 from tests.admin_helpers import DEAD, JOBS, OVERVIEW, add_worker, client_for, make_user, queue_url
 
 PACKAGE = Path(__file__).resolve().parent.parent / "django_alkqueue"

@@ -15,11 +15,11 @@ from django_alkqueue.clock import system_clock
 from django_alkqueue.consumers import ConsumerSpec, consumer, registry
 from django_alkqueue.limits import REFRESH_EVERY
 from django_alkqueue.models import Consumer, QueueMessage
+from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.flow_state import FlowState
 from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.stats import WorkerStats
 from tests.conftest import wait_until
 from tests.test_worker_command import workers  # noqa: F401  (the fixture)
 from tests.workers import run_worker

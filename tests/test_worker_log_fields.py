@@ -10,7 +10,7 @@ import pytest
 
 from django_alkqueue import queue
 from django_alkqueue.models import QueueMessage
-from django_alkqueue.worker.report import JOB_FIELDS, JobFieldDefaults
+from django_alkqueue.reports.worker_report import JOB_FIELDS, JobFieldDefaults
 from tests.conftest import RUNNING_CONSUMERS, wait_until
 from tests.workers import Watched, run_worker, start_worker, stop
 
@@ -26,7 +26,7 @@ def burst() -> tuple[list[int], list[dict[str, object]]]:
     """A burst worker that ran one job to each outcome: the jobs' ids and its records."""
     reports = queue("shop-reports")
     ids = [reports.enqueue(payload).id for payload in ({}, {"fail_times": 1}, {"fail": "no"})]
-    # -v 2: a success's line is DEBUG (worker/report.py).
+    # -v 2: a success's line is DEBUG (reports/worker_report.py).
     output = run_worker("--queue", "shop-reports", "--burst", "--worker-id", "logs-1", "-v", "2",
                         env={"ALKQUEUE_JSON_LOGS": "1"})  # fmt: skip
     return ids, json_records(output)

@@ -10,13 +10,13 @@ import pytest
 from django.db import OperationalError
 
 from django_alkqueue.clock import system_clock
+from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.worker.acker import IDLE_WAIT, AckService
 from django_alkqueue.worker.claimer import Claimer, ClaimService, PausedQueues
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.leader import Leadership
 from django_alkqueue.worker.maintenance import LeaderService
 from django_alkqueue.worker.service import Backoff, Loop
-from django_alkqueue.worker.stats import WorkerStats
 from tests.conftest import wait_until
 
 

@@ -17,13 +17,13 @@ from django.core.management.base import OutputWrapper
 from django_alkqueue import Job, queue
 from django_alkqueue.clock import system_clock
 from django_alkqueue.jobs import make_job
-from django_alkqueue.worker.report import (
+from django_alkqueue.reports.worker_report import (
     StatusReportService,
     report_outcome,
     report_successes,
     summary_line,
 )
-from django_alkqueue.worker.stats import WorkerStats
+from django_alkqueue.reports.worker_stats import WorkerStats
 from tests.workers import database_env, worker_command
 
 

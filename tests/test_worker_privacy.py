@@ -15,10 +15,10 @@ from django_alkqueue.backoff import RetryPolicy
 from django_alkqueue.consumers import ConsumerSpec
 from django_alkqueue.error_text import WITHHELD
 from django_alkqueue.models import DeadLetter
+from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
-from django_alkqueue.worker.stats import WorkerStats
 from tests.workers import run_worker
 
 CARD = "4111111111111111"

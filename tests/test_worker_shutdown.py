@@ -13,11 +13,11 @@ from django_alkqueue import RetryPolicy, queue
 from django_alkqueue.consumers import ConsumerSpec
 from django_alkqueue.models import QueueMessage
 from django_alkqueue.queues import JobHandle, Queue
+from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
 from django_alkqueue.worker.inflight import InFlight
 from django_alkqueue.worker.pool import ThreadPool
-from django_alkqueue.worker.stats import WorkerStats
 from testproject.shop.models import HandlerRun
 from tests.conftest import wait_until
 from tests.test_worker_command import has_run, runs_of, workers  # noqa: F401  (the fixture)

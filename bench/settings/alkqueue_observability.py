@@ -10,4 +10,4 @@ from .alkqueue import ALKQUEUE
 
 ALKQUEUE = {**ALKQUEUE, "METRICS_TOKEN": os.environ.get("BENCH_METRICS_TOKEN")}
 ROOT_URLCONF = "bench.settings.alkqueue_observability"
-urlpatterns = [path("metrics/", include("django_alkqueue.metrics.urls"))]
+urlpatterns = [path("metrics/", include("django_alkqueue.reports.metrics.urls"))]

@@ -14,7 +14,6 @@ from django.contrib.admin.views.main import ERROR_FLAG, IGNORED_PARAMS, PAGE_VAR
 from django.db import connections, router
 from django.db.models import Field, ForeignObjectRel, IntegerField, Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.utils.formats import number_format
 from django.utils.html import escape
 from django.utils.translation import gettext as _
 
@@ -274,8 +273,3 @@ class QueueAdmin(ModelAdmin[M]):
                     content_type="text/plain; charset=utf-8",
                 )
         return None
-
-
-def grouped(n: int) -> str:
-    """A whole number with the active language's thousands separator: 12,345 or 12.345."""
-    return number_format(n, force_grouping=True)

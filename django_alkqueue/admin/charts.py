@@ -22,8 +22,8 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from ..status import StatPoint
-from .base import grouped
+from ..reports.formats import grouped
+from ..reports.queue_stats import StatPoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Bucket:
     claimed: int | None = None
     finished: int = 0
     failed: int = 0
-    #: Histograms of wait and run times (status.TIMING_BOUNDS), summed over the bucket.
+    #: Histograms of wait and run times (timings.py's bins), summed over the bucket.
     wait: list[int] = dataclasses.field(default_factory=list)
     run: list[int] = dataclasses.field(default_factory=list)
     #: The seconds the run histogram's calls took in all (timings.percentile's `seconds`).

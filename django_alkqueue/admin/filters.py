@@ -24,7 +24,7 @@ from ..models import (
     QueueMessageQuerySet,
     WorkerQuerySet,
 )
-from ..status import known_queues
+from ..reports.status import known_queues
 from .base import parse_int
 
 #: The live states as pages show them; the URL keeps the English word (?state=pending).

@@ -17,13 +17,14 @@ from django.utils.translation import gettext_lazy, pgettext_lazy
 from ..history import keeping_queues
 from ..jobs import HISTORY_STATES
 from ..models import FinishedJob
+from ..reports.formats import format_age
 from .base import QueueAdmin
 from .date_links import date_links
 from .filters import BatchFilter, QueueFilter
 from .masking import PayloadPrivacy
 from .steps_panel import StepsPanel
 from .stored_text import masked_json, preformatted, pretty_json
-from .times import format_age, when
+from .times import when
 from .workflow_panel import WorkflowPanel
 
 OUTPUT_FIELD, OUTPUT_MASKED = "output_json", "output_masked"

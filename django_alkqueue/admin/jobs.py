@@ -26,6 +26,7 @@ from ..clock import system_clock
 from ..jobs import Progress, live_state, stored_progress
 from ..models import CancelRequest, QueueMessage, WaitingJob
 from ..privacy import masked_key
+from ..reports.formats import format_age
 from ..validation import PRIORITY_MAX, PRIORITY_MIN
 from .audit import actor
 from .base import LIVE_SECONDS, QueueAdmin, reload_without_scripts
@@ -40,7 +41,7 @@ from .signal_form import URL_NAME as SIGNAL_URL_NAME
 from .signal_form import SignalPanel, send_signal_view
 from .steps_panel import StepsPanel
 from .stored_text import preformatted
-from .times import detail, format_age, timestamp, waiting_words, when
+from .times import detail, timestamp, waiting_words, when
 from .workflow_panel import WorkflowPanel
 
 

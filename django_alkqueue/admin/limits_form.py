@@ -19,9 +19,9 @@ from django.utils.translation import gettext_lazy
 
 from .. import limits as flow
 from ..exceptions import InvalidOption
-from ..flow_status import in_force, source_label
 from ..limits import LimitsInForce
 from ..models import Consumer
+from ..reports.flow_status import in_force, source_label
 
 _WHOLE = re.compile(r"[0-9]{1,12}")
 _EMPTY = gettext_lazy(" Empty: no limit.")

@@ -16,9 +16,9 @@ from django.http import HttpRequest
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy
 
-from ..flow_status import FlowFigures
 from ..models import Consumer
 from ..privacy import masked_key, sensitive_queues
+from ..reports.flow_status import FlowFigures
 from .stored_text import masked_json, pretty_json
 from .windows import UniqueWindowField
 

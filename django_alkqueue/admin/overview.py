@@ -23,17 +23,19 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from .. import flow_status, history, operations, status
+from .. import history, operations
 from ..clock import system_clock
 from ..conf import get_settings
 from ..models import Consumer, DeadLetter, FinishedJob, QueueMessage, QueueStat, Worker
+from ..reports import database_health, flow_status, queue_stats, status
+from ..reports.formats import format_age
+from ..reports.frequent_errors import frequent_errors
 from ..sql import dialect_for
-from . import charts, fair_weights, health, queue_charts
+from . import charts, fair_weights, queue_charts
 from .base import LIVE_SECONDS, NUL, ModelAdmin, reload_without_scripts
 from .links import changelist_url, queue_page_url
 from .masking import flows_as_seen
 from .permissions import has_perm, may_view
-from .times import format_age
 
 #: A pending job waiting longer than this is highlighted.
 SLOW_PENDING_AGE = 300.0
@@ -46,7 +48,7 @@ ERROR_GROUPS = 50
 @dataclasses.dataclass(frozen=True)
 class OverviewRow:
     figures: status.QueueRow
-    rate: status.Throughput
+    rate: queue_stats.Throughput
     chart: SafeString
 
     @property
@@ -78,19 +80,19 @@ def overview_page(
     throughput and charts over `window`; and the totals of every queue. Five queries (six for
     a window of hourly buckets), whatever the size; only the page's charts are drawn."""
     figures = status.queue_overview(using, now)
-    rates = status.throughput(using, now)
+    rates = queue_stats.throughput(using, now)
     matching = [f for f in figures if search.casefold() in f.queue.casefold()]
     page = Paginator(matching, QUEUES_PER_PAGE).get_page(number)
     hours = window.span.total_seconds() / 3600
     shown = [row.queue for row in page.object_list]
     if window.bucket % timedelta(hours=1):
-        series = status.history(using, now, hours, queues=shown)
+        series = queue_stats.history(using, now, hours, queues=shown)
     else:  # a bucket of whole hours: the database sums the minutes
-        series = status.hourly_history(using, now, hours, shown)
+        series = queue_stats.hourly_history(using, now, hours, shown)
     rows = [
         OverviewRow(
             row,
-            rates.get(row.queue, status.Throughput()),
+            rates.get(row.queue, queue_stats.Throughput()),
             charts.sparkline(
                 row.queue, charts.bucketize(series.get(row.queue, []), now, window), window
             ),
@@ -111,7 +113,9 @@ class OverviewPage:
     flows: list[flow_status.FlowFigures] = dataclasses.field(default_factory=list)
 
 
-def totals(figures: list[status.QueueRow], rates: dict[str, status.Throughput]) -> dict[str, Any]:
+def totals(
+    figures: list[status.QueueRow], rates: dict[str, queue_stats.Throughput]
+) -> dict[str, Any]:
     counted = ("pending", "scheduled", "sleeping", "waiting", "claimed", "dead")
     rated = ("finished_5m", "failed_5m", "finished_1h", "failed_1h", "snoozed_1h")
     total: dict[str, Any] = {f: sum(getattr(r, f) for r in figures) for f in counted}
@@ -201,7 +205,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "live_workers": sum(1 for w in workers if not w.stale),
             "stale_workers": sum(1 for w in workers if w.stale),
             "leader": next((w.worker_id for w in workers if w.is_leader and not w.stale), None),
-            "checks": health.run_checks(
+            "checks": database_health.run_checks(
                 using, now, session_sql=has_perm(request, QueueStat, "view_session_sql")
             ),
             "catalog_health": dialect_for(connections[using]).supports_catalog_health,
@@ -215,7 +219,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
         context = self._context(request, _("Error groups"))
         if not context["can_view_dead"]:
             raise PermissionDenied
-        context["errors"] = status.frequent_errors(QueueStat.objects.db, limit=ERROR_GROUPS)
+        context["errors"] = frequent_errors(QueueStat.objects.db, limit=ERROR_GROUPS)
         return TemplateResponse(request, "admin/django_alkqueue/errors.html", context)
 
     def queue_view(self, request: HttpRequest, name: str) -> HttpResponse:
@@ -232,11 +236,11 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             raise Http404(f"no queue {name!r}: no consumer, live job or dead letter names it")
         window: charts.Window = context["window"]
         hours = window.span.total_seconds() / 3600
-        points = status.history(using, now, hours, queue=name, with_times=True).get(name, [])
+        points = queue_stats.history(using, now, hours, queue=name, with_times=True).get(name, [])
         buckets = charts.bucketize(points, now, window)
         # The group titles come from dead letters' error texts: whoever may not open the
         # dead letters may not read them here either.
-        errors = status.frequent_errors(using, name) if context["can_view_dead"] else []
+        errors = frequent_errors(using, name) if context["can_view_dead"] else []
         limits = flow_status.in_force(
             name, *((consumer.code_limits, consumer.limit_overrides) if consumer else (None, None))
         )
@@ -250,7 +254,7 @@ class QueueStatAdmin(ModelAdmin[QueueStat]):
             "flow": flows_as_seen(request, [flow])[0] if flow else None,
             "figures": figures,
             "oldest": format_age(figures.oldest_pending_age) if figures.pending else "-",
-            "rate": status.throughput(using, now).get(name, status.Throughput()),
+            "rate": queue_stats.throughput(using, now).get(name, queue_stats.Throughput()),
             "charts": [
                 (_("Throughput"), queue_charts.throughput_chart(name, buckets, window)),
                 (_("Jobs by state"), queue_charts.depth_chart(name, buckets, window)),

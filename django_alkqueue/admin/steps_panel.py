@@ -20,10 +20,11 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from ..models import JobStep
+from ..reports.formats import format_age
 from ..steps import SIGNAL, SLEEP_UNTIL, TIMED_OUT
 from .masking import may_view_payload
 from .stored_text import masked_json, pretty_json
-from .times import format_age, when
+from .times import when
 
 #: The most steps the section lists: the last ones recorded.
 STEPS_SHOWN = 100

@@ -16,23 +16,10 @@ from django.utils.timezone import localtime
 from django.utils.translation import gettext as _
 
 from ..clock import system_clock
+from ..reports.formats import format_age
 
 #: The one format of a time (strftime), in the current time zone.
 FORMAT = "%Y-%m-%d %H:%M:%S"
-
-
-def format_age(seconds: float) -> str:
-    """12 s, 3 min 20 s, 2 h 5 min, 3 d 4 h."""
-    s = int(seconds)
-    if s < 60:
-        return _("%(s)d s") % {"s": s}
-    if s < 3600:
-        if s % 60:
-            return _("%(min)d min %(s)d s") % {"min": s // 60, "s": s % 60}
-        return _("%(min)d min") % {"min": s // 60}
-    if s < 86400:
-        return _("%(h)d h %(min)d min") % {"h": s // 3600, "min": s % 3600 // 60}
-    return _("%(d)d d %(h)d h") % {"d": s // 86400, "h": s % 86400 // 3600}
 
 
 def timestamp(at: datetime | None) -> str:

@@ -11,10 +11,11 @@ from django.utils.translation import gettext_lazy
 from ..clock import system_clock
 from ..conf import get_settings
 from ..models import Worker
-from .base import QueueAdmin, grouped
+from ..reports.formats import format_age, grouped
+from .base import QueueAdmin
 from .filters import WorkerStateFilter
 from .stored_text import cell
-from .times import format_age, when
+from .times import when
 
 
 def is_stale(worker: Worker) -> bool:

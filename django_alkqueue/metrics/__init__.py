@@ -1,3 +1,2 @@
-"""The Prometheus exposition view: include `django_alkqueue.metrics.urls` in the project's
-URLconf to turn it on (docs/operations.md, "Metrics"). Needs the `metrics` extra
-(prometheus_client), imported only when the view is called."""
+"""Deprecated: the Prometheus view moved to django_alkqueue.reports.metrics; its modules here
+(urls, views, hour_sums) are aliases that warn when imported."""

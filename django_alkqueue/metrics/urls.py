@@ -1,10 +1,7 @@
-"""`path("metrics/", include("django_alkqueue.metrics.urls"))`: the view is off unless included."""
+"""Deprecated: moved to django_alkqueue.reports.metrics.urls, whose public names this alias
+re-exports."""
 
-from __future__ import annotations
+from ..deprecation import moved
+from ..reports.metrics.urls import *  # noqa: F403
 
-from django.urls import path
-
-from .views import metrics
-
-app_name = "django_alkqueue_metrics"
-urlpatterns = [path("", metrics, name="metrics")]
+moved(__name__, "django_alkqueue.reports.metrics.urls")

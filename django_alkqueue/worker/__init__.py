@@ -28,14 +28,12 @@ presence.py       PresenceService: keeps this worker's row in the Worker table
 queue_stats.py    the QueueStat writers: QueueStatCountService, the leader's state counts of
                   each minute; QueueStatDeltaService, what each worker did in it
 reload.py         --reload: the worker as a child that Django's autoreloader restarts
-report.py         what the worker prints: a line per job, the status line (StatusReportService),
-                  the --burst table
+report.py         deprecated alias of reports/worker_report.py: what the worker prints and logs
 runner.py         one worker process: its parts built from one settings read, then the
                   start-up and shutdown sequence
 served.py         the consumers a worker serves (@consumer or the Tasks runner), or why none
 service.py        the one service shape (name, interval, run_once(now)), Loop and Backoff
 signal_relay.py   signal handlers that only write to a pipe; a thread runs the reaction
-stats.py          what this worker did, per queue and outcome
 step_records.py   a claimed job's durable steps, read and written fenced by its claim; one
                   claim's jobs read theirs in one statement
 supervisor.py     --processes P: starts, restarts and stops child worker processes
@@ -43,4 +41,7 @@ time_limits.py    TimeLimitService: cancels, then abandons, handlers past their 
 units.py          how the jobs of one claim become handler calls (batch consumers)
 vacuumer.py       VacuumService: the leader's VACUUM of the live table when autovacuum falls behind
 wire.py           what crosses the pipe to and from a process-pool child: work, outcomes
+
+What this worker did (WorkerStats) and what it prints (StatusReportService, a line per job)
+are reports: reports/worker_stats.py and reports/worker_report.py.
 """

@@ -10,10 +10,10 @@ from datetime import datetime
 from .. import signals
 from ..jobs import Job
 from ..queues import JobHandle, ack_handles
+from ..reports.worker_report import report_outcome, report_successes
+from ..reports.worker_stats import WorkerStats
 from .flow_state import FlowState
 from .inflight import InFlight
-from .report import report_outcome, report_successes
-from .stats import WorkerStats
 
 #: The most acks one flush sends.
 MAX_BATCH = 1000

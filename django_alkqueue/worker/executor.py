@@ -37,6 +37,8 @@ from ..jobs import Job
 from ..outcomes import Cancelled, Fail, Retry, Snooze
 from ..privacy import is_sensitive
 from ..queues import JobHandle, record_history_all
+from ..reports.worker_report import job_fields, report_outcome
+from ..reports.worker_stats import WorkerStats
 from ..running import CANCELLED, CLAIM_LOST, Run, running_job, running_jobs, settle_all, start_all
 from ..steps import IN_ATOMIC, IN_BATCH, Sleeping, Waiting
 from .acker import AckService
@@ -44,8 +46,6 @@ from .connections import ThreadConnections, ages_connections
 from .event_loop import EventLoopThread
 from .inflight import InFlight
 from .job_notices import NoNotices
-from .report import job_fields, report_outcome
-from .stats import WorkerStats
 from .step_records import ClaimedSteps, ClaimStepsLoad
 from .wire import child_error_text
 

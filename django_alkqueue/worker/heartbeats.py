@@ -19,10 +19,10 @@ from django.db import DatabaseError, InterfaceError
 from .. import defaults
 from ..jobs import Progress
 from ..queues import JobHandle, heartbeat_handles, held_claims
+from ..reports.worker_report import job_fields
 from ..running import CLAIM_LOST, Run
 from ..sql import Claim
 from .inflight import InFlight
-from .report import job_fields
 
 logger = logging.getLogger("django_alkqueue")
 

@@ -21,7 +21,7 @@ from ..error_text import private_error_text
 from ..jobs import Job
 from ..privacy import is_sensitive
 from ..queues import JobHandle
-from .report import job_fields
+from ..reports.worker_report import job_fields
 
 logger = logging.getLogger("django_alkqueue")
 

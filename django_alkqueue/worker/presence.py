@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..models import Worker
-from .stats import WorkerStats
+from ..reports.worker_stats import WorkerStats
 
 
 class PresenceService:

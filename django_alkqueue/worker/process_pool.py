@@ -42,13 +42,13 @@ from ..exceptions import TimeLimitExceeded, WorkerChildDied
 from ..jobs import Job
 from ..outcomes import Cancelled
 from ..queues import JobHandle
+from ..reports.worker_report import job_fields
 from ..running import CANCELLED, CLAIM_LOST, TIME_LIMIT, Run, RunningJob, run_of, running_job
 from ..sql import CrashRetry
 from . import child as child_module
 from .child_exits import crashed_by_its_job, death_text
 from .executor import HANDLER_ERRORS, Executor, LostClaim, error_text
 from .pool import ThreadPool
-from .report import job_fields
 from .step_records import ClaimedSteps
 from .wire import Outcome, Raised, Work, rebuilt
 

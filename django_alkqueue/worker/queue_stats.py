@@ -22,12 +22,13 @@ from django.db.models.functions import TruncMinute
 
 from .. import timings
 from ..conf import get_settings
-from ..flow_status import throttled_counts
 from ..models import DeadLetter, QueueStat
+from ..reports.flow_status import throttled_counts
+from ..reports.queue_stats import minute_of
+from ..reports.status import queue_overview
+from ..reports.worker_stats import BOUNDS, WorkerStats
 from ..sql import dialect_for
 from ..sql.queue_stat_deltas import DELTA_COLUMNS, Delta
-from ..status import minute_of, queue_overview
-from .stats import BOUNDS, WorkerStats
 
 #: Seconds between two readings of the leader: at least one lands in every minute.
 STATS_INTERVAL = 30.0

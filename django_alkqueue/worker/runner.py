@@ -26,6 +26,8 @@ from ..limits import REFRESH_EVERY
 from ..models import QueueMessage
 from ..periodic import PeriodicService
 from ..queues import JobHandle, queue
+from ..reports.worker_report import StatusReportService, Stream, report_shutdown
+from ..reports.worker_stats import WorkerStats
 from ..running import CANCELLED
 from ..sql import dialect_for, follow_up_delay
 from .acker import AckService
@@ -47,11 +49,9 @@ from .pool import ThreadPool
 from .presence import PresenceService
 from .process_pool import Children, ProcessExecutor, ProcessPool
 from .queue_stats import QueueStatCountService, QueueStatDeltaService
-from .report import StatusReportService, Stream, report_shutdown
 from .served import resolve_specs
 from .service import Loop, Service
 from .signal_relay import SignalRelay
-from .stats import WorkerStats
 from .time_limits import TimeLimitService
 from .units import Dispatch, jobs_per_call, worker_capacity
 from .vacuumer import VacuumService

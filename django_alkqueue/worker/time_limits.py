@@ -25,10 +25,10 @@ from datetime import datetime
 
 from .. import defaults
 from ..queues import JobHandle
+from ..reports.worker_report import job_fields
 from ..running import Run
 from .inflight import InFlight
 from .pool import ThreadPool
-from .report import job_fields
 
 logger = logging.getLogger("django_alkqueue")
 

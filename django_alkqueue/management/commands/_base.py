@@ -1,8 +1,9 @@
 """What every alk_* command does around its own work: before it starts, the database answers
 and the app's migrations are applied; a database error while it runs ends it with one line on
 stderr and a documented exit status, never a traceback (`-v 2` or `--traceback` print the
-traceback before the line). The words and the exit statuses are alk_health's (health.py):
-3 the database is unreachable or refuses, 4 migrations are unapplied (docs/operations.md).
+traceback before the line). The words and the exit statuses are alk_health's
+(reports/health.py): 3 the database is unreachable or refuses, 4 migrations are unapplied
+(docs/operations.md).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connections
 from django.utils.translation import gettext as _
 
-from django_alkqueue import health
 from django_alkqueue.conf import get_settings
+from django_alkqueue.reports import health
 
 #: The app whose migrations a command needs.
 APP_LABEL = "django_alkqueue"

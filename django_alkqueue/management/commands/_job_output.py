@@ -11,12 +11,12 @@ from datetime import datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext, pgettext, pgettext_lazy
 
-from django_alkqueue.flow_status import source_label
 from django_alkqueue.job_actions import Requeued
 from django_alkqueue.job_filters import ListedJob
 from django_alkqueue.jobs import HISTORY_STATES, Job
 from django_alkqueue.limits import NAMES, LimitsInForce
 from django_alkqueue.operations import RequeuedFromStep
+from django_alkqueue.reports.flow_status import source_label
 
 from ._terminal import json_default, printable, progress_text, table
 

@@ -1,5 +1,5 @@
-"""`manage.py alk_health`: parse the options, run the checks (health.py), print one line per
-problem and exit with the status of the most fundamental one (docs/operations.md)."""
+"""`manage.py alk_health`: parse the options, run the checks (reports/health.py), print one
+line per problem and exit with the status of the most fundamental one (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from django_alkqueue import defaults, health
+from django_alkqueue import defaults
 from django_alkqueue.clock import system_clock
 from django_alkqueue.conf import get_settings
+from django_alkqueue.reports import health
 
 from ._arguments import database_alias, positive_seconds, seconds
 

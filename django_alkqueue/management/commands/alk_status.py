@@ -12,9 +12,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext, pgettext_lazy
 
 from django_alkqueue.clock import system_clock
-from django_alkqueue.flow_status import FlowFigures
 from django_alkqueue.privacy import sensitive_queues
-from django_alkqueue.status import (
+from django_alkqueue.reports.flow_status import FlowFigures
+from django_alkqueue.reports.status import (
     QueueRow,
     RunningRow,
     WorkerRow,

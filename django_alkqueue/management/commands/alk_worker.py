@@ -13,9 +13,9 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext as _
 
 from django_alkqueue import defaults
+from django_alkqueue.reports.worker_report import default_job_fields
 from django_alkqueue.validation import MAX_CLAIM
 from django_alkqueue.worker.reload import run_with_reload
-from django_alkqueue.worker.report import default_job_fields
 from django_alkqueue.worker.runner import Worker, WorkerOptions
 from django_alkqueue.worker.supervisor import Supervisor
 
@@ -161,7 +161,7 @@ class Command(QueueCommand):
             run_with_reload(sys.argv)
             return
         # -v 0: warnings only; -v 1: start-up, a summary every 10 s, a line per job that did
-        # not succeed; -v 2 and up: debug, with a line per success (worker/report.py).
+        # not succeed; -v 2 and up: debug, with a line per success (reports/worker_report.py).
         levels = {0: logging.WARNING, 1: logging.INFO}
         logger = logging.getLogger("django_alkqueue")
         logger.setLevel(levels.get(options["verbosity"], logging.DEBUG))

@@ -1,6 +1,6 @@
-"""The catalog reads of the admin's health checks (admin/health.py judges them): the queue
-tables' dead tuples and vacuums, the sessions that hold back vacuum, the replication slots.
-Each returns its rows as dicts of column name to value."""
+"""The catalog reads of the admin's health checks (reports/database_health.py judges them):
+the queue tables' dead tuples and vacuums, the sessions that hold back vacuum, the
+replication slots. Each returns its rows as dicts of column name to value."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ process (docs/operations.md, "Metrics", says why this over prometheus_client's
 multiprocess mode).
 
 Nothing here counts the live table: the depth by state and the oldest pending age are the
-leader's last reading of each queue (QueueStat, every 30 s; status.latest_readings), so a
+leader's last reading of each queue (QueueStat, every 30 s; queue_stats.latest_readings), so a
 scrape costs the same at 1,000 rows or 1M (docs/benchmarks.md, "The scrape").
 
 The job counters and the handler duration histogram come from the QueueStat minutes of the
@@ -22,10 +22,10 @@ from django.apps import apps
 from django.db import connections
 from django.db.models import Count, Q
 
-from ..conf import get_settings
-from ..models import DURATION_BUCKETS, Consumer, Worker
-from ..sql import dialect_for
-from ..status import latest_readings
+from ...conf import get_settings
+from ...models import DURATION_BUCKETS, Consumer, Worker
+from ...sql import dialect_for
+from ..queue_stats import latest_readings
 from .exposition import Exposition, label
 from .hour_sums import hour_sums
 
