@@ -265,7 +265,7 @@ soak: $(BENCH_VENV)/.installed postgres
 
 # CI's check that the harness runs: every system but three of the four Celery ones, which
 # differ from the fourth only in their pool and broker (make bench measures them all); the
-# peers drain 500 jobs, ours and the raw loops 2,000 (bench/run.py QUICK_PEERS).
+# peers drain 200 jobs, ours and the raw loops 2,000 (bench/run.py QUICK_PEERS).
 BENCH_QUICK_SYSTEMS ?= raw,alkqueue,raw_mariadb,alkqueue_mariadb,raw_sqlite,alkqueue_sqlite,django_tasks_db,procrastinate,vtasks,celery_redis_threads
 bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbouncer
 	$(BENCH_PY) -m bench.run --quick --systems $(BENCH_QUICK_SYSTEMS) $(BENCH_ARGS)
