@@ -151,8 +151,9 @@ test-compat: $(COMPAT_VENV)/.installed postgres /usr/sbin/pgbouncer
 # The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite and on
 # MariaDB (those that run there: docs/reliability.md says which), then flow control's worker
 # tests at the issue's full sizes (FLOW_CONTROL_FULL=1, tests/test_flow_control_workers.py)
-# and fair share's (FAIR_SHARE_FULL=1, tests/test_fair_share_workers.py),
-# then docs/reliability.md from the records, even when one failed (the page shows it) before
+# and fair share's (FAIR_SHARE_FULL=1, tests/test_fair_share_workers.py), then the queue API's
+# state machine at 50 random sequences on each database (STATE_MACHINE_FULL=1,
+# tests/test_state_machine.py; make test runs 15), then docs/reliability.md from the records, even when one failed (the page shows it) before
 # the target fails.
 # Scenarios 3 and 4 need root (they skip otherwise).
 .PHONY: chaos
@@ -171,7 +172,13 @@ chaos: venv postgres mariadb mysqlclient
 	FAIR_SHARE_FULL=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider \
 	  tests/test_fair_share_workers.py $(PYTEST_ARGS) && \
 	FAIR_SHARE_FULL=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider \
-	  tests/test_fair_share_workers.py $(PYTEST_ARGS); \
+	  tests/test_fair_share_workers.py $(PYTEST_ARGS) && \
+	STATE_MACHINE_FULL=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_state_machine.py $(PYTEST_ARGS) && \
+	STATE_MACHINE_FULL=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_state_machine.py $(PYTEST_ARGS) && \
+	STATE_MACHINE_FULL=1 DATABASE_URL=$(MARIADB_URL) $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_state_machine.py $(PYTEST_ARGS); \
 	flow=$$?; \
 	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0 && \
 	  test $$mariadb -eq 0 && test $$flow -eq 0
