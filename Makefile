@@ -100,13 +100,20 @@ define run_suite
 	$(1) -m pytest -p no:cacheprovider -m serial $(PYTEST_ARGS) || test $$? -eq 5
 endef
 
+# On SQLite and MariaDB only the parallel part: every serial test is postgres_only (the
+# suite refuses one that is not), so there a serial run would only collect the suite to
+# skip them.
+define run_parallel
+	$(1) -m pytest -p no:cacheprovider -n $(TEST_PROCESSES) --dist worksteal -m "not serial" $(PYTEST_ARGS)
+endef
+
 test: venv postgres mariadb mysqlclient /usr/bin/chromium /usr/sbin/pgbouncer
 	$(MAKE) --no-print-directory test-pg
 	$(MAKE) --no-print-directory test-sqlite
 	$(MAKE) --no-print-directory test-mariadb
 
 test-mariadb: venv mariadb mysqlclient
-	$(call run_suite,DATABASE_URL=$(MARIADB_URL) $(PY))
+	$(call run_parallel,DATABASE_URL=$(MARIADB_URL) $(PY))
 
 # The whole suite on PostgreSQL and on SQLite through the ORM dialect (sql/orm.py), the
 # reference their own dialects are checked against. Not in .ci/run (it would double the
@@ -119,7 +126,7 @@ test-pg: venv
 	$(call run_suite,DATABASE_URL=$(PG_URL) $(PY))
 
 test-sqlite: venv
-	$(call run_suite,DATABASE_URL= $(PY))
+	$(call run_parallel,DATABASE_URL= $(PY))
 
 # The admin's screenshots in docs/images, taken by the browser tests on PostgreSQL
 # (tests/test_admin_browser.py, DOC_IMAGES). Not in CI: run it after changing a page.
