@@ -100,13 +100,20 @@ define run_suite
 	$(1) -m pytest -p no:cacheprovider -m serial $(PYTEST_ARGS) || test $$? -eq 5
 endef
 
+# On SQLite and MariaDB only the parallel part: every serial test is postgres_only (the
+# suite refuses one that is not), so there a serial run would only collect the suite to
+# skip them.
+define run_parallel
+	$(1) -m pytest -p no:cacheprovider -n $(TEST_PROCESSES) --dist worksteal -m "not serial" $(PYTEST_ARGS)
+endef
+
 test: venv postgres mariadb mysqlclient /usr/bin/chromium /usr/sbin/pgbouncer
 	$(MAKE) --no-print-directory test-pg
 	$(MAKE) --no-print-directory test-sqlite
 	$(MAKE) --no-print-directory test-mariadb
 
 test-mariadb: venv mariadb mysqlclient
-	$(call run_suite,DATABASE_URL=$(MARIADB_URL) $(PY))
+	$(call run_parallel,DATABASE_URL=$(MARIADB_URL) $(PY))
 
 # The whole suite on PostgreSQL and on SQLite through the ORM dialect (sql/orm.py), the
 # reference their own dialects are checked against. Not in .ci/run (it would double the
@@ -119,7 +126,7 @@ test-pg: venv
 	$(call run_suite,DATABASE_URL=$(PG_URL) $(PY))
 
 test-sqlite: venv
-	$(call run_suite,DATABASE_URL= $(PY))
+	$(call run_parallel,DATABASE_URL= $(PY))
 
 # The admin's screenshots in docs/images, taken by the browser tests on PostgreSQL
 # (tests/test_admin_browser.py, DOC_IMAGES). Not in CI: run it after changing a page.
@@ -151,8 +158,9 @@ test-compat: $(COMPAT_VENV)/.installed postgres /usr/sbin/pgbouncer
 # The long chaos scenarios (tests/chaos, CHAOS_LONG=1) on PostgreSQL, then on SQLite and on
 # MariaDB (those that run there: docs/reliability.md says which), then flow control's worker
 # tests at the issue's full sizes (FLOW_CONTROL_FULL=1, tests/test_flow_control_workers.py)
-# and fair share's (FAIR_SHARE_FULL=1, tests/test_fair_share_workers.py),
-# then docs/reliability.md from the records, even when one failed (the page shows it) before
+# and fair share's (FAIR_SHARE_FULL=1, tests/test_fair_share_workers.py), then the queue API's
+# state machine at 50 random sequences on each database (STATE_MACHINE_FULL=1,
+# tests/test_state_machine.py; make test runs 15), then docs/reliability.md from the records, even when one failed (the page shows it) before
 # the target fails.
 # Scenarios 3 and 4 need root (they skip otherwise).
 .PHONY: chaos
@@ -171,7 +179,13 @@ chaos: venv postgres mariadb mysqlclient
 	FAIR_SHARE_FULL=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider \
 	  tests/test_fair_share_workers.py $(PYTEST_ARGS) && \
 	FAIR_SHARE_FULL=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider \
-	  tests/test_fair_share_workers.py $(PYTEST_ARGS); \
+	  tests/test_fair_share_workers.py $(PYTEST_ARGS) && \
+	STATE_MACHINE_FULL=1 DATABASE_URL=$(PG_URL) $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_state_machine.py $(PYTEST_ARGS) && \
+	STATE_MACHINE_FULL=1 DATABASE_URL= $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_state_machine.py $(PYTEST_ARGS) && \
+	STATE_MACHINE_FULL=1 DATABASE_URL=$(MARIADB_URL) $(PY) -m pytest -p no:cacheprovider \
+	  tests/test_state_machine.py $(PYTEST_ARGS); \
 	flow=$$?; \
 	$(PY) -m tests.chaos.render --mode long && test $$pg -eq 0 && test $$sqlite -eq 0 && \
 	  test $$mariadb -eq 0 && test $$flow -eq 0
@@ -265,7 +279,7 @@ soak: $(BENCH_VENV)/.installed postgres
 
 # CI's check that the harness runs: every system but three of the four Celery ones, which
 # differ from the fourth only in their pool and broker (make bench measures them all); the
-# peers drain 500 jobs, ours and the raw loops 2,000 (bench/run.py QUICK_PEERS).
+# peers drain 200 jobs, ours and the raw loops 2,000 (bench/run.py QUICK_PEERS).
 BENCH_QUICK_SYSTEMS ?= raw,alkqueue,raw_mariadb,alkqueue_mariadb,raw_sqlite,alkqueue_sqlite,django_tasks_db,procrastinate,vtasks,celery_redis_threads
 bench-quick: $(BENCH_VENV)/.installed postgres mariadb brokers /usr/sbin/pgbouncer
 	$(BENCH_PY) -m bench.run --quick --systems $(BENCH_QUICK_SYSTEMS) $(BENCH_ARGS)

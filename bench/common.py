@@ -302,6 +302,29 @@ def start_workers(queue_name: str, processes: int, *options: str) -> list[subpro
     ]
 
 
+def wait_listening(workers: list[subprocess.Popen[bytes]], timeout: float = 60.0) -> None:
+    """Until each of `workers` has its LISTEN session open on this process's database (Django's
+    connection), so that the enqueue that follows wakes them at once: the event a worker's
+    start-up ends with, instead of a fixed wait long enough for a loaded machine."""
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+            )
+            listening = cursor.fetchone()[0]
+        if listening >= len(workers):
+            return
+        if any(worker.poll() is not None for worker in workers):
+            raise RuntimeError("a worker exited at start-up")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{listening} of {len(workers)} listening after {timeout:g} s")
+        time.sleep(0.05)
+
+
 def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
     for worker in workers:
         worker.send_signal(signal.SIGTERM)

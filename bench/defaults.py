@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -66,20 +65,6 @@ def start_workers(options: list[str], log: Any) -> list[subprocess.Popen[bytes]]
             for _ in range(PROCESSES)]  # fmt: skip
 
 
-def wait_registered(workers: list[subprocess.Popen[bytes]]) -> None:
-    """Until each worker's row is there (its default id is host:pid); then a moment more for
-    its listener to LISTEN."""
-    from django_alkqueue.models import Worker
-
-    ids = [f"{socket.gethostname()}:{w.pid}" for w in workers]
-    deadline = time.monotonic() + 60
-    while Worker.objects.filter(worker_id__in=ids).count() < len(ids):
-        assert time.monotonic() < deadline, "the workers did not register within 60 s"
-        assert all(w.poll() is None for w in workers), "a worker exited at start-up"
-        time.sleep(0.05)
-    time.sleep(0.5)
-
-
 def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
     for worker in workers:
         worker.send_signal(signal.SIGTERM)
@@ -98,7 +83,7 @@ def drain(options: list[str], jobs: int) -> float:
     with tempfile.TemporaryFile() as log:
         workers = start_workers(options, log)
         try:
-            wait_registered(workers)
+            script_runs.wait_registered(workers)
             q.enqueue_many([{"n": n} for n in range(jobs)])
             started = time.perf_counter()
             while QueueMessage.objects.filter(queue=NOOP).exists():
@@ -193,7 +178,7 @@ def main() -> None:
     script_runs.start(args, "defaults", "bench.settings.alkqueue_defaults")
     from django.db import connection
 
-    jobs = args.jobs or (5000 if args.quick else 30000)
+    jobs = args.jobs or (2000 if args.quick else 30000)
     # Five rounds: on the shared machine the other work's load swings within a run, and a
     # median of five rides out a round or two caught in a swing.
     rounds = args.rounds or (1 if args.quick else 5)

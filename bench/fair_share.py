@@ -1,6 +1,6 @@
 """Fair share's cost (issue 52): a drain of N no-op jobs by 2 worker processes over 1,000 fair
 keys, and over one, against the same drain without fair keys (targets: at least 70% and 90%
-of its rate). N = 100,000; --quick: 5,000.
+of its rate). N = 100,000; --quick: 2,000.
 
     python -m bench.fair_share [--quick]
 
@@ -36,7 +36,7 @@ def _drain(queue_name: str, jobs: int, key: Callable[[Any], str] | None) -> floa
 
     workers = common.start_workers(queue_name, PROCESSES)
     try:
-        time.sleep(3.0)  # the workers start and connect
+        common.wait_listening(workers)
         with transaction.atomic():
             queue(queue_name).enqueue_many([{"i": i} for i in range(jobs)], fair_key=key)
         return jobs / common.wait_queue_empty(queue_name, timeout=1800)
@@ -45,7 +45,7 @@ def _drain(queue_name: str, jobs: int, key: Callable[[Any], str] | None) -> floa
 
 
 def drain(quick: bool) -> dict[str, Any]:
-    jobs = 5_000 if quick else 100_000
+    jobs = 2_000 if quick else 100_000
     rates = {
         "none": _drain("fair-none", jobs, None),
         "one": _drain("fair-one", jobs, lambda p: "tenant"),

@@ -88,7 +88,7 @@ def claim_ack_seconds_per_job(queue_name: str, jobs: int, size: int) -> float:
 def claim_ack(quick: bool) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for size in (1, 100):
-        jobs = (1_000 if size == 1 else 5_000) if quick else (5_000 if size == 1 else 20_000)
+        jobs = (200 if size == 1 else 1_000) if quick else (5_000 if size == 1 else 20_000)
         # Taking turns, twice, so that a slower minute of the machine hits all three alike.
         per_job: dict[str, list[float]] = {"flow-none": [], "flow-cap": [], "flow-key": []}
         for _ in range(2):
@@ -122,7 +122,7 @@ def _run(queue_name: str, jobs: int, processes: int, threads: int, keyed: bool) 
     _empty(queue_name)
     workers = common.start_workers(queue_name, processes, "--concurrency", str(threads))
     try:
-        time.sleep(3.0)  # the workers start and connect
+        common.wait_listening(workers)
         key = (lambda p: f"k{p['i'] % KEYS}") if keyed else None
         with transaction.atomic():
             queue(queue_name).enqueue_many([{"i": i} for i in range(jobs)], concurrency_key=key)
@@ -154,7 +154,7 @@ def _most_at_once(intervals: list[tuple[float, float]]) -> int:
 
 
 def drain(quick: bool) -> dict[str, Any]:
-    jobs = 2_000 if quick else 20_000
+    jobs = 500 if quick else 20_000
     unlimited = _run("flow-drain-none", jobs, 2, 4, keyed=True)
     limited = _run("flow-drain-key", jobs, 2, 4, keyed=True)
     return {
@@ -169,7 +169,7 @@ def drain(quick: bool) -> dict[str, Any]:
 
 
 def busy(quick: bool) -> dict[str, Any]:
-    jobs = 800 if quick else 8_000
+    jobs = 200 if quick else 8_000
     _run("flow-busy", jobs, 2, 16, keyed=False)
     runs = _runs()
     spans = [(claimed, finished) for claimed, _, finished in runs]
@@ -223,7 +223,7 @@ def rate(quick: bool) -> dict[str, Any]:
 
     workers = common.start_workers("flow-rate", 2, "--concurrency", "16")
     try:
-        time.sleep(3.0)
+        common.wait_listening(workers)
         with transaction.atomic():
             queue("flow-rate").enqueue_many([{"i": i} for i in range(jobs)])
         time.sleep(seconds + 1.0)

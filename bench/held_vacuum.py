@@ -76,14 +76,16 @@ def configurations() -> list[tuple[Any, Any]]:
     ]
 
 
-def drain(system: Any, config: Any, jobs: int, held: bool, attempts: int = 3) -> dict[str, Any]:
+def drain(
+    system: Any, config: Any, jobs: int, held: bool, settle: float, attempts: int = 3
+) -> dict[str, Any]:
     """One measure.drain of `jobs`, with a snapshot held across it or not; run again from
     the start when the shared server dropped the connections (other suites restart it)."""
     from bench import common
 
     for attempt in range(1, attempts + 1):
         try:
-            return _drain_once(system, config, jobs, held)
+            return _drain_once(system, config, jobs, held, settle)
         except Exception as exc:
             if attempt == attempts or not common.is_connection_error(exc):
                 raise
@@ -93,24 +95,24 @@ def drain(system: Any, config: Any, jobs: int, held: bool, attempts: int = 3) ->
     raise AssertionError("unreachable")
 
 
-def _drain_once(system: Any, config: Any, jobs: int, held: bool) -> dict[str, Any]:
+def _drain_once(system: Any, config: Any, jobs: int, held: bool, settle: float) -> dict[str, Any]:
     from bench import measure
 
     tag = f"held-{'on' if held else 'off'}"
     if not held:
-        return measure.drain(system, jobs, PROCESSES, config, tag)
+        return measure.drain(system, jobs, PROCESSES, config, tag, settle)
     with held_snapshot(system.database):
-        return measure.drain(system, jobs, PROCESSES, config, tag)
+        return measure.drain(system, jobs, PROCESSES, config, tag, settle)
 
 
-def measure_all(jobs: int, rounds: int) -> list[dict[str, Any]]:
+def measure_all(jobs: int, rounds: int, settle: float) -> list[dict[str, Any]]:
     rows = []
     for system, config in configurations():
         runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
         for turn in range(rounds):
             # Which side goes first alternates, so a load that drifts weighs on both alike.
             for held in (False, True) if turn % 2 == 0 else (True, False):
-                runs[held].append(drain(system, config, jobs, held))
+                runs[held].append(drain(system, config, jobs, held, settle))
                 rate = runs[held][-1]["jobs_per_s"]
                 print(f"{config.label}, held={held}: {rate:,.0f} jobs/s", flush=True)
         rows.append(_row(system.name, config.label, runs[False], runs[True]))
@@ -142,11 +144,13 @@ def main() -> None:
     if args.url is not None:
         raise SystemExit("bench.held_vacuum runs on the bench's own PostgreSQL only (no --url)")
     script_runs.start(args, "held", "bench.settings.alkqueue")
-    jobs = args.jobs or (2000 if args.quick else 20000)
+    jobs = args.jobs or (500 if args.quick else 20000)
     rounds = args.rounds or (1 if args.quick else 3)
     load_before = os.getloadavg()
     started = time.time()
-    rows = measure_all(jobs, rounds)
+    from bench import measure
+
+    rows = measure_all(jobs, rounds, measure.settle_seconds(args.quick))
     figures = {
         "jobs": jobs, "rounds": rounds, "processes": PROCESSES, "target": TARGET,
         "load average before": [round(x, 2) for x in load_before],

@@ -18,7 +18,14 @@ from .systems import Config, NotSupported, System
 from .vacuum import Vacuumer
 
 WARM_UP_JOBS = 20
+#: After the warm-up, before the measured part: the workers idle again. A quick run (CI's
+#: check that the harness runs, its figures no target) settles for less.
 SETTLE_SECONDS = 1.0
+QUICK_SETTLE_SECONDS = 0.2
+
+
+def settle_seconds(quick: bool) -> float:
+    return QUICK_SETTLE_SECONDS if quick else SETTLE_SECONDS
 
 
 def payloads(n: int, start: int = 0) -> list[dict[str, Any]]:
@@ -85,9 +92,14 @@ def _timed(system: System, call: str, part: list[dict[str, Any]]) -> float:
 
 
 def start_workers(
-    system: System, processes: int, config: Config, tag: str, **env: str
+    system: System,
+    processes: int,
+    config: Config,
+    tag: str,
+    settle: float = SETTLE_SECONDS,
+    **env: str,
 ) -> common.Workers:
-    """Workers started, connected, warmed up and idle."""
+    """Workers started, connected, warmed up and idle (after `settle` seconds)."""
     workers = common.Workers(
         system.worker_commands(processes, config), system.worker_env(config, **env),
         f"{system.name}-{tag}",
@@ -103,17 +115,24 @@ def start_workers(
         with system.connection() as conn:
             system.seed(payloads(WARM_UP_JOBS * processes, start=10**9), config)
             common.wait_until(lambda: not system.unfinished(conn), 120, 0.05)
-        time.sleep(SETTLE_SECONDS)
+        time.sleep(settle)
     except BaseException:
         workers.stop()
         raise
     return workers
 
 
-def drain(system: System, n: int, processes: int, config: Config, tag: str) -> dict[str, Any]:
+def drain(
+    system: System,
+    n: int,
+    processes: int,
+    config: Config,
+    tag: str,
+    settle: float = SETTLE_SECONDS,
+) -> dict[str, Any]:
     """One drain of n jobs."""
     system.reset()
-    workers = start_workers(system, processes, config, tag)
+    workers = start_workers(system, processes, config, tag, settle)
     try:
         batch = payloads(n)
         vacuumer = Vacuumer(system.database, system.vacuum_tables)
@@ -183,7 +202,12 @@ def drain_summary(
 
 
 def latency(
-    system: System, config: Config, jobs: int, gap: float, processes: int = 1
+    system: System,
+    config: Config,
+    jobs: int,
+    gap: float,
+    processes: int = 1,
+    settle: float = SETTLE_SECONDS,
 ) -> dict[str, Any]:
     """`processes` idle worker processes; `jobs` jobs enqueued `gap` s apart; each job's start
     minus enqueue."""
@@ -192,7 +216,7 @@ def latency(
     os.close(fd)
     path = Path(name)
     workers = start_workers(
-        system, processes, config, f"latency-{processes}", BENCH_LATENCY_FILE=name
+        system, processes, config, f"latency-{processes}", settle, BENCH_LATENCY_FILE=name
     )
     try:
         path.write_text("")  # the warm-up jobs carry no "t"; start clean all the same

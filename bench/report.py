@@ -58,7 +58,8 @@ def chart(results: dict[str, Any], path: Path) -> None:
     _bars(ax2, data, x, (("p50", "p50"), ("p95", "p95"), ("p99", "p99")), 1)
     ax2.set_ylim(bottom=0.5, top=_top(data, ("p99",)))
     ax2.set_ylabel("ms (log scale)")
-    ax2.set_title("Pickup latency, idle worker, 200 jobs 20 ms apart")
+    latency_jobs = results["params"].get("latency_jobs", 200)
+    ax2.set_title(f"Pickup latency, idle worker, {latency_jobs} jobs 20 ms apart")
     ax2.set_xticks(list(x), names, fontsize=7)
     fig.suptitle(f"{results['mode']} run, {results['started']}, "
                  f"{results['machine']['nproc']} cores", fontsize=10)  # fmt: skip

@@ -2,7 +2,8 @@
 process of its own (bench/suite.py), then the tables, the JSON, the chart and the docs.
 
     python -m bench.run                 # full: N = 20,000, 3 repetitions, the 1M steps
-    python -m bench.run --quick         # CI: N = 2,000 (500 for peers), 1 repetition, no 1M
+    python -m bench.run --quick         # CI: N = 2,000 (200 for peers), 1 repetition, no 1M,
+                                        # pickup latency over 50 jobs instead of 200
     python -m bench.run --systems raw,alkqueue
 """
 
@@ -26,11 +27,14 @@ import psutil
 from . import common, report
 from .systems import SYSTEMS, load
 
-FULL = {"n": 20_000, "n_single": 5_000, "reps": 3}
-QUICK = {"n": 2_000, "n_single": 500, "reps": 1}
+#: The sizes of a run; latency_jobs: the jobs of a pickup-latency run, enqueued 20 ms apart
+#: (a quick run's 50 take a second where 200 take four, for each system).
+FULL = {"n": 20_000, "n_single": 5_000, "reps": 3, "latency_jobs": 200}
+QUICK = {"n": 2_000, "n_single": 500, "reps": 1, "latency_jobs": 50}
 #: A quick run's peers (the systems that are not django-alkqueue nor a raw loop): it checks
-#: that their harness runs, and their drains of N = 2,000 took half of CI's bench stage.
-QUICK_PEERS = {"n": 500, "n_single": 200, "reps": 1}
+#: that their harness runs, and their drains of N = 2,000 took half of CI's bench stage (at
+#: 500, django-tasks-db's two drains still took 27 s).
+QUICK_PEERS = {"n": 200, "n_single": 200, "reps": 1, "latency_jobs": 50}
 
 
 def params_of(name: str, quick: bool) -> dict[str, Any]:
@@ -109,7 +113,8 @@ def run_system(name: str, params: dict[str, Any], args: argparse.Namespace) -> d
     system.create_database()
     cmd = [common.PYTHON, "-m", "bench.suite", name, "--out", str(out),
            "--n", str(params["n"]), "--n-single", str(params["n_single"]),
-           "--reps", str(params["reps"])]  # fmt: skip
+           "--reps", str(params["reps"]),
+           "--latency-jobs", str(params["latency_jobs"])]  # fmt: skip
     if args.quick:
         cmd.append("--quick")
     started = time.monotonic()

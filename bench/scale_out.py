@@ -7,7 +7,8 @@ hosts (not one command's `--processes`). Per round, in this order:
 - the drain of N by 8 processes through PgBouncer in transaction mode (Debian's pgbouncer,
   started here on a free port with PgBouncer's default pool of 20 server connections), the
   workers set up as docs/worker.md (PgBouncer) says: LISTEN on a direct alias;
-- the pickup latency of 200 jobs enqueued 20 ms apart with 1, 2 and 16 idle processes.
+- the pickup latency of 200 jobs (a quick run: 50) enqueued 20 ms apart with 1, 2 and 16
+  idle processes.
 
 A drain is bench/measure.py's: workers started, connected and warmed up, then N jobs made
 visible in one commit; the rate is N over the time until none is left. All of it runs on a
@@ -19,7 +20,7 @@ the rounds with their min and max.
 
     python -m bench.scale_out [--quick] [--jobs N] [--rounds R]
 
-Run by `make bench` (N = 200,000, 3 rounds) and `make bench-quick` (N = 5,000, 1 round).
+Run by `make bench` (N = 200,000, 3 rounds) and `make bench-quick` (N = 2,000, 1 round).
 Writes results/scaleout-MODE.json; a full run rewrites docs/benchmarks.md's "Scale-out"
 section.
 """
@@ -141,16 +142,19 @@ def _progress(what: str, run: dict[str, Any]) -> None:
           f"{run['commits_per_job']:.3f} commits/job, load {load:.1f}", flush=True)  # fmt: skip
 
 
-def latencies(cluster: own_cluster.Cluster, rounds: int, config: Config) -> dict[str, Any]:
-    """Pickup latency with LISTENING idle processes, taking turns within each round."""
+def latencies(
+    cluster: own_cluster.Cluster, rounds: int, config: Config, jobs: int
+) -> dict[str, Any]:
+    """Pickup latency of `jobs` jobs with LISTENING idle processes, taking turns within each
+    round."""
     system = SeparateWorkers(cluster)
     runs: dict[int, list[dict[str, Any]]] = {p: [] for p in LISTENING}
     for _ in range(rounds):
         for processes in LISTENING:
-            runs[processes].append(measure.latency(system, config, 200, 0.02, processes))
+            runs[processes].append(measure.latency(system, config, jobs, 0.02, processes))
             print(f"  pickup with {processes} listening: p99 "
                   f"{runs[processes][-1]['p99_ms']:.1f} ms", flush=True)  # fmt: skip
-    return {str(p): measure.latency_summary(found, config) for p, found in runs.items()}
+    return {str(p): measure.latency_summary(found, config, jobs) for p, found in runs.items()}
 
 
 def ratios(drained: dict[str, Any], picked: dict[str, Any]) -> dict[str, Any]:
@@ -176,7 +180,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.url is not None:
         raise SystemExit("bench.scale_out runs on a PostgreSQL cluster of its own (no --url)")
-    jobs = args.jobs or (5000 if args.quick else 200_000)
+    jobs = args.jobs or (2000 if args.quick else 200_000)
     rounds = args.rounds or (1 if args.quick else 3)
     config = AlkQueue().configs(args.quick)[0]
     load_before = os.getloadavg()
@@ -185,7 +189,7 @@ def main() -> None:
             admin.execute(f'CREATE DATABASE "{DATABASE}"')
         setup_django(f"{cluster.url}/{DATABASE}", "bench.settings.alkqueue")
         drained = drains(cluster, jobs, rounds, config)
-        picked = latencies(cluster, rounds, config)
+        picked = latencies(cluster, rounds, config, 50 if args.quick else 200)
         from django.db import connections
 
         connections.close_all()  # before the cluster stops

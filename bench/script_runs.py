@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,3 +57,17 @@ def record(
     out.write_text(json.dumps(figures, indent=2) + "\n")
     if not args.quick:  # docs/benchmarks.md holds full runs only, as bench.report's page
         write_section()
+
+
+def wait_registered(workers: list[subprocess.Popen[bytes]], timeout: float = 60.0) -> None:
+    """Until each worker's row is there (its default id is host:pid); then a moment more for
+    its listener to LISTEN. On any database, unlike common.wait_listening (PostgreSQL's)."""
+    from django_alkqueue.models import Worker
+
+    ids = [f"{socket.gethostname()}:{w.pid}" for w in workers]
+    deadline = time.monotonic() + timeout
+    while Worker.objects.filter(worker_id__in=ids).count() < len(ids):
+        assert time.monotonic() < deadline, f"the workers did not register within {timeout:g} s"
+        assert all(w.poll() is None for w in workers), "a worker exited at start-up"
+        time.sleep(0.05)
+    time.sleep(0.5)

@@ -35,6 +35,7 @@ class Suite:
         self.system = system
         self.p = params
         self.out: dict[str, Any] = {"system": system.name, "title": system.title, "errors": {}}
+        self.settle = measure.settle_seconds(params["quick"])
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run one measurement; run again (RETRIES times at most) when the server went away."""
@@ -93,7 +94,8 @@ class Suite:
         scan = []
         for c in configs:
             r = self.step(
-                f"scan {c.label}", lambda c=c: measure.drain(self.system, n, 1, c, "scan")
+                f"scan {c.label}",
+                lambda c=c: measure.drain(self.system, n, 1, c, "scan", self.settle),
             )
             if r is not None:
                 scan.append({"config": c.label, "informational": c.informational, **r})
@@ -113,7 +115,7 @@ class Suite:
                 self.step(
                     f"drain {procs} process(es), {config.label}, repetition {r + 1}",
                     lambda procs=procs, r=r: measure.drain(
-                        s, p["n"], procs, config, f"drain-p{procs}-r{r}"
+                        s, p["n"], procs, config, f"drain-p{procs}-r{r}", self.settle
                     ),
                 )
                 for r in range(p["reps"])
@@ -125,12 +127,12 @@ class Suite:
         runs = [
             self.step(
                 f"pickup latency, {config.label}, repetition {r + 1}",
-                lambda: measure.latency(s, config, 200, 0.02),
+                lambda: measure.latency(s, config, p["latency_jobs"], 0.02, settle=self.settle),
             )
             for r in range(p["reps"])
         ]
         done = [run for run in runs if run is not None]
-        out["latency"] = measure.latency_summary(done, config) if done else None
+        out["latency"] = measure.latency_summary(done, config, p["latency_jobs"]) if done else None
         out["options"] = config.options
         return out
 
@@ -209,6 +211,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--n-single", type=int, required=True)
     parser.add_argument("--reps", type=int, required=True)
+    parser.add_argument("--latency-jobs", type=int, default=200)
     args = parser.parse_args()
     # SIGTERM / SIGINT unwind like an error, so the workers started so far are stopped too.
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -219,7 +222,8 @@ def main() -> None:
 
         django.setup()
     system.install()
-    params = {"quick": args.quick, "n": args.n, "n_single": args.n_single, "reps": args.reps}
+    params = {"quick": args.quick, "n": args.n, "n_single": args.n_single, "reps": args.reps,
+              "latency_jobs": args.latency_jobs}  # fmt: skip
     result = Suite(system, params).run()
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
 

@@ -112,6 +112,7 @@ SCENARIOS = [
     ("pending_10000", "10k pending"),
     ("pending_100000", "100k pending"),
     ("pending_1000000", "1M pending"),
+    ("pending_{big}", "{bign} pending"),  # a quick run's big table
     ("retained_results_{big}", "10k pending + {bign} retained task results"),
     ("dead_letters_{big}", "10k pending + {bign} dead letters"),
     ("after_{big}_acked_no_vacuum", "right after {bign} acked, no VACUUM (their leases running)"),
@@ -125,10 +126,10 @@ def scale_rows(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], 
     raw = get(results, "systems", "raw", "scale") or {}
     big = get(ours, "sizes", "big") or get(raw, "sizes", "big") or 1_000_000
     bign = "1M" if big == 1_000_000 else f"{big // 1000}k"
-    out = []
+    out: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
     for key, label in SCENARIOS:
         key, label = key.format(big=big), label.format(bign=bign)
-        if key in ours or key in raw:
+        if (key in ours or key in raw) and key not in [row[0] for row in out]:
             out.append((key, label, ours.get(key) or {}, raw.get(key) or {}))
     return out
 

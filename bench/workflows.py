@@ -148,7 +148,7 @@ def latencies(repetitions: int) -> dict[str, Any]:
         )
     worker = _worker(TIMED, burst=False)
     try:
-        time.sleep(3)  # the worker is up and listening
+        script_runs.wait_registered([worker])
         callback = callback_latency(repetitions)
         release = release_latency(repetitions)
     finally:
@@ -171,7 +171,7 @@ def main() -> None:
     script_runs.start(args, "workflows", "bench.settings.alkqueue_workflows")
     from django.db import connection
 
-    jobs = args.jobs or (10_000 if args.quick else 100_000)
+    jobs = args.jobs or (2_000 if args.quick else 100_000)
     rounds = args.rounds or (1 if args.quick else 3)
     figures = {
         "database": connection.vendor,

@@ -114,6 +114,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                         + (" with the ORM dialect" if forced_orm else "")),
     }  # fmt: skip
     for item in items:
+        if "serial" in item.keywords and "postgres_only" not in item.keywords:
+            # make test-sqlite and test-mariadb run no serial test (the Makefile's run_parallel)
+            raise pytest.UsageError(f"{item.nodeid} is marked serial, not postgres_only")
         for marker, (skipped, reason) in skips.items():
             if skipped and marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
