@@ -13,6 +13,7 @@ from django_alkqueue.reports.worker_stats import WorkerStats
 from django_alkqueue.signals import job_dead_lettered, job_retried, job_started, job_succeeded
 from django_alkqueue.worker.acker import AckService
 from django_alkqueue.worker.executor import Executor
+from django_alkqueue.worker.heartbeats import HeartbeatService
 from django_alkqueue.worker.inflight import InFlight
 from testproject.shop.models import LedgerEntry
 
@@ -311,3 +312,28 @@ def test_system_exit_from_a_handler_is_a_failure_of_that_job(work):
     stored = work.get_job(job.id)
     assert stored.state == "scheduled"
     assert stored.last_error.startswith("SystemExit: 3")
+
+
+def test_a_heartbeat_while_a_failed_job_is_retried_is_not_taken_for_a_lost_claim(work, caplog):
+    # The retry clears the claim in the handler's thread; a heartbeat between that commit and
+    # the job's release (here: in the retry's signal) must see a job settling, not one whose
+    # claim another worker took (issue 53's stress run logged one such refusal on MariaDB).
+    def fail(payload, job):
+        raise ValueError("try again")
+
+    harness = Harness(fail)
+    work.enqueue({"x": 1})
+    handle = work.claim_one("w")
+    during: list[bool] = []
+
+    def heartbeat_now(sender, job, **kwargs):
+        during.append(harness.inflight.is_running(handle))
+        HeartbeatService(harness.inflight, "default").run_once(work.clock())
+
+    job_retried.connect(heartbeat_now)
+    try:
+        harness.run(handle)
+    finally:
+        job_retried.disconnect(heartbeat_now)
+    assert during == [False]
+    assert "heartbeat refused" not in caplog.text

@@ -257,6 +257,7 @@ class Executor:
                 acking, history.entry_for(spec.queue, None, time.monotonic() - started)
             )
             self._to_ack(acking, started)
+            self.inflight.handlers_done(unsettled, wake=False)  # settling, not running: _run_plain
             for handle in unsettled:
                 self._settle_failure(spec, handle, failures[handle.job.id], started)
         finally:
@@ -407,6 +408,10 @@ class Executor:
         except KeyboardInterrupt:
             raise
         except HANDLER_ERRORS as error:
+            # The handler has stopped: the job is settling, not running, so a heartbeat that
+            # finds its claim gone (this thread's own retry, snooze or dead letter) does not
+            # take it for a lost claim. Its lease is still extended until it is let go.
+            self.inflight.handlers_done([handle], wake=False)
             if self._settles(handle, run, error):
                 self._settle_failure(spec, handle, error, started)
             return False
