@@ -4,6 +4,8 @@ once with a DeprecationWarning that names its new path, and gives the new module
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -16,6 +18,8 @@ from django.urls import include, path
 import django_alkqueue
 from django_alkqueue.reports import health, queue_stats, status, worker_report
 from django_alkqueue.reports.metrics import hour_sums, views
+
+ROOT = Path(__file__).resolve().parent.parent
 
 REPORTS = "django_alkqueue.reports"
 #: Each old path: how its warning names the new path, and the modules it re-exports.
@@ -103,3 +107,21 @@ def test_a_urlconf_that_includes_the_old_metrics_urls_still_serves_the_scrape():
         response = Client().get("/old/", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200
     assert b"alkqueue_workers" in response.content
+
+
+def test_the_warning_names_the_users_import_line(tmp_path):
+    # In a process of its own: under pytest the library is imported through pytest's hook.
+    script = tmp_path / "uses_old_path.py"
+    script.write_text(
+        "import warnings\n"
+        "import django\n"
+        "django.setup()\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import django_alkqueue.health\n"
+        "print([(w.filename, w.lineno) for w in caught if w.category is DeprecationWarning])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "testproject.settings"}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.strip() == repr([(str(script), 6)])
